@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures side by side; none is a timed assertion."""

@@ -1,0 +1,10 @@
+"""Onceover: exactly-once Spark to BigQuery loads that their owners can watch,
+reconcile and resume.
+
+This package holds what both planes share: the one place that builds BigQuery
+clients (:mod:`onceover.bigquery`), the local BigQuery launcher
+(:mod:`onceover.localbq`) and the ``onceover`` command line (:mod:`onceover.cli`).
+The data plane lives in :mod:`jobs`, the control plane in :mod:`backend`.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from onceover.cli import main
+
+main()

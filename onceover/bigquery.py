@@ -1,0 +1,165 @@
+"""The one place that builds BigQuery clients.
+
+Every component (the sink on the driver and on executors, the jobs, the backend)
+gets its clients here, configured by three environment variables:
+
+==============================  ====================================================
+``ONCEOVER_BIGQUERY_REST``      REST endpoint of a local BigQuery, e.g.
+                                ``http://127.0.0.1:9050``
+``ONCEOVER_BIGQUERY_GRPC``      gRPC (Storage Write API) endpoint of a local
+                                BigQuery, e.g. ``127.0.0.1:9060``
+``ONCEOVER_PROJECT``            the Google Cloud project; defaults to
+                                ``onceover-local`` locally and to the project of
+                                the Application Default Credentials otherwise
+==============================  ====================================================
+
+Both endpoints unset means real BigQuery with Application Default Credentials;
+set one, set both. A :class:`BigQueryConfig` is a small frozen value, so it can be
+pickled into a Spark task and turned into clients on the executor.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from onceover import __version__
+from onceover.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from google.cloud import bigquery
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+
+REST_ENV = "ONCEOVER_BIGQUERY_REST"
+GRPC_ENV = "ONCEOVER_BIGQUERY_GRPC"
+PROJECT_ENV = "ONCEOVER_PROJECT"
+LOCAL_PROJECT = "onceover-local"
+
+_REST_RE = re.compile(r"^https?://[^/\s:]+(:\d{1,5})?/?$")
+_GRPC_RE = re.compile(r"^[^/\s:]+:\d{1,5}$")
+# Optionally domain-scoped ("example.com:my-project"), then 6-30 characters.
+_PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+# gRPC's default 4 MiB receive cap is below BigQuery's 10 MB request cap; the
+# official transport lifts both limits the same way.
+_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
+
+@dataclass(frozen=True)
+class BigQueryConfig:
+    """Where BigQuery is: a local endpoint pair, or real BigQuery when both are ``None``."""
+
+    rest_endpoint: str | None = None
+    grpc_endpoint: str | None = None
+    project: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.rest_endpoint is None) != (self.grpc_endpoint is None):
+            missing = REST_ENV if self.rest_endpoint is None else GRPC_ENV
+            given = GRPC_ENV if self.rest_endpoint is None else REST_ENV
+            raise ConfigurationError(
+                f"{given} is set but {missing} is not: set both for a local BigQuery, "
+                "or neither for real BigQuery"
+            )
+        if self.rest_endpoint is not None and not _REST_RE.match(self.rest_endpoint):
+            raise ConfigurationError(
+                f"{REST_ENV}={self.rest_endpoint!r} is not an http(s)://host:port URL"
+            )
+        if self.grpc_endpoint is not None and not _GRPC_RE.match(self.grpc_endpoint):
+            raise ConfigurationError(f"{GRPC_ENV}={self.grpc_endpoint!r} is not host:port")
+        if self.project is not None and not _PROJECT_RE.match(self.project):
+            raise ConfigurationError(f"{PROJECT_ENV}={self.project!r} is not a project id")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> BigQueryConfig:
+        """Read the ``ONCEOVER_*`` variables (empty counts as unset)."""
+        env = os.environ if environ is None else environ
+        return cls(
+            rest_endpoint=env.get(REST_ENV) or None,
+            grpc_endpoint=env.get(GRPC_ENV) or None,
+            project=env.get(PROJECT_ENV) or None,
+        )
+
+    @property
+    def is_local(self) -> bool:
+        """True for a local BigQuery (endpoints set), False for real BigQuery."""
+        return self.rest_endpoint is not None
+
+    def resolved_project(self) -> str:
+        """The project to bill and to qualify tables with."""
+        if self.project:
+            return self.project
+        if self.is_local:
+            return LOCAL_PROJECT
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+
+        try:
+            _, project = google.auth.default()
+        except DefaultCredentialsError as exc:
+            raise ConfigurationError(
+                f"no BigQuery configured: set {REST_ENV} and {GRPC_ENV} for a local "
+                "BigQuery, or sign in with `gcloud auth application-default login` "
+                f"for real BigQuery ({exc})"
+            ) from exc
+        if not project:
+            raise ConfigurationError(
+                f"{PROJECT_ENV} is not set and the Application Default Credentials "
+                "name no project; set it"
+            )
+        return str(project)
+
+    def env(self) -> dict[str, str]:
+        """The environment variables that reproduce this configuration in a child process."""
+        values = {
+            REST_ENV: self.rest_endpoint,
+            GRPC_ENV: self.grpc_endpoint,
+            PROJECT_ENV: self.project,
+        }
+        return {name: value for name, value in values.items() if value}
+
+
+def _config(config: BigQueryConfig | None) -> BigQueryConfig:
+    return BigQueryConfig.from_env() if config is None else config
+
+
+def bigquery_client(config: BigQueryConfig | None = None) -> bigquery.Client:
+    """A google-cloud-bigquery ``Client`` (REST: datasets, tables, queries)."""
+    from google.api_core.client_info import ClientInfo
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import bigquery
+
+    config = _config(config)
+    client_info = ClientInfo(user_agent=f"onceover/{__version__}")
+    if not config.is_local:
+        return bigquery.Client(project=config.resolved_project(), client_info=client_info)
+    return bigquery.Client(
+        project=config.resolved_project(),
+        credentials=AnonymousCredentials(),
+        client_options=ClientOptions(api_endpoint=config.rest_endpoint),
+        client_info=client_info,
+    )
+
+
+def write_client(config: BigQueryConfig | None = None) -> BigQueryWriteClient:
+    """A Storage Write API ``BigQueryWriteClient`` (gRPC: streams, appends, commits)."""
+    from google.api_core.gapic_v1.client_info import ClientInfo
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+    from google.cloud.bigquery_storage_v1.services.big_query_write.transports import (
+        BigQueryWriteGrpcTransport,
+    )
+
+    config = _config(config)
+    client_info = ClientInfo(user_agent=f"onceover/{__version__}")
+    if not config.is_local:
+        return BigQueryWriteClient(client_info=client_info)
+    import grpc
+
+    assert config.grpc_endpoint is not None  # is_local guarantees it
+    channel = grpc.insecure_channel(config.grpc_endpoint, options=_GRPC_OPTIONS)
+    transport = BigQueryWriteGrpcTransport(channel=channel)
+    return BigQueryWriteClient(transport=transport, client_info=client_info)

@@ -1,0 +1,33 @@
+"""How Onceover's entry points end: one line on failure, never a traceback for known errors."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from onceover.errors import OnceoverError
+
+USAGE_ERROR = 2
+INTERRUPTED = 130
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """Log to stderr; called by entry points only (library modules never configure logging)."""
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def run(main: Callable[[], int], prog: str = "onceover") -> NoReturn:
+    """Run ``main`` and exit with its status; an :class:`OnceoverError` prints one line."""
+    try:
+        status = main()
+    except OnceoverError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        status = USAGE_ERROR
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        status = INTERRUPTED
+    sys.exit(status)

@@ -1,0 +1,417 @@
+"""The patches that make bqemulator 1.4.0 behave like BigQuery where Onceover relies on it.
+
+This module (with the rest of :mod:`onceover.localbq`) is the only code in the
+project that knows bqemulator's internals. Each patch is small, named, states the
+documented BigQuery behaviour it restores, and is pinned by a test in
+``tests/localbq/test_patches.py`` that checks that behaviour over the real REST and
+gRPC endpoints. :func:`install` applies them all, once per process; it refuses to
+run against any bqemulator other than :data:`PINNED_VERSION` because every patch
+wraps a private function whose shape may change in another release.
+
+``optional_spatial``
+    bqemulator runs ``INSTALL spatial`` at start-up, a download; offline the server
+    does not start. The patch only ``LOAD``s the extension when it is already
+    installed and otherwise logs and goes on: GEOGRAPHY is unavailable, nothing
+    else changes. It also turns off DuckDB's automatic extension download so that
+    nothing downloads at run time.
+
+``no_snapshot_per_write``
+    Every successful write copied the whole target table into a time-travel
+    snapshot (``CREATE TABLE ... AS SELECT *``), making appends O(table size) and
+    memory grow without bound. BigQuery's appends do not depend on table size. The
+    patch keeps the part of ``SnapshotManager.record_change`` that matters (the
+    ``TableDataChanged`` event that invalidates the query cache and marks
+    materialized views stale) and drops the copy. ``FOR SYSTEM_TIME AS OF`` then
+    reads the live table; Onceover does not use time travel.
+    Measured by ``python -m benchmarks.localbq_snapshot`` on 2026-11-21 (2 vCPU,
+    in process, arrow rows, 3 columns; the table loaded with ten 100k-row appends
+    to a COMMITTED stream, then five 10,000-row appends at 1,000,000 rows)::
+
+        figure                       before (snapshot)   after   before/after
+        10k-row append, median       86.8 ms             10.2 ms 8.5x
+        RSS growth over the run      577 MB              210 MB  2.8x
+
+``stream_times``
+    ``GetWriteStream`` reported ``create_time`` = now and never ``commit_time``.
+    BigQuery (``WriteStream`` reference): ``create_time`` is when the stream was
+    created (for ``_default``, the table's creation time); ``commit_time`` is set
+    once a PENDING stream is committed and equals ``create_time`` for COMMITTED
+    streams; empty ``commit_time`` on a PENDING stream means not committed. The
+    sink's ledger uses ``commit_time`` to resolve an intent after a crash.
+
+``stream_already_committed``
+    ``BatchCommitWriteStreams`` on a stream that is already committed answered
+    ``INVALID_STREAM_STATE``; BigQuery answers ``STREAM_ALREADY_COMMITTED``
+    (``StorageError.StorageErrorCode``), which the sink reads as "this commit
+    already happened".
+
+``sticky_write_stream``
+    bqemulator looked up the stream of every AppendRows request by its
+    ``write_stream`` field and failed with "Stream not found" when it was empty.
+    BigQuery (``AppendRowsRequest.write_stream``) requires the field only in the
+    first request of a connection; later requests without it go to the same
+    stream. The official ``AppendRowsStream`` sends exactly that.
+
+``append_rows_pool``
+    bqemulator's handlers are synchronous and run on grpc.aio's migration thread
+    pool, whose default size is ``min(32, cpus + 4)``: on 2 cores only 6
+    AppendRows connections are served and the 7th stalls silently. BigQuery serves
+    many concurrent connections per project. The patch gives the gRPC server a pool
+    of :data:`APPEND_ROWS_WORKERS` threads (each open AppendRows connection holds one).
+
+``keep_host_logging``
+    At start bqemulator calls ``logging.basicConfig(force=True)``, replacing the
+    handlers of whatever process embeds it (pytest, ``onceover up``). The patch
+    restores the host's root logger after bqemulator configured structlog, so its
+    lines go through the host's handlers at the host's levels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from onceover.errors import LocalBigQueryVersionError
+
+PINNED_VERSION = "1.4.0"
+"""The bqemulator release these patches were written against and tested with."""
+
+APPEND_ROWS_WORKERS = 128
+"""Threads serving synchronous gRPC handlers; each open AppendRows connection holds one."""
+
+logger = logging.getLogger(__name__)
+
+_install_lock = threading.Lock()
+_installed: list[str] = []
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def check_version() -> str:
+    """Return the installed bqemulator version, or raise when it is not the pinned one."""
+    import bqemulator
+
+    installed = getattr(bqemulator, "__version__", "unknown")
+    if installed != PINNED_VERSION:
+        raise LocalBigQueryVersionError(
+            f"bqemulator {installed} is installed but the local BigQuery launcher is "
+            f"written for bqemulator {PINNED_VERSION}; run `make install` (uv sync) to "
+            f"get the pinned version, or re-check every patch in onceover/localbq/patches.py"
+        )
+    return installed
+
+
+def install() -> list[str]:
+    """Apply every patch once per process and return their names.
+
+    Raises :class:`LocalBigQueryVersionError` on any bqemulator other than
+    :data:`PINNED_VERSION`.
+    """
+    check_version()
+    with _install_lock:
+        if not _installed:
+            for patch in (
+                keep_host_logging,  # first: the other patches import bqemulator modules
+                optional_spatial,
+                no_snapshot_per_write,
+                stream_times,
+                stream_already_committed,
+                sticky_write_stream,
+                append_rows_pool,
+            ):
+                patch()
+                _installed.append(patch.__name__)
+        return list(_installed)
+
+
+def _wrap(owner: Any, name: str, make_wrapper: Callable[[F], F]) -> None:
+    """Replace ``owner.name`` by ``make_wrapper(original)``; fail loudly if it moved."""
+    original = getattr(owner, name, None)
+    if original is None:
+        raise LocalBigQueryVersionError(
+            f"bqemulator no longer has {owner.__name__}.{name}; the launcher's patches "
+            "need to be re-checked against this release"
+        )
+    wrapper = make_wrapper(original)
+    functools.update_wrapper(wrapper, original)
+    setattr(owner, name, wrapper)
+
+
+# -- optional_spatial ---------------------------------------------------------------
+
+
+def optional_spatial() -> None:
+    """Load DuckDB's spatial extension only if installed; never download it."""
+    from bqemulator.storage.engine import DuckDBEngine
+
+    def make(_original: Callable[[DuckDBEngine], None]) -> Callable[[DuckDBEngine], None]:
+        def _load_spatial(engine: DuckDBEngine) -> None:
+            connection = engine.connection
+            # Without this DuckDB downloads known extensions on first use.
+            connection.execute("SET autoinstall_known_extensions = false")
+            try:
+                connection.execute("LOAD spatial")
+            except Exception as exc:  # duckdb raises IOException when not installed
+                logger.info(
+                    "DuckDB spatial extension not installed; GEOGRAPHY is off (%s)",
+                    str(exc).splitlines()[0],
+                )
+
+        return _load_spatial
+
+    _wrap(DuckDBEngine, "_load_spatial", make)
+
+
+# -- no_snapshot_per_write ----------------------------------------------------------
+
+
+def no_snapshot_per_write() -> None:
+    """Publish ``TableDataChanged`` on a write without copying the table."""
+    from bqemulator.domain.events import TableDataChanged
+    from bqemulator.versioning.snapshots import SnapshotManager
+
+    def make(_original: Callable[..., Any]) -> Callable[..., Any]:
+        def record_change(
+            manager: SnapshotManager, project_id: str, dataset_id: str, table_id: str
+        ) -> None:
+            manager._events.publish(TableDataChanged(project_id, dataset_id, table_id))
+
+        return record_change
+
+    _wrap(SnapshotManager, "record_change", make)
+
+
+# -- stream_times / stream_already_committed ----------------------------------------
+
+
+@dataclass
+class _StreamTimes:
+    create_time: Any  # google.protobuf.Timestamp
+    commit_time: Any = None
+
+
+def _times(handler: Any) -> dict[str, _StreamTimes]:
+    """Per-server record of stream times (stream state is in memory in bqemulator too)."""
+    times: dict[str, _StreamTimes] = handler.__dict__.setdefault("_onceover_stream_times", {})
+    return times
+
+
+def stream_times() -> None:
+    """Give ``GetWriteStream`` the real ``create_time`` and ``commit_time``."""
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from bqemulator.streaming.write_stream import WriteStreamType
+    from google.cloud.bigquery_storage_v1 import types
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    def make_create(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_create_write_stream(handler: Any, request_bytes: bytes, context: Any) -> bytes:
+            response_bytes = original(handler, request_bytes, context)
+            if response_bytes:
+                stream = types.WriteStream.deserialize(response_bytes)
+                created = Timestamp()
+                created.CopyFrom(types.WriteStream.pb(stream).create_time)
+                _times(handler)[stream.name] = _StreamTimes(create_time=created)
+            return response_bytes
+
+        return _handle_create_write_stream
+
+    def make_get(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_get_write_stream(handler: Any, request_bytes: bytes, context: Any) -> bytes:
+            response_bytes = original(handler, request_bytes, context)
+            if not response_bytes:
+                return response_bytes
+            response = types.WriteStream.pb(types.WriteStream.deserialize(response_bytes))
+            stream = handler.manager.get(response.name)
+            if stream is None:
+                return response_bytes
+            if stream.stream_type is WriteStreamType.DEFAULT:
+                table = handler._ctx.catalog.get_table(
+                    stream.project_id, stream.dataset_id, stream.table_id
+                )
+                if table is not None:
+                    response.create_time.FromDatetime(table.creation_time)
+                response.commit_time.CopyFrom(response.create_time)
+            else:
+                recorded = _times(handler).get(stream.name)
+                if recorded is not None:
+                    response.create_time.CopyFrom(recorded.create_time)
+                if stream.stream_type is WriteStreamType.COMMITTED:
+                    response.commit_time.CopyFrom(response.create_time)
+                elif recorded is not None and recorded.commit_time is not None:
+                    response.commit_time.CopyFrom(recorded.commit_time)
+            return bytes(response.SerializeToString())
+
+        return _handle_get_write_stream
+
+    def make_commit(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_batch_commit_write_streams(
+            handler: Any, request_bytes: bytes, context: Any
+        ) -> bytes:
+            response_bytes = original(handler, request_bytes, context)
+            response = types.BatchCommitWriteStreamsResponse.pb(
+                types.BatchCommitWriteStreamsResponse.deserialize(response_bytes)
+            )
+            if response.HasField("commit_time") and not response.stream_errors:
+                request = types.BatchCommitWriteStreamsRequest.deserialize(request_bytes)
+                times = _times(handler)
+                for name in request.write_streams:
+                    if name in times:
+                        committed = Timestamp()
+                        committed.CopyFrom(response.commit_time)
+                        times[name].commit_time = committed
+            return response_bytes
+
+        return _handle_batch_commit_write_streams
+
+    _wrap(BigQueryWriteHandler, "_handle_create_write_stream", make_create)
+    _wrap(BigQueryWriteHandler, "_handle_get_write_stream", make_get)
+    _wrap(BigQueryWriteHandler, "_handle_batch_commit_write_streams", make_commit)
+
+
+def stream_already_committed() -> None:
+    """Answer ``STREAM_ALREADY_COMMITTED`` when a committed stream is committed again."""
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from bqemulator.streaming.write_stream import WriteStreamState
+    from google.cloud.bigquery_storage_v1 import types
+
+    codes = types.StorageError.StorageErrorCode
+
+    def make(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_batch_commit_write_streams(
+            handler: Any, request_bytes: bytes, context: Any
+        ) -> bytes:
+            response_bytes = original(handler, request_bytes, context)
+            response = types.BatchCommitWriteStreamsResponse.pb(
+                types.BatchCommitWriteStreamsResponse.deserialize(response_bytes)
+            )
+            changed = False
+            for error in response.stream_errors:
+                stream = handler.manager.get(error.entity)
+                if (
+                    error.code == codes.INVALID_STREAM_STATE
+                    and stream is not None
+                    and stream.state is WriteStreamState.COMMITTED
+                ):
+                    error.code = codes.STREAM_ALREADY_COMMITTED
+                    error.error_message = f"Stream already committed: {error.entity}"
+                    changed = True
+            return bytes(response.SerializeToString()) if changed else response_bytes
+
+        return _handle_batch_commit_write_streams
+
+    _wrap(BigQueryWriteHandler, "_handle_batch_commit_write_streams", make)
+
+
+# -- sticky_write_stream ------------------------------------------------------------
+
+
+def sticky_write_stream() -> None:
+    """An AppendRows request without ``write_stream`` goes to the connection's stream."""
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def _ensure_stream_bound(
+            handler: Any, stream_name: str, bound_ctx: Any, context: Any
+        ) -> Any:
+            if not stream_name and bound_ctx is not None:
+                return bound_ctx
+            return original(handler, stream_name, bound_ctx, context)
+
+        return _ensure_stream_bound
+
+    _wrap(BigQueryWriteHandler, "_ensure_stream_bound", make)
+
+
+# -- append_rows_pool ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _grpc_servers_with_pool(pool: ThreadPoolExecutor) -> Iterator[None]:
+    """While active, ``grpc.aio.server(...)`` gets ``migration_thread_pool=pool``."""
+    import grpc.aio
+
+    original = grpc.aio.server
+
+    def server(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("migration_thread_pool", pool)
+        return original(*args, **kwargs)
+
+    grpc.aio.server = server
+    try:
+        yield
+    finally:
+        grpc.aio.server = original
+
+
+_pool_lock = threading.Lock()
+
+
+def append_rows_pool() -> None:
+    """Serve up to :data:`APPEND_ROWS_WORKERS` synchronous gRPC calls at once."""
+    import bqemulator.server
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def build_grpc_server(context: Any) -> Any:
+            pool = ThreadPoolExecutor(
+                max_workers=APPEND_ROWS_WORKERS, thread_name_prefix="local-bigquery-grpc"
+            )
+            # The lock keeps two servers starting at once from swapping each
+            # other's pools; grpc.aio.server is only replaced for this one call.
+            with _pool_lock, _grpc_servers_with_pool(pool):
+                server, port = original(context)
+            server._onceover_pool = pool  # shut down by LocalBigQuery.stop()
+            return server, port
+
+        return build_grpc_server
+
+    # server.py imported the factory by name, so the name there is the one to wrap.
+    _wrap(bqemulator.server, "build_grpc_server", make)
+
+
+def shutdown_pool(grpc_server: Any) -> None:
+    """Release the thread pool :func:`append_rows_pool` gave ``grpc_server``."""
+    pool = getattr(grpc_server, "_onceover_pool", None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+# -- keep_host_logging --------------------------------------------------------------
+
+
+def keep_host_logging() -> None:
+    """Undo bqemulator's ``logging.basicConfig(force=True)`` on the host's root logger.
+
+    Also configures bqemulator's structlog at WARNING before the rest of bqemulator
+    is imported: some of its modules log at import time, and unconfigured structlog
+    prints to stdout (where ``onceover bigquery --ready-json`` writes its ready line).
+    """
+    from bqemulator.config import LogFormat, LogLevel
+    from bqemulator.observability import logging_
+
+    def make(original: Callable[..., None]) -> Callable[..., None]:
+        def configure_logging(*, level: Any, fmt: Any) -> None:
+            root = logging.getLogger()
+            handlers, root_level = list(root.handlers), root.level
+            original(level=level, fmt=fmt)
+            for handler in list(root.handlers):
+                root.removeHandler(handler)
+            for handler in handlers:
+                root.addHandler(handler)
+            root.setLevel(root_level)
+
+        return configure_logging
+
+    _wrap(logging_, "configure_logging", make)
+    logging_.configure_logging(level=LogLevel.WARNING, fmt=LogFormat.CONSOLE)
+    logging.getLogger("bqemulator").setLevel(logging.WARNING)
+
+    import bqemulator.server  # imported only now that structlog is configured
+
+    # server.py imported the function by name before the wrap.
+    bqemulator.server.configure_logging = logging_.configure_logging  # type: ignore[attr-defined]

@@ -1,0 +1,135 @@
+"""Child processes that Onceover starts and stops: the local BigQuery, the backend, jobs."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TypeVar
+
+from onceover.errors import OnceoverError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STOP_GRACE_S = 20.0
+
+
+class ChildProcess:
+    """A command in its own process group, stopped with SIGTERM then, if need be, SIGKILL.
+
+    Its own process group keeps a terminal's Ctrl-C from reaching it directly, so
+    the parent decides the order things stop in.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        capture_stdout: bool = False,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(os.environ if env is None else env)
+        self.log_path = log_path
+        self.capture_stdout = capture_stdout
+        self.popen: subprocess.Popen[str] | None = None
+        self._log: IO[str] | None = None
+
+    def start(self) -> subprocess.Popen[str]:
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_path.open("a", encoding="utf-8")
+        output = self._log  # None: inherit the parent's stream
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.capture_stdout else output,
+            stderr=output,
+            text=True,
+            start_new_session=True,
+        )
+        logger.debug("started %s (pid %d): %s", self.name, self.popen.pid, self.argv)
+        return self.popen
+
+    @property
+    def pid(self) -> int:
+        return self._popen().pid
+
+    def poll(self) -> int | None:
+        return self._popen().poll()
+
+    def wait_until(self, what: str, probe: Callable[[], T | None], timeout_s: float) -> T:
+        """Call ``probe`` until it returns a value; fail if the child dies or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = probe()
+            if value is not None:
+                return value
+            code = self.poll()
+            if code is not None:
+                raise OnceoverError(
+                    f"{self.name} exited with status {code} before {what}{self._see_log()}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise OnceoverError(
+                    f"{self.name} did not get {what} within {timeout_s:.0f} s{self._see_log()}"
+                )
+            time.sleep(0.05)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, wait up to ``grace_s``, then SIGKILL. Returns the exit status."""
+        popen = self.popen
+        if popen is None:
+            return None
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                os.killpg(popen.pid, signal.SIGTERM)
+            try:
+                popen.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop within %.0f s; killing it", self.name, grace_s)
+                os.killpg(popen.pid, signal.SIGKILL)
+                popen.wait()
+        if popen.stdout is not None:
+            popen.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return popen.returncode
+
+    def _popen(self) -> subprocess.Popen[str]:
+        if self.popen is None:
+            raise OnceoverError(f"{self.name} has not been started")
+        return self.popen
+
+    def _see_log(self) -> str:
+        return f"; see {self.log_path}" if self.log_path else "; see its output above"
+
+
+def job_environment(
+    extra: Mapping[str, str], base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a Spark job started from here with ``sys.executable``.
+
+    Spark starts its Python workers with ``PYSPARK_PYTHON`` (or ``python3`` from
+    ``PATH``), not with the interpreter that runs the driver; both are pinned to
+    this interpreter so workers import the same packages.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update(extra)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
