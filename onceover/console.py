@@ -18,6 +18,8 @@ def configure_logging(level: int = logging.INFO) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
     )
+    # One INFO line per HTTP request (readiness polls) is noise at the console.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def run(main: Callable[[], int], prog: str = "onceover") -> NoReturn:

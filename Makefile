@@ -1,0 +1,69 @@
+# Onceover. `make demo` runs the demo; `make test` runs every check. Both install what
+# they need first (a venv with the locked Python packages, the dashboard's npm packages
+# and build) and skip whatever is already up to date.
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .tools/bin/uv
+VENV := .venv
+# Never let uv download a Python of its own: the machine's Python is the one checked.
+export UV_PYTHON_DOWNLOADS := never
+
+FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html \
+	frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
+
+.PHONY: help install frontend lint pytest test demo up client clean
+
+help:
+	@echo "make demo      start the local stack and run the demo job"
+	@echo "make test      lint, type-check and run every test"
+	@echo "make up        run the local BigQuery and the backend until Ctrl-C"
+	@echo "make install   only install the Python environment"
+	@echo "make frontend  only build the dashboard"
+	@echo "make client    regenerate the dashboard's API types from the backend"
+
+$(UV):
+	@scripts/preflight.sh python $(PYTHON)
+	$(PYTHON) -m venv .tools
+	.tools/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+	@scripts/preflight.sh python $(PYTHON)
+	$(UV) sync --frozen --python $(PYTHON)
+	@touch $@
+
+install: $(VENV)/.installed
+
+frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
+	@scripts/preflight.sh node
+	cd frontend && npm ci --no-audit --no-fund
+	@touch $@
+
+frontend/dist/index.html: frontend/node_modules/.installed $(FRONTEND_SOURCES)
+	cd frontend && npm run build
+
+frontend: frontend/dist/index.html
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+pytest: install frontend
+	@scripts/preflight.sh java
+	@scripts/ensure-chromium.sh
+	$(VENV)/bin/pytest
+
+test: lint pytest
+
+demo: install frontend
+	$(VENV)/bin/onceover demo
+
+up: install frontend
+	$(VENV)/bin/onceover up
+
+client: install frontend/node_modules/.installed
+	scripts/generate-client.sh
+
+clean:
+	rm -rf $(VENV) .tools frontend/node_modules frontend/dist .onceover test-artifacts

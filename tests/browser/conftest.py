@@ -1,0 +1,42 @@
+"""A real Chromium (Debian's, at /usr/bin/chromium) driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.conftest import ARTIFACTS
+
+CHROMIUM = os.environ.get("ONCEOVER_CHROMIUM", "/usr/bin/chromium")
+# Without the networking flags Chromium keeps trying Google's hosts, which this
+# machine refuses; --no-sandbox because tests run as root.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).is_file():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install -y chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh page; its screenshot is kept in test-artifacts/ whatever the outcome."""
+    context = browser.new_context(viewport={"width": 1100, "height": 700})
+    page = context.new_page()
+    yield page
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    context.close()

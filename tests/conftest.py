@@ -1,0 +1,81 @@
+"""Shared fixtures: one local BigQuery per test session, a dataset of its own per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+
+from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
+from onceover.localbq import LocalBigQuery
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def local_bigquery() -> Iterator[LocalBigQuery]:
+    """The project's local BigQuery, in this process, on free ports."""
+    with LocalBigQuery() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def bq_config(local_bigquery: LocalBigQuery) -> BigQueryConfig:
+    return local_bigquery.config
+
+
+@pytest.fixture(scope="session")
+def rest(bq_config: BigQueryConfig) -> bigquery.Client:
+    return bigquery_client(bq_config)
+
+
+@pytest.fixture(scope="session")
+def write(bq_config: BigQueryConfig) -> BigQueryWriteClient:
+    return write_client(bq_config)
+
+
+@pytest.fixture
+def dataset(rest: bigquery.Client) -> Iterator[str]:
+    """A dataset of this test's own (``project.dataset``), dropped afterwards."""
+    dataset_id = f"{rest.project}.t_{uuid.uuid4().hex[:12]}"
+    rest.create_dataset(dataset_id)
+    yield dataset_id
+    rest.delete_dataset(dataset_id, delete_contents=True, not_found_ok=True)
+
+
+POSTGRES_ADMIN_DSN = os.environ.get(
+    "ONCEOVER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL database of this test's own (SQLAlchemy URL), dropped afterwards."""
+    import psycopg
+
+    name = f"onceover_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = POSTGRES_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    yield f"{base}/{name}"
+    with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def subprocess_env(tmp_path: Path) -> dict[str, str]:
+    """The environment for commands under test: this venv first, nothing inherited
+    that would point them at another BigQuery or database."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("ONCEOVER_", "PYSPARK_", "BQEMU_"))
+    }
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["ONCEOVER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'onceover.db'}"
+    return env

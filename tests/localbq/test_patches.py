@@ -1,0 +1,283 @@
+"""Each launcher patch, pinned by the documented BigQuery behaviour it restores.
+
+Every test talks to the local BigQuery over its real REST and gRPC endpoints; a
+test failing here means the local BigQuery no longer behaves like BigQuery where
+the sink relies on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC
+from typing import Any
+
+import pytest
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types, writer
+
+from onceover.localbq import LocalBigQuery, LocalBigQueryOptions, patches
+from tests.writeapi import (
+    acknowledged_offset,
+    append_all,
+    append_request,
+    count,
+    create_stream,
+    create_table,
+    rows,
+    table_path,
+)
+
+PENDING = types.WriteStream.Type.PENDING
+COMMITTED = types.WriteStream.Type.COMMITTED
+STREAM_ALREADY_COMMITTED = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
+
+
+def _commit(write: BigQueryWriteClient, table_id: str, *streams: str) -> Any:
+    return write.batch_commit_write_streams(
+        request=types.BatchCommitWriteStreamsRequest(
+            parent=table_path(write, table_id), write_streams=list(streams)
+        )
+    )
+
+
+# -- optional_spatial -------------------------------------------------------------
+
+
+class _RecordingConnection:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def execute(self, sql: str) -> None:
+        self.statements.append(sql)
+        if sql.startswith("LOAD"):
+            raise OSError(
+                'Extension "spatial" not found. Install it first using "INSTALL spatial".'
+            )
+
+
+class _Engine:
+    def __init__(self) -> None:
+        self.connection = _RecordingConnection()
+
+
+def test_spatial_extension_is_never_downloaded() -> None:
+    """Nothing downloads at start: no INSTALL, no automatic extension install."""
+    from bqemulator.storage.engine import DuckDBEngine
+
+    patches.install()
+    engine = _Engine()
+
+    DuckDBEngine._load_spatial(engine)  # type: ignore[arg-type]
+
+    assert not [s for s in engine.connection.statements if s.upper().startswith("INSTALL")]
+    assert "SET autoinstall_known_extensions = false" in engine.connection.statements
+
+
+def test_the_server_starts_without_the_spatial_extension(local_bigquery: LocalBigQuery) -> None:
+    connection = local_bigquery.server._engine.connection
+    loaded = connection.execute(
+        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'spatial'"
+    ).fetchall()
+    autoinstall = connection.execute(
+        "SELECT current_setting('autoinstall_known_extensions')"
+    ).fetchone()
+
+    assert loaded in ([], [(False,)])
+    assert autoinstall == (False,)
+
+
+# -- no_snapshot_per_write --------------------------------------------------------
+
+
+def test_appends_copy_no_snapshot_and_queries_still_see_every_append(
+    local_bigquery: LocalBigQuery,
+    rest: bigquery.Client,
+    write: BigQueryWriteClient,
+    dataset: str,
+) -> None:
+    """BigQuery appends do not copy the table; a query after an append sees it."""
+    table_id = create_table(rest, dataset)
+    stream = create_stream(write, table_id, COMMITTED)
+    engine = local_bigquery.server._engine
+
+    def snapshots() -> int:
+        # Nothing in this project takes USER snapshots, so any table here is an AUTO one.
+        return len(
+            engine.connection.execute(
+                "SELECT 1 FROM duckdb_tables() WHERE schema_name = '_bqemulator_snapshots'"
+            ).fetchall()
+        )
+
+    for offset in (0, 100, 200):
+        append_all(write, [append_request(stream.name, rows(offset, 100), offset=offset)])
+        # The same query text each time: a stale query cache would answer 100.
+        assert count(rest, table_id) == (offset + 100, offset + 100)
+
+    assert snapshots() == 0
+
+
+# -- stream_times -----------------------------------------------------------------
+
+
+def test_get_write_stream_reports_create_time_and_commit_time_of_a_pending_stream(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """WriteStream.commit_time: empty on a PENDING stream until it is committed."""
+    table_id = create_table(rest, dataset)
+    created = create_stream(write, table_id, PENDING)
+    append_all(write, [append_request(created.name, rows(0, 3), offset=0)])
+    write.finalize_write_stream(name=created.name)
+
+    before_commit = types.WriteStream.pb(write.get_write_stream(name=created.name))
+    committed = types.BatchCommitWriteStreamsResponse.pb(_commit(write, table_id, created.name))
+    after_commit = types.WriteStream.pb(write.get_write_stream(name=created.name))
+
+    create_time = types.WriteStream.pb(created).create_time
+    assert before_commit.create_time == create_time
+    assert not before_commit.HasField("commit_time")
+    assert after_commit.create_time == create_time
+    assert after_commit.commit_time == committed.commit_time
+    assert committed.commit_time.ToDatetime() >= create_time.ToDatetime()
+
+
+def test_a_committed_stream_has_commit_time_equal_to_create_time(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    table_id = create_table(rest, dataset)
+    created = types.WriteStream.pb(create_stream(write, table_id, COMMITTED))
+
+    fetched = types.WriteStream.pb(write.get_write_stream(name=created.name))
+
+    assert fetched.create_time == created.create_time
+    assert fetched.commit_time == created.create_time
+
+
+def test_the_default_stream_was_created_with_its_table(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """WriteStream.create_time: for the _default stream, the table's creation time."""
+    table_id = create_table(rest, dataset)
+    table_created = rest.get_table(table_id).created
+
+    fetched = types.WriteStream.pb(
+        write.get_write_stream(name=f"{table_path(write, table_id)}/streams/_default")
+    )
+
+    created = fetched.create_time.ToDatetime(tzinfo=UTC)
+    assert table_created is not None
+    assert abs((created - table_created).total_seconds()) < 0.001
+    assert fetched.commit_time == fetched.create_time
+
+
+# -- stream_already_committed -----------------------------------------------------
+
+
+def test_committing_a_committed_stream_again_answers_stream_already_committed(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    table_id = create_table(rest, dataset)
+    stream = create_stream(write, table_id, PENDING)
+    append_all(write, [append_request(stream.name, rows(0, 7), offset=0)])
+    write.finalize_write_stream(name=stream.name)
+    first = _commit(write, table_id, stream.name)
+
+    again = _commit(write, table_id, stream.name)
+
+    assert not first.stream_errors
+    assert [(e.code, e.entity) for e in again.stream_errors] == [
+        (STREAM_ALREADY_COMMITTED, stream.name)
+    ]
+    assert count(rest, table_id) == (7, 7)
+
+
+# -- sticky_write_stream ----------------------------------------------------------
+
+
+def test_requests_after_the_first_may_omit_the_stream_name(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """AppendRowsRequest.write_stream is required only in a connection's first request."""
+    table_id = create_table(rest, dataset)
+    stream = create_stream(write, table_id, COMMITTED)
+    template = types.AppendRowsRequest(
+        write_stream=stream.name,
+        arrow_rows=types.AppendRowsRequest.ArrowData(
+            writer_schema=types.ArrowSchema(
+                serialized_schema=rows(0, 1).schema.serialize().to_pybytes()
+            )
+        ),
+    )
+    manager = writer.AppendRowsStream(write, template)
+    try:
+        futures = [
+            manager.send(append_request("", rows(i * 10, 10), offset=i * 10, with_schema=False))
+            for i in range(5)
+        ]
+        offsets = [future.result(timeout=30).append_result.offset for future in futures]
+    finally:
+        manager.close()
+
+    assert offsets == [0, 10, 20, 30, 40]
+    assert count(rest, table_id) == (50, 50)
+
+
+# -- append_rows_pool -------------------------------------------------------------
+
+
+def test_32_appendrows_connections_are_served_at_once(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """Each connection stays open until all 32 have their first response."""
+    connections = 32
+    table_id = create_table(rest, dataset)
+    streams = [create_stream(write, table_id, COMMITTED) for _ in range(connections)]
+    answered = threading.Barrier(connections + 1)
+    release = threading.Event()
+    offsets: dict[int, int] = {}
+
+    def connection(index: int) -> None:
+        def requests() -> Iterator[types.AppendRowsRequest]:
+            yield append_request(streams[index].name, rows(index * 10, 10), offset=0)
+            release.wait(120)  # hold the connection (and its server thread) open
+
+        responses = write.append_rows(requests())
+        offsets[index] = acknowledged_offset(next(iter(responses)))
+        answered.wait(120)
+        for _ in responses:
+            pass
+
+    threads = [threading.Thread(target=connection, args=(i,), daemon=True) for i in range(32)]
+    for thread in threads:
+        thread.start()
+    try:
+        answered.wait(120)  # BrokenBarrierError if any connection is not served in time
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(60)
+
+    assert sorted(offsets) == list(range(connections))
+    assert count(rest, table_id) == (connections * 10, connections * 10)
+
+
+# -- keep_host_logging ------------------------------------------------------------
+
+
+def test_starting_in_process_leaves_the_host_logging_alone() -> None:
+    root = logging.getLogger()
+    marker = logging.NullHandler()
+    root.addHandler(marker)
+    handlers, level = list(root.handlers), root.level
+    try:
+        with LocalBigQuery(LocalBigQueryOptions()):
+            assert root.handlers == handlers
+            assert root.level == level
+    finally:
+        root.removeHandler(marker)
+
+
+@pytest.mark.parametrize("name", ["stream_times", "append_rows_pool", "optional_spatial"])
+def test_every_patch_is_installed_once(name: str) -> None:
+    assert patches.install().count(name) == 1

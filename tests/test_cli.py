@@ -1,0 +1,162 @@
+"""The ``onceover`` command line, run as a user runs it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from onceover.preflight import check_port_free, free_port
+from tests.conftest import REPO_ROOT
+from tests.processes import ONCEOVER, LineReader, run_onceover, running, wait_until
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def _one_clear_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("onceover:")]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_up_serves_the_dashboard_and_health_then_stops_on_sigterm(
+    subprocess_env: dict[str, str],
+) -> None:
+    assert (REPO_ROOT / "frontend" / "dist" / "index.html").is_file(), "run `make frontend` first"
+    port, rest_port, grpc_port = free_port(), free_port(), free_port()
+    with running(
+        [*ONCEOVER, "up", "--port", str(port), "--rest-port", str(rest_port),
+         "--grpc-port", str(grpc_port)],
+        env=subprocess_env, stdout=subprocess.PIPE,
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        output = LineReader(process.stdout)
+        output.wait_for("Ctrl-C to stop.", timeout_s=120)
+        base = f"http://127.0.0.1:{port}"
+
+        page = httpx.get(f"{base}/", timeout=10)
+        health = httpx.get(f"{base}/api/health", timeout=30)
+
+        assert page.status_code == 200
+        assert '<div id="root">' in page.text
+        assert '<script type="module"' in page.text
+        assert health.status_code == 200, health.text
+        assert health.json()["database"]["status"] == "ok"
+        assert health.json()["bigquery"]["status"] == "ok"
+        assert f"127.0.0.1:{grpc_port}" in health.json()["bigquery"]["target"]
+        assert f"http://127.0.0.1:{rest_port}" in "".join(output.lines)
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        output.wait_for("Onceover stopped.", timeout_s=5)
+    for held in (port, rest_port, grpc_port):  # both children are gone
+        check_port_free("127.0.0.1", held, "--port")
+
+
+def test_serve_on_a_busy_port_is_one_line(subprocess_env: dict[str, str], busy_port: int) -> None:
+    result = run_onceover("serve", "--port", str(busy_port), env=subprocess_env)
+
+    _one_clear_line(result, f"port {busy_port} on 127.0.0.1 is already in use", "--port")
+
+
+def test_bigquery_on_a_busy_port_is_one_line(
+    subprocess_env: dict[str, str], busy_port: int
+) -> None:
+    result = run_onceover("bigquery", "--rest-port", str(busy_port), env=subprocess_env)
+
+    _one_clear_line(result, f"port {busy_port}", "--rest-port")
+
+
+def test_up_refuses_a_busy_backend_port_before_starting_anything(
+    subprocess_env: dict[str, str], busy_port: int
+) -> None:
+    result = run_onceover("up", "--port", str(busy_port), "--rest-port", "0",
+                          "--grpc-port", "0", env=subprocess_env)  # fmt: skip
+
+    _one_clear_line(result, f"port {busy_port}", "--port")
+
+
+def test_half_a_bigquery_configuration_is_one_line(subprocess_env: dict[str, str]) -> None:
+    env = {**subprocess_env, "ONCEOVER_BIGQUERY_REST": "http://127.0.0.1:9050"}
+
+    result = run_onceover("serve", "--port", "0", env=env)
+
+    _one_clear_line(result, "ONCEOVER_BIGQUERY_GRPC is not")
+
+
+def test_demo_without_java_is_one_line(subprocess_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**subprocess_env, "PATH": str(tmp_path)}
+    env.pop("JAVA_HOME", None)
+
+    result = run_onceover("demo", env=env)
+
+    _one_clear_line(result, "Java 17 or newer", "JAVA_HOME")
+
+
+@pytest.mark.spark
+def test_demo_prints_the_10000_rows_bigquery_counted(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [*ONCEOVER, "demo"], env=subprocess_env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "BigQuery counted 10000 rows (10000 distinct ids)." in result.stdout
+    assert "Backend health: ok (database ok, BigQuery ok)" in result.stdout
+    assert (tmp_path / ".onceover" / "demo" / "backend.log").exists()
+
+
+def test_bad_arguments_name_the_option(subprocess_env: dict[str, str]) -> None:
+    result = run_onceover("serve", "--port", "99999", env=subprocess_env)
+
+    assert result.returncode == 2
+    assert "--port: '99999' is not a port (0-65535)" in result.stderr
+
+
+def test_a_stopped_child_stops_up(subprocess_env: dict[str, str]) -> None:
+    """If the local BigQuery dies, `up` stops the backend too and says which child died."""
+    port = free_port()
+    with running(
+        [*ONCEOVER, "up", "--port", str(port), "--rest-port", "0", "--grpc-port", "0"],
+        env=subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        assert process.stderr is not None
+        output = LineReader(process.stdout)
+        output.wait_for("BigQuery REST", timeout_s=120)
+        rest_url = next(line for line in output.lines if "BigQuery REST" in line).split()[-1]
+        bigquery_pid = wait_until(
+            "finding the BigQuery child", lambda: _pid_listening_on(rest_url), 10
+        )
+
+        subprocess.run(["kill", "-KILL", str(bigquery_pid)], check=True)
+
+        assert process.wait(timeout=60) == 2
+        assert "the local BigQuery exited unexpectedly" in process.stderr.read()
+    check_port_free("127.0.0.1", port, "--port")
+
+
+def _pid_listening_on(url: str) -> int | None:
+    port = url.rsplit(":", 1)[1]
+    found = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True,
+                           check=False).stdout  # fmt: skip
+    marker = "pid="
+    if marker not in found:
+        return None
+    return int(found.split(marker, 1)[1].split(",", 1)[0])

@@ -1,0 +1,72 @@
+"""Small Storage Write API helpers for tests: tables, Arrow requests, raw appends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+
+SCHEMA = [bigquery.SchemaField("id", "INT64"), bigquery.SchemaField("name", "STRING")]
+ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def create_table(rest: bigquery.Client, dataset: str, name: str = "t") -> str:
+    table_id = f"{dataset}.{name}"
+    rest.create_table(bigquery.Table(table_id, schema=SCHEMA))
+    return table_id
+
+
+def table_path(write: BigQueryWriteClient, table_id: str) -> str:
+    project, dataset, table = table_id.split(".")
+    return write.table_path(project, dataset, table)
+
+
+def create_stream(write: BigQueryWriteClient, table_id: str, kind: int) -> types.WriteStream:
+    return write.create_write_stream(
+        parent=table_path(write, table_id), write_stream=types.WriteStream(type_=kind)
+    )
+
+
+def rows(start: int, count: int) -> pa.RecordBatch:
+    ids = list(range(start, start + count))
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"r{i}" for i in ids])],
+                           schema=ARROW_SCHEMA)  # fmt: skip
+
+
+def append_request(
+    stream: str, batch: pa.RecordBatch, offset: int | None, *, with_schema: bool = True
+) -> types.AppendRowsRequest:
+    arrow = types.AppendRowsRequest.ArrowData(
+        rows=types.ArrowRecordBatch(serialized_record_batch=batch.serialize().to_pybytes())
+    )
+    if with_schema:
+        arrow.writer_schema = types.ArrowSchema(
+            serialized_schema=batch.schema.serialize().to_pybytes()
+        )
+    fields: dict[str, Any] = {"write_stream": stream, "arrow_rows": arrow}
+    if offset is not None:
+        fields["offset"] = offset
+    return types.AppendRowsRequest(**fields)
+
+
+def append_all(
+    write: BigQueryWriteClient, requests: Iterable[types.AppendRowsRequest]
+) -> list[types.AppendRowsResponse]:
+    """Send ``requests`` on one AppendRows connection; return every response, in order."""
+    return list(write.append_rows(iter(list(requests))))
+
+
+def acknowledged_offset(response: types.AppendRowsResponse) -> int:
+    offset: int = types.AppendRowsResponse.pb(response).append_result.offset.value
+    return offset
+
+
+def count(rest: bigquery.Client, table_id: str) -> tuple[int, int]:
+    """``COUNT(*)`` and ``COUNT(DISTINCT id)`` of ``table_id``, asked of BigQuery."""
+    row = next(iter(rest.query_and_wait(
+        f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM `{table_id}`"
+    )))  # fmt: skip
+    return int(row["n"]), int(row["ids"])
