@@ -121,6 +121,11 @@ class BigQueryConfig:
         }
         return {name: value for name, value in values.items() if value}
 
+    def applied_to(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """``environ`` with this configuration instead of whatever BigQuery it named."""
+        cleaned = {k: v for k, v in environ.items() if k not in (REST_ENV, GRPC_ENV, PROJECT_ENV)}
+        return {**cleaned, **self.env()}
+
 
 def _config(config: BigQueryConfig | None) -> BigQueryConfig:
     return BigQueryConfig.from_env() if config is None else config

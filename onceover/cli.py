@@ -144,7 +144,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"Running the smoke job ({args.rows:,} rows through a PENDING stream) ...", flush=True
         )
         job = [sys.executable, "-m", "jobs.smoke", "--rows", str(args.rows)]
-        env = job_environment(bigquery.config.env())
+        env = job_environment(bigquery.config)
         status = subprocess.run(job, env=env, check=False).returncode
         if status != 0:
             raise OnceoverError(f"the smoke job failed with status {status}")

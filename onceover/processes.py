@@ -11,8 +11,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Self, TypeVar
 
+from onceover.bigquery import BigQueryConfig
 from onceover.errors import OnceoverError
 
 logger = logging.getLogger(__name__)
@@ -20,6 +21,22 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STOP_GRACE_S = 20.0
+
+
+class StartStop:
+    """``with thing:`` starts ``thing`` and stops it on the way out, whatever happened."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class ChildProcess:
@@ -120,16 +137,16 @@ class ChildProcess:
 
 
 def job_environment(
-    extra: Mapping[str, str], base: Mapping[str, str] | None = None
+    bigquery: BigQueryConfig, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a Spark job started from here with ``sys.executable``.
 
-    Spark starts its Python workers with ``PYSPARK_PYTHON`` (or ``python3`` from
-    ``PATH``), not with the interpreter that runs the driver; both are pinned to
+    BigQuery is exactly ``bigquery`` (an inherited ``ONCEOVER_BIGQUERY_*`` never
+    leaks in). Spark starts its Python workers with ``PYSPARK_PYTHON`` (or ``python3``
+    from ``PATH``), not with the interpreter that runs the driver; both are pinned to
     this interpreter so workers import the same packages.
     """
-    env = dict(os.environ if base is None else base)
-    env.update(extra)
+    env = bigquery.applied_to(os.environ if base is None else base)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     return env

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 from onceover.bigquery import BigQueryConfig
 from onceover.errors import OnceoverError
 from onceover.preflight import check_port_free, free_port
-from onceover.processes import ChildProcess, job_environment
+from onceover.processes import ChildProcess, StartStop, job_environment
 
 BACKEND_START_TIMEOUT_S = 60.0
 
 
-class BackendProcess:
+class BackendProcess(StartStop):
     """``onceover serve`` in a child process, pointed at a BigQuery configuration."""
 
     def __init__(
@@ -29,14 +28,13 @@ class BackendProcess:
         bigquery: BigQueryConfig,
         log_path: Path | None = None,
     ) -> None:
-        check_port_free(host, port, "--port")
         self.host = host
         self.port = port or free_port(host)
         argv = [sys.executable, "-m", "onceover", "serve", "--host", host, "--port", str(self.port)]
         if database_url:
             argv += ["--database-url", database_url]
         self.child = ChildProcess(
-            "the backend", argv, env=job_environment(bigquery.env()), log_path=log_path
+            "the backend", argv, env=job_environment(bigquery), log_path=log_path
         )
 
     @property
@@ -49,8 +47,9 @@ class BackendProcess:
         body: dict[str, Any] = response.json()
         return response.status_code, body
 
-    def start(self, timeout_s: float = BACKEND_START_TIMEOUT_S) -> BackendProcess:
+    def start(self, timeout_s: float = BACKEND_START_TIMEOUT_S) -> Self:
         """Start and wait until ``/api/health`` answers (whatever it says)."""
+        check_port_free(self.host, self.port, "--port")
         self.child.start()
 
         def answering() -> bool | None:
@@ -65,17 +64,6 @@ class BackendProcess:
 
     def stop(self) -> int | None:
         return self.child.stop()
-
-    def __enter__(self) -> BackendProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def check_children(*children: ChildProcess) -> None:

@@ -67,3 +67,15 @@ def test_real_bigquery_without_credentials_says_how_to_sign_in(
         ConfigurationError, match="ONCEOVER_BIGQUERY_REST and ONCEOVER_BIGQUERY_GRPC"
     ):
         BigQueryConfig().resolved_project()
+
+
+def test_a_child_environment_names_exactly_one_bigquery() -> None:
+    inherited = {
+        "PATH": "/usr/bin",
+        "ONCEOVER_BIGQUERY_REST": "http://elsewhere:1",
+        "ONCEOVER_BIGQUERY_GRPC": "elsewhere:2",
+        "ONCEOVER_PROJECT": "other-project",
+    }
+
+    assert BigQueryConfig.from_env(LOCAL).applied_to(inherited) == {"PATH": "/usr/bin", **LOCAL}
+    assert BigQueryConfig().applied_to(inherited) == {"PATH": "/usr/bin"}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,14 +12,6 @@ import pytest
 from onceover.preflight import check_port_free, free_port
 from tests.conftest import REPO_ROOT
 from tests.processes import ONCEOVER, LineReader, run_onceover, running, wait_until
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def _one_clear_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -33,8 +23,9 @@ def _one_clear_line(result: subprocess.CompletedProcess[str], *fragments: str) -
         assert fragment in lines[0]
 
 
-def test_up_serves_the_dashboard_and_health_then_stops_on_sigterm(
-    subprocess_env: dict[str, str],
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_up_serves_the_dashboard_and_health_then_stops_cleanly(
+    subprocess_env: dict[str, str], stop_signal: signal.Signals
 ) -> None:
     assert (REPO_ROOT / "frontend" / "dist" / "index.html").is_file(), "run `make frontend` first"
     port, rest_port, grpc_port = free_port(), free_port(), free_port()
@@ -60,7 +51,7 @@ def test_up_serves_the_dashboard_and_health_then_stops_on_sigterm(
         assert f"127.0.0.1:{grpc_port}" in health.json()["bigquery"]["target"]
         assert f"http://127.0.0.1:{rest_port}" in "".join(output.lines)
 
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop_signal)
         assert process.wait(timeout=60) == 0
         output.wait_for("Onceover stopped.", timeout_s=5)
     for held in (port, rest_port, grpc_port):  # both children are gone
@@ -160,3 +151,21 @@ def _pid_listening_on(url: str) -> int | None:
     if marker not in found:
         return None
     return int(found.split(marker, 1)[1].split(",", 1)[0])
+
+
+def test_an_old_python_is_one_line_before_make_builds_anything(tmp_path: Path) -> None:
+    """The Makefile checks the Python it is given before creating any environment."""
+    old_python = tmp_path / "python3"
+    old_python.write_text('#!/bin/sh\ncase "$2" in *print*) echo 3.9.18;; *) exit 1;; esac\n')
+    old_python.chmod(0o755)
+
+    result = subprocess.run(
+        ["bash", "scripts/preflight.sh", "python", str(old_python)], cwd=REPO_ROOT,
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"onceover: Python 3.11 or newer is needed, '{old_python}' is Python 3.9.18; "
+        "install it or run make PYTHON=/path/to/python3.11"
+    ]

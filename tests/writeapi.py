@@ -64,6 +64,17 @@ def acknowledged_offset(response: types.AppendRowsResponse) -> int:
     return offset
 
 
+def commit(
+    write: BigQueryWriteClient, table_id: str, *streams: str
+) -> types.BatchCommitWriteStreamsResponse:
+    """``BatchCommitWriteStreams`` of ``streams`` into ``table_id``."""
+    return write.batch_commit_write_streams(
+        request=types.BatchCommitWriteStreamsRequest(
+            parent=table_path(write, table_id), write_streams=list(streams)
+        )
+    )
+
+
 def count(rest: bigquery.Client, table_id: str) -> tuple[int, int]:
     """``COUNT(*)`` and ``COUNT(DISTINCT id)`` of ``table_id``, asked of BigQuery."""
     row = next(iter(rest.query_and_wait(

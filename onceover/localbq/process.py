@@ -7,17 +7,16 @@ import queue
 import sys
 import threading
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from onceover.bigquery import BigQueryConfig
 from onceover.errors import LocalBigQueryError
 from onceover.localbq.server import START_TIMEOUT_S, LocalBigQueryOptions
 from onceover.preflight import check_port_free
-from onceover.processes import ChildProcess
+from onceover.processes import ChildProcess, StartStop
 
 
-class LocalBigQueryProcess:
+class LocalBigQueryProcess(StartStop):
     """Run the local BigQuery in a child process; ports are learnt from its ready line."""
 
     def __init__(
@@ -49,7 +48,7 @@ class LocalBigQueryProcess:
             project=self._ready["project"],
         )
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> LocalBigQueryProcess:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> Self:
         """Start the child and wait for its ready line."""
         for port, option in (
             (self.options.rest_port, "--rest-port"),
@@ -87,14 +86,3 @@ class LocalBigQueryProcess:
         """Stop the child (SIGTERM, then SIGKILL after a grace period)."""
         self._ready = None
         return self.child.stop()
-
-    def __enter__(self) -> LocalBigQueryProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -7,13 +7,13 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig
 from onceover.errors import LocalBigQueryError
 from onceover.localbq import patches
 from onceover.preflight import check_port_free
+from onceover.processes import StartStop
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class LocalBigQueryOptions:
         )
 
 
-class LocalBigQuery:
+class LocalBigQuery(StartStop):
     """bqemulator, patched (see :mod:`onceover.localbq.patches`), serving REST and gRPC.
 
     Use as a context manager or call :meth:`start` / :meth:`stop`::
@@ -95,7 +95,7 @@ class LocalBigQuery:
         """The running ``bqemulator.server.EmulatorServer`` (for tests that inspect it)."""
         return self._started()
 
-    def start(self) -> LocalBigQuery:
+    def start(self) -> Self:
         """Start serving; returns once both endpoints accept connections."""
         if self._server is not None:
             return self
@@ -144,14 +144,3 @@ class LocalBigQuery:
         thread.join(STOP_TIMEOUT_S)
         if not thread.is_alive():
             loop.close()
-
-    def __enter__(self) -> LocalBigQuery:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

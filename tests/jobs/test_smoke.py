@@ -23,7 +23,7 @@ def test_the_smoke_job_lands_every_row_once(
     result = subprocess.run(
         [sys.executable, "-m", "jobs.smoke", "--table", table_id, "--rows", "5000",
          "--rows-per-request", "1000"],
-        env=job_environment(bq_config.env()), capture_output=True, text=True, timeout=300,
+        env=job_environment(bq_config), capture_output=True, text=True, timeout=300,
         check=False,
     )  # fmt: skip
 
@@ -35,7 +35,7 @@ def test_the_smoke_job_lands_every_row_once(
 def test_a_bad_table_name_is_refused_before_spark_starts(bq_config: BigQueryConfig) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "jobs.smoke", "--table", "demo.smoke`; DROP TABLE x"],
-        env=job_environment(bq_config.env()), capture_output=True, text=True, timeout=60,
+        env=job_environment(bq_config), capture_output=True, text=True, timeout=60,
         check=False,
     )  # fmt: skip
 

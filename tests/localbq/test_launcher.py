@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -36,14 +34,6 @@ def _ports(config: BigQueryConfig) -> tuple[int, int]:
     assert config.rest_endpoint is not None
     assert config.grpc_endpoint is not None
     return int(config.rest_endpoint.rsplit(":", 1)[1]), int(config.grpc_endpoint.rsplit(":", 1)[1])
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def test_in_process_serves_on_free_ports_and_releases_them() -> None:

@@ -11,7 +11,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from datetime import UTC
-from typing import Any
 
 import pytest
 from google.cloud import bigquery
@@ -22,6 +21,7 @@ from tests.writeapi import (
     acknowledged_offset,
     append_all,
     append_request,
+    commit,
     count,
     create_stream,
     create_table,
@@ -32,14 +32,6 @@ from tests.writeapi import (
 PENDING = types.WriteStream.Type.PENDING
 COMMITTED = types.WriteStream.Type.COMMITTED
 STREAM_ALREADY_COMMITTED = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
-
-
-def _commit(write: BigQueryWriteClient, table_id: str, *streams: str) -> Any:
-    return write.batch_commit_write_streams(
-        request=types.BatchCommitWriteStreamsRequest(
-            parent=table_path(write, table_id), write_streams=list(streams)
-        )
-    )
 
 
 # -- optional_spatial -------------------------------------------------------------
@@ -131,7 +123,7 @@ def test_get_write_stream_reports_create_time_and_commit_time_of_a_pending_strea
     write.finalize_write_stream(name=created.name)
 
     before_commit = types.WriteStream.pb(write.get_write_stream(name=created.name))
-    committed = types.BatchCommitWriteStreamsResponse.pb(_commit(write, table_id, created.name))
+    committed = types.BatchCommitWriteStreamsResponse.pb(commit(write, table_id, created.name))
     after_commit = types.WriteStream.pb(write.get_write_stream(name=created.name))
 
     create_time = types.WriteStream.pb(created).create_time
@@ -181,9 +173,9 @@ def test_committing_a_committed_stream_again_answers_stream_already_committed(
     stream = create_stream(write, table_id, PENDING)
     append_all(write, [append_request(stream.name, rows(0, 7), offset=0)])
     write.finalize_write_stream(name=stream.name)
-    first = _commit(write, table_id, stream.name)
+    first = commit(write, table_id, stream.name)
 
-    again = _commit(write, table_id, stream.name)
+    again = commit(write, table_id, stream.name)
 
     assert not first.stream_errors
     assert [(e.code, e.entity) for e in again.stream_errors] == [

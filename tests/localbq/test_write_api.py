@@ -8,11 +8,11 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from tests.writeapi import (
     append_all,
     append_request,
+    commit,
     count,
     create_stream,
     create_table,
     rows,
-    table_path,
 )
 
 PENDING = types.WriteStream.Type.PENDING
@@ -36,11 +36,7 @@ def test_pending_rows_are_invisible_until_committed(
     assert write.finalize_write_stream(name=stream.name).row_count == 150
     assert count(rest, table_id) == (0, 0)
 
-    committed = write.batch_commit_write_streams(
-        request=types.BatchCommitWriteStreamsRequest(
-            parent=table_path(write, table_id), write_streams=[stream.name]
-        )
-    )
+    committed = commit(write, table_id, stream.name)
 
     assert not committed.stream_errors
     assert count(rest, table_id) == (150, 150)
@@ -73,11 +69,7 @@ def test_a_batch_commit_with_an_unfinalized_stream_commits_nothing(
     append_all(write, [append_request(still_open.name, rows(5, 5), offset=0)])
     write.finalize_write_stream(name=finalized.name)
 
-    response = write.batch_commit_write_streams(
-        request=types.BatchCommitWriteStreamsRequest(
-            parent=table_path(write, table_id), write_streams=[finalized.name, still_open.name]
-        )
-    )
+    response = commit(write, table_id, finalized.name, still_open.name)
 
     assert [e.entity for e in response.stream_errors] == [still_open.name]
     assert count(rest, table_id) == (0, 0)
