@@ -379,6 +379,12 @@ def shutdown_pool(grpc_server: Any) -> None:
     pool = getattr(grpc_server, "_onceover_pool", None)
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
+        # A handler whose client went away can stay blocked on the stopped event loop
+        # for good; the interpreter must not wait for it at exit.
+        import concurrent.futures.thread as pool_threads
+
+        for thread in list(getattr(pool, "_threads", ())):
+            pool_threads._threads_queues.pop(thread, None)  # type: ignore[attr-defined]
 
 
 # -- keep_host_logging --------------------------------------------------------------

@@ -1,0 +1,104 @@
+"""Synthetic order events for loads and tests: N rows with unique ``event_id`` in K files.
+
+    python -m jobs.generate --out DIR --rows N [--files K] [--format json|csv|parquet]
+                            [--start ID] [--seed S]
+
+Columns: ``event_id`` (INT64, unique: START..START+N-1), ``order_id`` (STRING),
+``customer_id`` (INT64), ``amount`` (FLOAT64), ``currency`` (STRING), ``event_time``
+(TIMESTAMP as ISO-8601 text in JSON/CSV, a timestamp in Parquet). The same arguments
+always write the same files, so a test or a chaos schedule can be replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from onceover.console import run
+
+FORMATS = ("json", "csv", "parquet")
+EPOCH_2026 = 1_767_225_600  # 2026-01-01T00:00:00Z
+CURRENCIES = np.array(["EUR", "USD", "GBP", "JPY"])
+
+
+def order_events(start: int, rows: int, seed: int) -> pa.Table:
+    """``rows`` order events with ``event_id`` start..start+rows-1."""
+    rng = np.random.default_rng(seed + start)
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    seconds = EPOCH_2026 + ids * 7 + rng.integers(0, 5, rows)
+    return pa.table(
+        {
+            "event_id": ids,
+            "order_id": pa.array([f"ord-{i:010d}" for i in ids]),
+            "customer_id": rng.integers(1, 50_000, rows, dtype=np.int64),
+            "amount": np.round(rng.uniform(0.5, 2_000.0, rows), 2),
+            "currency": CURRENCIES[rng.integers(0, len(CURRENCIES), rows)],
+            "event_time": pa.array(seconds * 1_000_000, pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def write_files(
+    out: Path, rows: int, files: int, fmt: str, *, start: int = 0, seed: int = 0
+) -> list[Path]:
+    """Write the events into ``files`` files of about equal size; returns their paths."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if rows < 0 or files < 1:
+        raise ValueError("rows must be >= 0 and files >= 1")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    bounds = np.linspace(0, rows, files + 1, dtype=np.int64)
+    for index in range(files):
+        first, last = int(bounds[index]), int(bounds[index + 1])
+        table = order_events(start + first, last - first, seed)
+        path = out / f"orders-{start + first:010d}.{fmt}"
+        temp = path.with_name(f".{path.name}.tmp")  # a streaming source must never see half a file
+        if fmt == "parquet":
+            pq.write_table(table, temp)
+        elif fmt == "csv":
+            pa_csv.write_csv(table.set_column(5, "event_time", _iso(table)), temp)
+        else:
+            with temp.open("w") as handle:
+                for row in table.set_column(5, "event_time", _iso(table)).to_pylist():
+                    handle.write(json.dumps(row) + "\n")
+        temp.replace(path)
+        written.append(path)
+    return written
+
+
+def _iso(table: pa.Table) -> pa.Array:
+    import pyarrow.compute as pc
+
+    text = pc.strftime(table["event_time"], format="%Y-%m-%dT%H:%M:%S")
+    return pc.binary_join_element_wise(text, "Z", "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.generate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out", type=Path, required=True, help="directory to write into")
+    parser.add_argument("--rows", type=int, required=True, help="number of events")
+    parser.add_argument("--files", type=int, default=4, help="number of files (default 4)")
+    parser.add_argument("--format", choices=FORMATS, default="json")
+    parser.add_argument("--start", type=int, default=0, help="first event_id (default 0)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.rows < 0 or args.files < 1:
+        parser.error("--rows must be >= 0 and --files >= 1")
+    paths = write_files(
+        args.out, args.rows, args.files, args.format, start=args.start, seed=args.seed
+    )
+    print(f"Wrote {args.rows:,} events into {len(paths)} {args.format} files in {args.out}.")
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, prog="jobs.generate")

@@ -1,0 +1,424 @@
+"""Load a directory of files into BigQuery exactly once, with Structured Streaming.
+
+    python -m jobs.load_files --source DIR --format json|csv|parquet --table P.D.T
+        --key COL --checkpoint DIR [--mode pending|committed|default] [--run-id ID]
+        [--monitor-url URL --monitor-token T] [--master local[2,4]]
+        [--max-files-per-trigger N] [--create-table] [--continuous [--interval SECONDS]]
+
+Runs with ``spark-submit jobs/load_files.py ...`` too. By default the trigger is
+``availableNow``: every file present is loaded, then the job ends. ``--continuous``
+keeps polling the directory every ``--interval`` seconds until stopped (SIGTERM or
+Ctrl-C stop it between batches).
+
+Re-running the same command on the same ``--checkpoint`` resumes where it stopped:
+Spark replays an unfinished batch with the same rows, and the sink's ledger commits
+every batch exactly once. Exit status 0 only when every batch Spark finished is
+committed in BigQuery; 1 when the load failed; 2 for bad arguments or configuration.
+
+The table's schema is the read schema when the table exists (so ISO timestamps in
+JSON or CSV load into a TIMESTAMP column); with ``--create-table`` a missing table is
+created from the files' inferred schema. The monitor URL and token also come from
+``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``; they are never stored in the
+run's spec, which the control plane keeps to resume the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.console import run
+from onceover.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+logger = logging.getLogger("jobs.load_files")
+
+MODULE = "jobs.load_files"
+FORMATS = ("json", "csv", "parquet")
+DEFAULT_MASTER = "local[2,4]"
+"""Two cores; each task may be tried 4 times, as on a cluster (plain local[2] never retries)."""
+HEARTBEAT_S = float(os.environ.get("ONCEOVER_HEARTBEAT_S", "30"))
+_SECRET_ARGS = ("--monitor-token", "--monitor-url")
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    run_id: str
+    query_id: str
+    batches: int
+    rows: int
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    parser.add_argument("--source", required=True, type=Path, help="directory of input files")
+    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--table", required=True, help="project.dataset.table")
+    parser.add_argument("--key", required=True, help="column identifying a row")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        type=Path,
+        help="checkpoint directory (the ledger lives in it)",
+    )
+    parser.add_argument("--mode", choices=("pending", "committed", "default"), default="pending")
+    parser.add_argument("--run-id", help="run id (default: kept in the checkpoint)")
+    parser.add_argument("--job", default="load_files", help="job name shown by the dashboard")
+    parser.add_argument("--monitor-url", default=os.environ.get("ONCEOVER_MONITOR_URL"))
+    parser.add_argument("--monitor-token", default=os.environ.get("ONCEOVER_MONITOR_TOKEN"))
+    parser.add_argument("--master", default=os.environ.get("ONCEOVER_SPARK_MASTER", DEFAULT_MASTER))
+    parser.add_argument("--max-files-per-trigger", type=int, default=None)
+    parser.add_argument(
+        "--create-table",
+        action="store_true",
+        help="create the table from the files' schema if it is missing",
+    )
+    parser.add_argument(
+        "--continuous",
+        action="store_true",
+        help="keep polling (processing-time trigger) instead of availableNow",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        help="seconds between micro-batches with --continuous",
+    )
+    parser.add_argument("--row-format", choices=("arrow", "proto"), default="arrow")
+    args = parser.parse_args(argv)
+    if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
+        parser.error("--max-files-per-trigger must be at least 1")
+    if not args.source.is_dir():
+        parser.error(f"--source {args.source} is not a directory")
+    if args.table.count(".") != 2:
+        parser.error(f"--table {args.table!r} is not project.dataset.table")
+    return args
+
+
+def spec_args(argv: list[str]) -> list[str]:
+    """The arguments to store for a resume: everything but the monitor URL and token."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _SECRET_ARGS:
+            skip = True
+            continue
+        if arg.startswith(tuple(f"{name}=" for name in _SECRET_ARGS)):
+            continue
+        kept.append(arg)
+    return kept
+
+
+def run_id_for(checkpoint: Path, given: str | None) -> str:
+    """``given``, else the id this checkpoint was first run with (kept beside the ledger)."""
+    path = checkpoint / "onceover" / "run_id"
+    if given:
+        return given
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_id = f"load-{uuid.uuid4().hex[:12]}"
+    temp = path.with_suffix(".tmp")
+    temp.write_text(run_id)
+    temp.replace(path)
+    return run_id
+
+
+# -- schema -------------------------------------------------------------------------
+
+
+def spark_type(field: Any) -> DataType:
+    """The Spark type a BigQuery column is read as (the read schema of the files)."""
+    from pyspark.sql import types as t
+
+    kind = field.field_type.upper()
+    scalar: dict[str, DataType] = {
+        "STRING": t.StringType(),
+        "INT64": t.LongType(),
+        "INTEGER": t.LongType(),
+        "FLOAT64": t.DoubleType(),
+        "FLOAT": t.DoubleType(),
+        "BOOL": t.BooleanType(),
+        "BOOLEAN": t.BooleanType(),
+        "NUMERIC": t.DecimalType(38, 9),
+        "BIGNUMERIC": t.DecimalType(38, 18),
+        "DATE": t.DateType(),
+        "TIMESTAMP": t.TimestampType(),
+        "DATETIME": t.TimestampNTZType(),
+        "BYTES": t.BinaryType(),
+        "JSON": t.StringType(),
+    }
+    if kind in ("RECORD", "STRUCT"):
+        inner: DataType = t.StructType([t.StructField(f.name, spark_type(f)) for f in field.fields])
+    elif kind in scalar:
+        inner = scalar[kind]
+    else:
+        raise ConfigurationError(f"column {field.name} of type {kind} cannot be read from files")
+    return t.ArrayType(inner) if field.mode == "REPEATED" else inner
+
+
+def read_schema(
+    spark: SparkSession, args: argparse.Namespace, config: BigQueryConfig
+) -> StructType:
+    """The table's schema when it exists; else (``--create-table``) the files', creating it."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import bigquery
+    from pyspark.sql import types as t
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs.sink.schema import bigquery_schema_from_arrow
+
+    client = bigquery_client(config)
+    try:
+        table = client.get_table(args.table)
+    except NotFound:
+        table = None
+    if table is not None:
+        return t.StructType([t.StructField(f.name, spark_type(f)) for f in table.schema])
+    if not args.create_table:
+        raise ConfigurationError(
+            f"table {args.table} does not exist; create it, or pass --create-table to create "
+            "it from the files' schema"
+        )
+    if not any(p.is_file() and not p.name.startswith(".") for p in args.source.iterdir()):
+        raise ConfigurationError(f"--create-table needs at least one file in {args.source}")
+    inferred = reader(spark, args).load(str(args.source)).schema
+    fields = bigquery_schema_from_arrow(to_arrow_schema(inferred, timezone="UTC"))
+    project, dataset, _ = args.table.split(".")
+    client.create_dataset(f"{project}.{dataset}", exists_ok=True)
+    client.create_table(bigquery.Table(args.table, schema=fields), exists_ok=True)
+    logger.info(
+        "created %s from the files' schema: %s",
+        args.table,
+        ", ".join(f"{f.name} {f.field_type}" for f in fields),
+    )
+    schema: StructType = inferred
+    return schema
+
+
+def reader(spark: SparkSession, args: argparse.Namespace) -> Any:
+    read = spark.read.format(args.format)
+    if args.format == "csv":
+        read = read.option("header", "true").option("inferSchema", "true")
+    if args.format == "json":
+        read = read.option("inferTimestamp", "true")
+    return read
+
+
+def source_stream(spark: SparkSession, args: argparse.Namespace, schema: StructType) -> DataFrame:
+    stream = spark.readStream.format(args.format).schema(schema)
+    if args.format == "csv":
+        stream = stream.option("header", "true")
+    if args.max_files_per_trigger:
+        stream = stream.option("maxFilesPerTrigger", args.max_files_per_trigger)
+    frame: DataFrame = stream.load(str(args.source))
+    return frame
+
+
+# -- run events ---------------------------------------------------------------------
+
+
+class RunReporter:
+    """Run events for the control plane: started (with the spec), heartbeats, the end."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str], run_id: str) -> None:
+        from jobs.sink.emitter import emitter_for
+
+        self.args = args
+        self.argv = argv
+        self.run_id = run_id
+        self.attempt_id = uuid.uuid4().hex
+        self.emitter = emitter_for(args.monitor_url, args.monitor_token)
+        self.query_id: str | None = None
+        self._stop = threading.Event()
+        self._beats = 0
+
+    def _common(self, kind: str, *facts: object) -> dict[str, Any]:
+        from onceover.events import event_id, now
+
+        return {
+            "id": event_id(self.run_id, kind, self.attempt_id, *facts),
+            "time": now(),
+            "run_id": self.run_id,
+            "table": self.args.table,
+            "job": self.args.job,
+            "attempt_id": self.attempt_id,
+        }
+
+    def started(self) -> None:
+        from onceover.events import JobSpec, RunStarted
+
+        spec = JobSpec(
+            module=MODULE,
+            args=spec_args(self.argv),
+            checkpoint=str(self.args.checkpoint.resolve()),
+            ledger=str((self.args.checkpoint / "onceover").resolve()),
+        )
+        self.emitter.emit(RunStarted(mode=self.args.mode, spec=spec, **self._common("started")))
+
+    def totals(self) -> tuple[int, int]:
+        if self.query_id is None:
+            return 0, 0
+        from jobs.sink.ledger import Ledger
+
+        batches = [
+            b
+            for b in Ledger(self.args.checkpoint / "onceover", self.query_id).batches()
+            if b.committed
+        ]
+        return sum(b.expected_rows for b in batches), len(batches)
+
+    def start_heartbeats(self) -> None:
+        def beat() -> None:
+            from onceover.events import RunHeartbeat
+
+            while not self._stop.wait(HEARTBEAT_S):
+                self._beats += 1
+                rows, batches = self.totals()
+                self.emitter.emit(
+                    RunHeartbeat(
+                        rows_committed=rows,
+                        batches_committed=batches,
+                        **self._common("heartbeat", self._beats),
+                    )
+                )
+
+        threading.Thread(target=beat, name="onceover-heartbeat", daemon=True).start()
+
+    def finished(self) -> None:
+        from onceover.events import RunFinished
+
+        self._stop.set()
+        rows, batches = self.totals()
+        self.emitter.emit(
+            RunFinished(rows_committed=rows, batches_committed=batches, **self._common("finished"))
+        )
+        self.emitter.flush(10.0)
+
+    def failed(self, error: str) -> None:
+        from onceover.events import RunFailed
+
+        self._stop.set()
+        rows, _ = self.totals()
+        self.emitter.emit(
+            RunFailed(error=error[:4000], rows_committed=rows, **self._common("failed"))
+        )
+        self.emitter.flush(10.0)
+
+
+# -- the job ------------------------------------------------------------------------
+
+
+def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
+    """Batches Spark recorded as done (commit log) that the ledger does not hold committed."""
+    from jobs.sink.ledger import Ledger
+
+    commits = checkpoint / "commits"
+    done = (
+        sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+        if commits.is_dir()
+        else []
+    )
+    ledger = Ledger(checkpoint / "onceover", query_id)
+    return [b for b in done if (r := ledger.batch(b)) is None or not r.committed]
+
+
+def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
+    from jobs.sink.datasource import register
+    from jobs.spark import spark_session
+
+    config = BigQueryConfig.from_env()
+    args.checkpoint.mkdir(parents=True, exist_ok=True)
+    run_id = run_id_for(args.checkpoint, args.run_id)
+    reporter = RunReporter(args, argv, run_id)
+    reporter.started()
+    spark = spark_session(f"onceover-{args.job}", args.master)
+    try:
+        register(spark)
+        schema = read_schema(spark, args, config)
+        writer = (
+            source_stream(spark, args, schema)
+            .writeStream.format("onceover")
+            .option("table", args.table)
+            .option("mode", args.mode)
+            .option("key", args.key)
+            .option("run_id", run_id)
+            .option("job", args.job)
+            .option("row_format", args.row_format)
+            .option("checkpointLocation", str(args.checkpoint.resolve()))
+        )
+        if args.monitor_url:
+            writer = writer.option("monitor.url", args.monitor_url)
+        if args.monitor_token:
+            writer = writer.option("monitor.token", args.monitor_token)
+        if args.continuous:
+            writer = writer.trigger(processingTime=f"{args.interval} seconds")
+        else:
+            writer = writer.trigger(availableNow=True)
+        query = writer.start()
+        reporter.query_id = str(query.id)
+        reporter.start_heartbeats()
+        _stop_on_signal(query)
+        query.awaitTermination()
+        uncommitted = uncommitted_batches(args.checkpoint, str(query.id))
+        if uncommitted:
+            raise RuntimeError(f"batches {uncommitted} finished in Spark but are not committed")
+        rows, batches = reporter.totals()
+    except BaseException as exc:
+        reporter.failed(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # the JVM may be gone already (a crash failpoint)
+            logger.warning("Spark did not stop cleanly", exc_info=True)
+    reporter.finished()
+    return LoadResult(run_id, str(query.id), batches, rows)
+
+
+def _stop_on_signal(query: Any) -> None:
+    def stop(signum: int, _frame: object) -> None:
+        logger.warning("signal %d: stopping the query between batches", signum)
+        threading.Thread(target=query.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jobs.logs import configure_job_logging
+
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    configure_job_logging(args.job)
+    try:
+        result = load(args, argv)
+    except ConfigurationError:
+        raise
+    except Exception as exc:
+        logger.error("load failed: %s", exc)
+        print(f"{MODULE}: load failed: {str(exc).splitlines()[0][:500]}", file=sys.stderr)
+        return 1
+    print(
+        f"Committed {result.rows:,} rows in {result.batches} batches to {args.table} "
+        f"(run {result.run_id}, query {result.query_id})."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, prog=MODULE)

@@ -1,0 +1,310 @@
+"""The driver's side of the two-phase commit: the ledger, then BigQuery, then the ledger.
+
+For one batch (invariants 3-5)::
+
+    ledger says committed      → skip: emit batch_skipped_duplicate, the replay's streams
+                                  are orphans (never committed)
+    ledger says intent         → ask BigQuery (GetWriteStream.commit_time) whether the
+                                  intent's streams were committed:
+                                    yes → mark committed, skip the replay
+                                    no  → commit the replay's streams instead (below)
+    nothing (or resolved "no") → write intent → BatchCommitWriteStreams → mark committed
+
+A commit whose response is lost is retried; BigQuery then answers
+STREAM_ALREADY_COMMITTED, which resolves it as committed. Spark may call ``abort``
+for a batch whose commit took effect (the worker died after it), so ``abort`` asks
+the ledger and BigQuery before calling anything an orphan.
+
+``committed`` and ``default`` modes have nothing to commit in BigQuery (rows became
+visible per append); their batches go straight to committed in the ledger, which is
+what makes a replayed batch id a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs.sink import failpoints
+from jobs.sink.errors import CommitRejectedError, LedgerError
+from jobs.sink.job import SinkJob
+from jobs.sink.ledger import BatchRecord, StreamCommit
+from jobs.sink.task import TaskResult, _call
+from jobs.sink.telemetry import Telemetry
+from onceover import events
+from onceover.events import StreamRows, event_id
+
+if TYPE_CHECKING:
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+
+logger = logging.getLogger(__name__)
+
+STREAM_ALREADY_COMMITTED = 9  # StorageError.StorageErrorCode
+DRIVER_EVENT_FLUSH_S = 2.0
+
+
+def _timestamp_text(value: Any) -> str | None:
+    """A proto timestamp (a datetime in proto-plus) as ISO text; None when unset."""
+    return value.isoformat() if value else None
+
+
+def _now_text() -> str:
+    return events.now().isoformat()
+
+
+def _stream_rows(streams: Sequence[StreamCommit]) -> list[StreamRows]:
+    return [
+        StreamRows(
+            stream=s.stream, rows=s.rows, bytes=s.bytes, partition=s.partition, attempt=s.attempt
+        )
+        for s in streams
+    ]
+
+
+def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
+    found = [r for r in results if r is not None and r.stream is not None and not r.skipped]
+    return tuple(
+        StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt)
+        for r in sorted(found, key=lambda r: r.partition)
+        if r.stream
+    )
+
+
+class BatchCommitter:
+    """Commits (or aborts) one batch of one query; built in the driver's commit worker."""
+
+    def __init__(self, job: SinkJob, batch_id: int | None) -> None:
+        self.job = job
+        self.batch_id = batch_id
+        self.ledger = job.ledger()
+        self.telemetry = Telemetry(job, batch_id)
+        self._client: BigQueryWriteClient | None = None
+
+    @property
+    def client(self) -> BigQueryWriteClient:
+        if self._client is None:
+            from onceover.bigquery import write_client
+
+            self._client = write_client(self.job.bigquery)
+        return self._client
+
+    @property
+    def label(self) -> str:
+        return f"batch {self.telemetry.batch_id_text()} of query {self.job.query_id}"
+
+    # -- commit -------------------------------------------------------------------
+
+    def commit(self, results: Sequence[TaskResult | None]) -> BatchRecord:
+        started = time.perf_counter()
+        try:
+            streams = _streams(results)
+            record = self.ledger.batch(self.batch_id)
+            if record is not None and record.committed:
+                self._skip_duplicate(record, streams)
+                return record
+            if record is not None:
+                resolved = self._resolve_intent(record)
+                if resolved is not None:
+                    self._skip_duplicate(resolved, streams)
+                    return resolved
+            return self._commit_new(streams, started)
+        finally:
+            self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+    def _commit_new(self, streams: tuple[StreamCommit, ...], started: float) -> BatchRecord:
+        job = self.job
+        intent = BatchRecord(
+            query_id=job.query_id,
+            batch_id=self.batch_id,
+            table=job.table,
+            mode=job.options.mode,
+            state="intent",
+            streams=streams,
+            expected_rows=sum(s.rows for s in streams),
+            intent_at=_now_text(),
+        )
+        self.ledger.write_intent(intent)
+        self.telemetry.emit(
+            events.BatchIntent(
+                id=event_id(
+                    job.run_id,
+                    "batch_intent",
+                    job.query_id,
+                    self.batch_id,
+                    *(s.stream for s in streams),
+                ),
+                streams=_stream_rows(streams),
+                expected_rows=intent.expected_rows,
+                **self.telemetry.batch_fields(),
+            )
+        )
+        failpoints.hit("ledger.after_intent")
+        commit_time: str | None = None
+        if job.options.mode == "pending" and streams:
+            failpoints.hit("commit.before")
+            commit_time = self._batch_commit([s.stream for s in streams])
+        committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
+        self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
+        logger.info(
+            "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
+        )
+        return committed
+
+    def _batch_commit(self, names: list[str]) -> str | None:
+        """``BatchCommitWriteStreams``; a lost response is retried and resolves as committed."""
+        from google.cloud.bigquery_storage_v1 import types
+
+        request = types.BatchCommitWriteStreamsRequest(parent=self.job.parent, write_streams=names)
+        for attempt in range(1, 6):
+            response = _call(
+                self.job, lambda: self.client.batch_commit_write_streams(request=request)
+            )
+            if failpoints.hit("commit.after"):
+                logger.warning("%s: commit response lost (failpoint); asking again", self.label)
+                continue
+            if not response.stream_errors:
+                return _timestamp_text(response.commit_time)
+            codes = {int(e.code) for e in response.stream_errors}
+            if codes == {STREAM_ALREADY_COMMITTED} and len(response.stream_errors) == len(names):
+                # Our own earlier try took effect; BigQuery's commit is atomic per table.
+                logger.info(
+                    "%s: already committed (retry %d after a lost response)", self.label, attempt
+                )
+                return self._commit_time(names)
+            raise CommitRejectedError(
+                f"BigQuery refused to commit {self.label} into {self.job.table}: "
+                + "; ".join(f"{e.entity}: {e.error_message}" for e in response.stream_errors)
+            )
+        raise CommitRejectedError(f"{self.label}: no commit response after 5 tries")
+
+    def _commit_time(self, names: Sequence[str]) -> str | None:
+        """The commit time if every stream is committed, None if none is; else an error."""
+        times = []
+        for name in names:
+            stream = _call(self.job, lambda name=name: self.client.get_write_stream(name=name))  # type: ignore[misc]
+            times.append(_timestamp_text(stream.commit_time))
+        if all(times):
+            return max(t for t in times if t)
+        if any(times):
+            raise LedgerError(
+                f"{self.label}: BigQuery shows only some of its streams committed "
+                f"({sum(1 for t in times if t)} of {len(times)}); BatchCommitWriteStreams "
+                "is atomic, so this needs a person: reconcile the table before resuming"
+            )
+        return None
+
+    def _resolve_intent(self, record: BatchRecord) -> BatchRecord | None:
+        """An intent without its mark: committed in BigQuery? Mark it; else None."""
+        if record.mode != "pending" or not record.streams:
+            # Nothing was to be committed in BigQuery: the intent is as good as done.
+            committed = self.ledger.mark_committed(
+                record, at=_now_text(), commit_time=None, resolved=True
+            )
+            self._emit_committed(committed, duration_ms=None)
+            return committed
+        commit_time = self._commit_time([s.stream for s in record.streams])
+        if commit_time is None:
+            logger.warning(
+                "%s: its intent was never committed in BigQuery; writing it again "
+                "on the replay's streams",
+                self.label,
+            )
+            for stream in record.streams:
+                self._orphaned(stream, "intent never committed; the batch was written again")
+            return None
+        committed = self.ledger.mark_committed(
+            record, at=_now_text(), commit_time=commit_time, resolved=True
+        )
+        logger.warning(
+            "%s: committed by an earlier attempt that died before marking it", self.label
+        )
+        self._emit_committed(committed, duration_ms=None)
+        return committed
+
+    def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
+        replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
+        if record.mode == "pending":
+            for stream in replay:
+                self._orphaned(stream, "replay of a committed batch; never committed")
+        self.telemetry.emit(
+            events.BatchSkippedDuplicate(
+                id=event_id(
+                    self.job.run_id,
+                    "batch_skipped_duplicate",
+                    self.job.query_id,
+                    self.batch_id,
+                    *(s.stream for s in replay),
+                ),
+                rows=sum(s.rows for s in replay),
+                orphaned_streams=[s.stream for s in replay] if record.mode == "pending" else [],
+                **self.telemetry.batch_fields(),
+            )
+        )
+        logger.warning("%s is already committed; skipped as a duplicate", self.label)
+
+    def _emit_committed(self, record: BatchRecord, duration_ms: float | None) -> None:
+        self.telemetry.emit(
+            events.BatchCommitted(
+                id=event_id(self.job.run_id, "batch_committed", self.job.query_id, self.batch_id),
+                streams=_stream_rows(record.streams),
+                rows=record.expected_rows,
+                duration_ms=duration_ms,
+                resolved=record.resolved,
+                **self.telemetry.batch_fields(),
+            )
+        )
+
+    def _orphaned(self, stream: StreamCommit, reason: str) -> None:
+        self.telemetry.stream(
+            stream.stream, _stream_type(self.job), stream.partition, stream.attempt
+        ).orphaned(reason, stream.rows)
+
+    # -- abort --------------------------------------------------------------------
+
+    def abort(self, results: Sequence[TaskResult | None]) -> None:
+        """Spark gave up on the batch; find out what really happened before saying so."""
+        try:
+            streams = _streams(results)
+            record = self.ledger.batch(self.batch_id)
+            if record is not None and record.committed:
+                logger.warning("abort of %s, which is committed: nothing to undo", self.label)
+                return
+            if record is not None and self._resolve_intent(record) is not None:
+                logger.warning(
+                    "abort of %s, whose commit took effect: marked committed", self.label
+                )
+                return
+            if self.job.options.mode == "pending":
+                for stream in streams:
+                    self._orphaned(stream, "batch aborted; never committed")
+                reason = "aborted before commit; its streams were never committed"
+            else:
+                reason = (
+                    "aborted; rows already visible stay in their streams and a replay "
+                    "of this batch goes on from the recorded offsets"
+                )
+            self.telemetry.emit(
+                events.BatchAborted(
+                    id=event_id(
+                        self.job.run_id,
+                        "batch_aborted",
+                        self.job.query_id,
+                        self.batch_id,
+                        *(s.stream for s in streams),
+                    ),
+                    streams=_stream_rows(streams),
+                    reason=reason,
+                    **self.telemetry.batch_fields(),
+                )
+            )
+        except Exception:
+            # abort must not hide the failure that caused it
+            logger.exception("abort of %s could not finish its bookkeeping", self.label)
+        finally:
+            self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+
+def _stream_type(job: SinkJob) -> str:
+    return {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}[job.options.mode]

@@ -1,0 +1,160 @@
+"""The ``onceover`` PySpark data source: exactly-once writes into BigQuery.
+
+Batch::
+
+    spark.dataSource.register(OnceoverDataSource)
+    (df.write.format("onceover")
+       .option("table", "my-project.billing.usage")
+       .option("run_id", "usage-2026-11-21")      # a re-run with the same id is a no-op
+       .option("ledger", "/shared/onceover-ledger")
+       .mode("append").save())
+
+Structured Streaming::
+
+    (df.writeStream.format("onceover")
+       .option("table", "my-project.billing.usage")
+       .option("checkpointLocation", "/shared/checkpoints/usage")   # ledger lives here
+       .option("monitor.url", "http://onceover:8000").option("monitor.token", token)
+       .trigger(availableNow=True).start())
+
+Options (see :mod:`jobs.sink.options` for all): ``table`` (required), ``mode``
+(``pending`` default, ``committed``, ``default``), ``key``, ``run_id``, ``ledger``,
+``job``, ``monitor.url``, ``monitor.token``, ``row_format`` (``arrow``/``proto``),
+``request.max_bytes``, ``append.max_inflight``, ``retry.deadline_s``.
+
+Options, the table and the DataFrame's schema are checked on the driver before any
+task runs; a bad option or a column that does not fit raises ``ValueError`` naming it.
+``write()`` runs on executors and stages rows (:mod:`jobs.sink.task`); ``commit()``
+makes a batch visible once (:mod:`jobs.sink.committer`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from jobs.sink import failpoints
+from jobs.sink.committer import BatchCommitter
+from jobs.sink.errors import SinkOptionError
+from jobs.sink.job import SinkJob, streaming_query_id
+from jobs.sink.options import parse_options
+from jobs.sink.task import TaskResult, current_task, write_partition
+from onceover.bigquery import BigQueryConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class OnceoverCommitMessage(WriterCommitMessage):
+    """What a task sends the driver: its stream and the rows it staged there."""
+
+    result: TaskResult
+
+
+def prepare_job(
+    raw_options: dict[str, str], schema: StructType, overwrite: bool, *, streaming: bool
+) -> SinkJob:
+    """Validate everything on the driver, before any task starts."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs.sink.schema import load_table_schema, plan_write
+
+    failpoints.check_environment()
+    if overwrite:
+        raise SinkOptionError(
+            "mode", "onceover only appends; overwrite (or complete output) is not supported"
+        )
+    config = BigQueryConfig.from_env()
+    options = parse_options(
+        raw_options, default_project=config.resolved_project(), streaming=streaming
+    )
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    if options.key is not None and options.key.lower() not in {
+        name.lower() for name in arrow_schema.names
+    }:
+        raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
+    fields = load_table_schema(config, options.table)
+    plan = plan_write(options.table, arrow_schema, fields)
+    if streaming:
+        assert options.checkpoint is not None
+        query_id = streaming_query_id(options.checkpoint)
+        run_id = options.run_id or query_id
+    else:
+        run_id = options.run_id or uuid.uuid4().hex
+        query_id = run_id
+    return SinkJob(
+        options=options,
+        bigquery=config,
+        plan=plan,
+        table_fields=tuple(field.to_api_repr() for field in fields),
+        query_id=query_id,
+        run_id=run_id,
+        streaming=streaming,
+    )
+
+
+def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:
+    return [m.result if isinstance(m, OnceoverCommitMessage) else None for m in messages]
+
+
+class OnceoverBatchWriter(DataSourceArrowWriter):
+    def __init__(self, job: SinkJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
+        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        BatchCommitter(self.job, None).commit(_results(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        BatchCommitter(self.job, None).abort(_results(messages))
+
+
+class OnceoverStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, job: SinkJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
+        # Spark tells executors the micro-batch id through a local property.
+        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        BatchCommitter(self.job, batchId).commit(_results(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        BatchCommitter(self.job, batchId).abort(_results(messages))
+
+
+class OnceoverDataSource(DataSource):
+    """Format ``onceover``: exactly-once appends into an existing BigQuery table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "onceover"
+
+    def writer(self, schema: StructType, overwrite: bool) -> OnceoverBatchWriter:
+        return OnceoverBatchWriter(
+            prepare_job(dict(self.options), schema, overwrite, streaming=False)
+        )
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> OnceoverStreamWriter:  # noqa: N802
+        return OnceoverStreamWriter(
+            prepare_job(dict(self.options), schema, overwrite, streaming=True)
+        )
+
+
+def register(spark: Any) -> None:
+    """Make ``format("onceover")`` available in ``spark``."""
+    spark.dataSource.register(OnceoverDataSource)

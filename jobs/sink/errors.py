@@ -1,0 +1,73 @@
+"""Errors raised by the Onceover sink (the data plane).
+
+The tree::
+
+    OnceoverError (onceover.errors)
+    └── SinkError                   anything the sink raises on purpose
+        ├── SinkOptionError         a write option is missing or wrong; a ValueError
+        ├── TableNotFoundError      the target table does not exist; also a ValueError
+        ├── SchemaMismatchError     DataFrame and table disagree (names columns); a ValueError
+        ├── AppendRejectedError     BigQuery refused an append for good (names stream, batch, rows)
+        │   └── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
+        ├── RetryDeadlineError      transient failures outlasted the retry deadline
+        ├── RowCountMismatchError   a finalized stream holds other than the rows sent
+        ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
+        └── LedgerError             the ledger is unreadable or contradicts BigQuery
+
+google-api-core and gRPC errors are mapped to these at one boundary (the appender and
+the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
+as well, which is what Spark users expect from a bad ``.option(...)``.
+"""
+
+from __future__ import annotations
+
+from onceover.errors import OnceoverError
+
+
+class SinkError(OnceoverError):
+    """Base class of every error the sink raises on purpose."""
+
+
+class SinkOptionError(SinkError, ValueError):
+    """A write option is missing or wrong; the message names the option."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        self.option = option
+        super().__init__(f"onceover option {option!r}: {problem}")
+
+
+class TableNotFoundError(SinkError, ValueError):
+    """The target table does not exist (the sink never creates it behind the user's back)."""
+
+
+class SchemaMismatchError(SinkError, ValueError):
+    """The DataFrame's columns do not fit the table; the message names every column at fault."""
+
+    def __init__(self, table: str, problems: list[str]) -> None:
+        self.table = table
+        self.problems = problems
+        super().__init__(f"schema of the DataFrame does not fit {table}: " + "; ".join(problems))
+
+
+class AppendRejectedError(SinkError):
+    """BigQuery refused an append for a reason a retry cannot fix (INVALID_ARGUMENT, row errors)."""
+
+
+class DuplicateAppendError(AppendRejectedError):
+    """ALREADY_EXISTS for a request that was not a retry of the same rows: offsets are wrong."""
+
+
+class RetryDeadlineError(SinkError):
+    """Transient failures (UNAVAILABLE, INTERNAL, ...) went on past the retry deadline."""
+
+
+class RowCountMismatchError(SinkError):
+    """``FinalizeWriteStream`` reported a row count other than the rows the task sent."""
+
+
+class CommitRejectedError(SinkError):
+    """``BatchCommitWriteStreams`` refused the batch; nothing of it is visible."""
+
+
+class LedgerError(SinkError):
+    """The ledger cannot be read or written, or disagrees with what BigQuery says."""

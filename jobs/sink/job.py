@@ -1,0 +1,60 @@
+"""What the driver decides once and ships to every task: a small picklable value."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.sink.errors import LedgerError
+from jobs.sink.ledger import Ledger
+from jobs.sink.options import SinkOptions
+from onceover.bigquery import BigQueryConfig
+
+if TYPE_CHECKING:
+    from jobs.sink.schema import WritePlan
+
+
+@dataclass(frozen=True)
+class SinkJob:
+    options: SinkOptions
+    bigquery: BigQueryConfig
+    plan: WritePlan
+    table_fields: tuple[dict[str, Any], ...]
+    """The table's schema as BigQuery API dicts (SchemaField.to_api_repr)."""
+    query_id: str
+    """The streaming query's id (stable across restarts), or the run id of a batch write."""
+    run_id: str
+    streaming: bool
+
+    @property
+    def table(self) -> str:
+        return self.options.table
+
+    @property
+    def parent(self) -> str:
+        o = self.options
+        return f"projects/{o.project}/datasets/{o.dataset}/tables/{o.table_name}"
+
+    def ledger(self) -> Ledger:
+        assert self.options.ledger is not None  # parse_options always sets it
+        return Ledger(self.options.ledger, self.query_id)
+
+    def schema_fields(self) -> list[Any]:
+        from google.cloud.bigquery import SchemaField
+
+        return [SchemaField.from_api_repr(field) for field in self.table_fields]
+
+
+def streaming_query_id(checkpoint: str) -> str:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (the same after a restart)."""
+    path = Path(checkpoint) / "metadata"
+    try:
+        query_id = json.loads(path.read_text())["id"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise LedgerError(
+            f"cannot read the streaming query id from {path}: {exc}; is "
+            "checkpointLocation a local or mounted path this process can read?"
+        ) from exc
+    return str(query_id)

@@ -1,0 +1,212 @@
+"""The sink's options, validated once on the driver into a typed, picklable value.
+
+==========================  ==========  ===============================================
+option                      default     meaning
+==========================  ==========  ===============================================
+``table``                   (required)  ``project.dataset.table`` (or ``dataset.table``
+                                        in the configured project); must exist
+``mode``                    pending     ``pending`` (exactly-once, visible per batch),
+                                        ``committed`` (exactly-once, visible per
+                                        append), ``default`` (at-least-once baseline)
+``key``                     none        column that identifies a row (reconciliation)
+``run_id``                  see below   the run this write belongs to; streaming: the
+                                        query id; batch writes: a new id each time
+                                        (set one to make a re-run a no-op)
+``ledger``                  see below   batch writes: ledger directory (default
+                                        ``./onceover-ledger``); streaming always uses
+                                        ``<checkpointLocation>/onceover``
+``job``                     app name    a name for the job in events and the dashboard
+``monitor.url``             none        control plane base URL; events go to
+                                        ``<url>/api/events``
+``monitor.token``           none        bearer token (role ``ingest``)
+``row_format``              arrow       ``arrow``, or ``proto`` for projects without
+                                        Arrow ingestion
+``request.max_bytes``       8000000     cap of one append request (BigQuery's limit is
+                                        10,000,000 bytes; at most 9,500,000)
+``append.max_inflight``     4           requests in flight per stream (pipelining)
+``retry.deadline_s``        300         how long transient errors are retried
+==========================  ==========  ===============================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+from urllib.parse import urlsplit
+
+from jobs.sink.errors import SinkOptionError
+
+Mode = Literal["pending", "committed", "default"]
+RowFormat = Literal["arrow", "proto"]
+
+MODES: tuple[Mode, ...] = ("pending", "committed", "default")
+ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
+DEFAULT_MAX_REQUEST_BYTES = 8_000_000
+MAX_REQUEST_BYTES_LIMIT = 9_500_000
+DEFAULT_BATCH_LEDGER = "onceover-ledger"
+
+KNOWN = frozenset(
+    {
+        "table",
+        "mode",
+        "key",
+        "run_id",
+        "ledger",
+        "job",
+        "monitor.url",
+        "monitor.token",
+        "row_format",
+        "request.max_bytes",
+        "append.max_inflight",
+        "retry.deadline_s",
+        "checkpointlocation",
+        "path",
+    }
+)
+
+_TABLE_RE = re.compile(
+    r"^(?:(?P<project>[a-z][a-z0-9.:-]{4,61}[a-z0-9])\.)?"
+    r"(?P<dataset>[A-Za-z0-9_]{1,1024})\.(?P<table>[A-Za-z0-9_$-]{1,1024})$"
+)
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")
+
+T = TypeVar("T", bound=str)
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    table: str
+    """Always fully qualified: ``project.dataset.table``."""
+    mode: Mode = "pending"
+    key: str | None = None
+    run_id: str | None = None
+    ledger: str | None = None
+    checkpoint: str | None = None
+    job: str | None = None
+    monitor_url: str | None = None
+    monitor_token: str | None = None
+    row_format: RowFormat = "arrow"
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_inflight: int = 4
+    retry_deadline_s: float = 300.0
+
+    @property
+    def project(self) -> str:
+        return self.table.rsplit(".", 2)[0]
+
+    @property
+    def dataset(self) -> str:
+        return self.table.rsplit(".", 2)[1]
+
+    @property
+    def table_name(self) -> str:
+        return self.table.rsplit(".", 2)[2]
+
+
+def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SinkOptionError(name, f"{text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise SinkOptionError(name, f"{value} is outside {low:,}..{high:,}")
+    return value
+
+
+def _choice(options: Mapping[str, str], name: str, choices: tuple[T, ...]) -> T:
+    text = options.get(name, choices[0]).strip().lower()
+    if text not in choices:
+        raise SinkOptionError(name, f"{text!r} is not one of {', '.join(choices)}")
+    return text  # type: ignore[return-value,unused-ignore]  # one of choices
+
+
+def parse_options(  # noqa: PLR0912 - one check per option, in order
+    raw: Mapping[str, str], *, default_project: str | None, streaming: bool
+) -> SinkOptions:
+    """Validate the writer's options; a bad one raises :class:`SinkOptionError` naming it."""
+    options = {key.lower(): value for key, value in raw.items()}
+    unknown = sorted(set(options) - KNOWN)
+    if unknown:
+        raise SinkOptionError(unknown[0], f"unknown option; known: {', '.join(sorted(KNOWN))}")
+
+    table_text = options.get("table", "").strip()
+    if not table_text:
+        raise SinkOptionError("table", "required: project.dataset.table")
+    match = _TABLE_RE.match(table_text)
+    if not match:
+        raise SinkOptionError("table", f"{table_text!r} is not project.dataset.table")
+    project = match["project"] or default_project
+    if not project:
+        raise SinkOptionError("table", f"{table_text!r} names no project and none is configured")
+    table = f"{project}.{match['dataset']}.{match['table']}"
+
+    key = options.get("key") or None
+    if key is not None and not _COLUMN_RE.match(key):
+        raise SinkOptionError("key", f"{key!r} is not a column name")
+    run_id = options.get("run_id") or None
+    if run_id is not None and not _RUN_ID_RE.match(run_id):
+        raise SinkOptionError(
+            "run_id", f"{run_id!r}: use 1-128 letters, digits, '.', '_', ':' or '-'"
+        )
+
+    checkpoint = options.get("checkpointlocation") or None
+    ledger = options.get("ledger") or None
+    if streaming:
+        if checkpoint is None:
+            raise SinkOptionError(
+                "checkpointLocation", "required for streaming writes (the ledger lives there)"
+            )
+        if ledger is not None:
+            raise SinkOptionError(
+                "ledger", "streaming writes keep the ledger in <checkpointLocation>/onceover"
+            )
+        ledger = os.path.join(checkpoint, "onceover")
+    else:
+        ledger = os.path.abspath(ledger or DEFAULT_BATCH_LEDGER)
+
+    monitor_url = options.get("monitor.url") or None
+    if monitor_url is not None:
+        parts = urlsplit(monitor_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SinkOptionError("monitor.url", f"{monitor_url!r} is not an http(s) URL")
+        monitor_url = monitor_url.rstrip("/")
+    monitor_token = options.get("monitor.token") or None
+    if monitor_token is not None and monitor_url is None:
+        raise SinkOptionError("monitor.token", "given without monitor.url")
+
+    deadline_text = options.get("retry.deadline_s", "300")
+    try:
+        deadline = float(deadline_text)
+    except ValueError:
+        raise SinkOptionError("retry.deadline_s", f"{deadline_text!r} is not seconds") from None
+    if not 0 < deadline <= 86_400:
+        raise SinkOptionError("retry.deadline_s", f"{deadline} is outside (0, 86400]")
+
+    return SinkOptions(
+        table=table,
+        mode=_choice(options, "mode", MODES),
+        key=key,
+        run_id=run_id,
+        ledger=ledger,
+        checkpoint=checkpoint,
+        job=(options.get("job") or None),
+        monitor_url=monitor_url,
+        monitor_token=monitor_token,
+        row_format=_choice(options, "row_format", ROW_FORMATS),
+        max_request_bytes=_int(
+            options,
+            "request.max_bytes",
+            DEFAULT_MAX_REQUEST_BYTES,
+            10_000,
+            MAX_REQUEST_BYTES_LIMIT,
+        ),
+        max_inflight=_int(options, "append.max_inflight", 4, 1, 64),
+        retry_deadline_s=deadline,
+    )

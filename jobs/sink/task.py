@@ -1,0 +1,392 @@
+"""What one Spark task does with its partition, on an executor (the first phase).
+
+- ``pending``: a PENDING stream of this attempt's own; append with offsets, finalize,
+  check ``row_count``, return the stream to the driver. Nothing is visible yet. A
+  failed attempt's stream is never committed (an orphan, reported as one).
+- ``committed``: the partition's COMMITTED stream, recorded in the ledger before the
+  first append; a retried attempt finds it and goes on from the recorded offset.
+  Rows are visible as soon as each append is acknowledged.
+- ``default``: the ``_default`` stream, no offsets: at-least-once.
+
+In every mode a task first asks the ledger whether its batch is already committed
+(a replay) and then writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
+
+import pyarrow as pa
+
+from jobs.sink import failpoints
+from jobs.sink.appender import TRANSIENT, PlannedAppend, RetryPolicy, StreamAppender
+from jobs.sink.errors import RetryDeadlineError, RowCountMismatchError
+from jobs.sink.job import SinkJob
+from jobs.sink.ledger import PartitionProgress
+from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
+from jobs.sink.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+EVENT_FLUSH_S = 1.0
+"""How long a finishing task waits for its events; the rest is spooled."""
+
+
+@dataclass(frozen=True)
+class TaskContextInfo:
+    partition: int
+    attempt: int
+    batch_id: int | None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a task tells the driver (wrapped in the Spark commit message)."""
+
+    stream: str | None
+    stream_type: str
+    rows: int
+    bytes: int
+    partition: int
+    attempt: int
+    skipped: bool = False
+    """The batch was already committed: the task wrote nothing."""
+
+
+def current_task(batch_id: int | None) -> TaskContextInfo:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:  # outside Spark (unit tests)
+        return TaskContextInfo(0, 0, batch_id)
+    if batch_id is None:
+        text = context.getLocalProperty("streaming.sql.batchId")
+        batch_id = int(text) if text is not None else None
+    return TaskContextInfo(context.partitionId(), context.attemptNumber(), batch_id)
+
+
+def encoder_for(job: SinkJob) -> RowEncoder:
+    if job.options.row_format == "proto":
+        from jobs.sink.proto_encoder import ProtoEncoder
+
+        return ProtoEncoder(job.schema_fields(), job.plan.arrow_schema)
+    return ArrowEncoder(job.plan.arrow_schema)
+
+
+def converted(batches: Iterable[pa.RecordBatch], job: SinkJob) -> Iterator[pa.RecordBatch]:
+    from jobs.sink.schema import to_bigquery_arrow
+
+    for batch in batches:
+        if batch.num_rows:
+            yield to_bigquery_arrow(batch, job.plan)
+
+
+def write_partition(
+    job: SinkJob, batches: Iterable[pa.RecordBatch], task: TaskContextInfo
+) -> TaskResult:
+    """Write this task's rows in the job's mode; return what the driver must commit."""
+    from onceover.bigquery import write_client
+
+    telemetry = Telemetry(job, task.batch_id)
+    try:
+        record = job.ledger().batch(task.batch_id)
+        if record is not None and record.committed:
+            logger.info(
+                "batch %s of %s is already committed; partition %d writes nothing",
+                telemetry.batch_id_text(),
+                job.query_id,
+                task.partition,
+            )
+            return TaskResult(
+                None,
+                _STREAM_TYPES[job.options.mode],
+                0,
+                0,
+                task.partition,
+                task.attempt,
+                skipped=True,
+            )
+        client = write_client(job.bigquery)
+        writer = _WRITERS[job.options.mode]
+        return writer(job, client, converted(batches, job), task, telemetry)
+    finally:
+        telemetry.flush(EVENT_FLUSH_S)
+
+
+_STREAM_TYPES = {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}
+
+
+def _policy(job: SinkJob) -> RetryPolicy:
+    return RetryPolicy(deadline_s=job.options.retry_deadline_s)
+
+
+def _context(job: SinkJob, telemetry: Telemetry, task: TaskContextInfo) -> str:
+    return (
+        f"{job.table} batch {telemetry.batch_id_text()} partition {task.partition} "
+        f"attempt {task.attempt}"
+    )
+
+
+def _append_all(
+    appender: StreamAppender,
+    job: SinkJob,
+    batches: Iterable[pa.RecordBatch],
+    encoder: RowEncoder,
+    *,
+    offsets: bool,
+    start_row: int = 0,
+    recorded: tuple[tuple[int, int], ...] = (),
+) -> int:
+    """Send every request of the partition; returns the rows appended (from ``start_row``)."""
+    rows = 0
+    for request in plan_requests(
+        batches, encoder, job.options.max_request_bytes, start_row=start_row, recorded=recorded
+    ):
+        appender.append(
+            PlannedAppend(
+                offset=request.offset if offsets else None,
+                rows=request.encoded.rows,
+                bytes=request.encoded.bytes,
+                rows_payload=request.encoded.apply,
+                may_exist=(request.offset, request.encoded.rows) in recorded,
+            )
+        )
+        rows += request.encoded.rows
+    appender.flush()
+    return rows
+
+
+# -- pending ----------------------------------------------------------------------
+
+
+def _write_pending(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    from google.cloud.bigquery_storage_v1 import types
+
+    first = next(batches, None)
+    if first is None:  # an empty partition makes no stream
+        return TaskResult(None, "PENDING", 0, 0, task.partition, task.attempt)
+    stream = _call(
+        job,
+        lambda: client.create_write_stream(
+            parent=job.parent, write_stream=types.WriteStream(type_=types.WriteStream.Type.PENDING)
+        ),
+    ).name
+    events = telemetry.stream(stream, "PENDING", task.partition, task.attempt)
+    events.created()
+    encoder = encoder_for(job)
+    appender = StreamAppender(
+        client,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=events,
+        context=_context(job, telemetry, task),
+        policy=_policy(job),
+        max_inflight=job.options.max_inflight,
+    )
+    try:
+        rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True)
+        appender.close()
+        row_count = _finalize(job, client, stream)
+    except BaseException as exc:
+        appender.close()
+        # Never committed by anyone: the driver only commits streams tasks return.
+        events.orphaned(f"task attempt failed: {exc!r}"[:4000], appender.rows_acknowledged)
+        raise
+    events.finalized(row_count)
+    if row_count != rows:
+        events.orphaned(f"finalized with {row_count} rows, {rows} were appended", row_count)
+        raise RowCountMismatchError(
+            f"{_context(job, telemetry, task)}: stream {stream} finalized with {row_count} "
+            f"rows but {rows} were appended"
+        )
+    return TaskResult(
+        stream, "PENDING", rows, appender.bytes_acknowledged, task.partition, task.attempt
+    )
+
+
+def _finalize(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
+    def finalize() -> int:
+        row_count = int(client.finalize_write_stream(name=stream).row_count)
+        if failpoints.hit("finalize.after"):
+            from google.api_core.exceptions import ServiceUnavailable
+
+            raise ServiceUnavailable("failpoint finalize.after: response lost")
+        return row_count
+
+    # Finalizing a finalized stream answers its row count again, so a lost response
+    # is retried safely.
+    return _call(job, finalize)
+
+
+def _call(job: SinkJob, fn: Callable[[], R]) -> R:
+    """Run a unary Storage Write API call, retrying transient failures to the deadline."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    policy = _policy(job)
+    started = time.monotonic()
+    failures = 0
+    while True:
+        try:
+            return fn()
+        except GoogleAPICallError as exc:
+            code = exc.grpc_status_code.value[0] if exc.grpc_status_code is not None else -1
+            failures += 1
+            elapsed = time.monotonic() - started
+            if code not in TRANSIENT:
+                raise
+            if elapsed >= policy.deadline_s:
+                raise RetryDeadlineError(
+                    f"{exc.message} kept failing for {elapsed:.0f} s "
+                    f"(retry.deadline_s={policy.deadline_s:.0f})"
+                ) from exc
+            delay = min(policy.backoff(failures), policy.deadline_s - elapsed)
+            logger.warning("%s; retry %d in %.2f s", exc.message, failures, delay)
+            time.sleep(max(0.0, delay))
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+# -- committed --------------------------------------------------------------------
+
+
+def _write_committed(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    from google.cloud.bigquery_storage_v1 import types
+
+    ledger = job.ledger()
+    progress = ledger.partition(task.batch_id, task.partition)
+    resumed = progress is not None
+    if progress is not None and progress.complete:
+        return TaskResult(
+            progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
+        )
+    if progress is None:
+        created = _call(
+            job,
+            lambda: client.create_write_stream(
+                parent=job.parent,
+                write_stream=types.WriteStream(type_=types.WriteStream.Type.COMMITTED),
+            ),
+        ).name
+        # Recorded before the first append, so a retry finds this stream (invariant 4).
+        progress = ledger.claim_partition(
+            task.batch_id, task.partition, PartitionProgress(stream=created, attempt=task.attempt)
+        )
+        if progress.stream != created:  # a concurrent attempt recorded its stream first
+            telemetry.stream(created, "COMMITTED", task.partition, task.attempt).orphaned(
+                "another attempt of this partition recorded its stream first"
+            )
+            resumed = True
+    events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
+    events.created(resumed=resumed)
+    encoder = encoder_for(job)
+    state = {"progress": replace(progress, attempt=task.attempt)}
+    start = progress.acked_rows
+
+    def before_send(append: PlannedAppend, inflight: list[PlannedAppend]) -> None:
+        assert append.offset is not None
+        current = state["progress"]
+        end = append.offset + append.rows
+        if end <= current.sent_rows:
+            return  # already covered by the record
+        unacked = [(a.offset, a.rows) for a in [*inflight, append] if a.offset is not None]
+        acked = unacked[0][0] if unacked else end
+        state["progress"] = replace(
+            current, acked_rows=acked, sent_rows=end, inflight=[list(pair) for pair in unacked]
+        )
+        ledger.save_partition(task.batch_id, task.partition, state["progress"])
+
+    appender = StreamAppender(
+        client,
+        progress.stream,
+        schema_payload=encoder.schema_payload,
+        listener=events,
+        context=_context(job, telemetry, task),
+        policy=_policy(job),
+        max_inflight=job.options.max_inflight,
+        before_send=before_send,
+    )
+    recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
+    try:
+        rows = _append_all(
+            appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded
+        )
+    finally:
+        appender.close()
+    total = start + rows
+    ledger.save_partition(
+        task.batch_id,
+        task.partition,
+        replace(
+            state["progress"],
+            acked_rows=total,
+            sent_rows=max(total, state["progress"].sent_rows),
+            inflight=[],
+            complete=True,
+        ),
+    )
+    return TaskResult(
+        progress.stream,
+        "COMMITTED",
+        total,
+        appender.bytes_acknowledged,
+        task.partition,
+        task.attempt,
+    )
+
+
+# -- default ----------------------------------------------------------------------
+
+
+def _write_default(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    stream = f"{job.parent}/streams/_default"
+    events = telemetry.stream(stream, "DEFAULT", task.partition, task.attempt)
+    encoder = encoder_for(job)
+    appender = StreamAppender(
+        client,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=events,
+        context=_context(job, telemetry, task),
+        policy=_policy(job),
+        max_inflight=job.options.max_inflight,
+    )
+    try:
+        rows = _append_all(appender, job, batches, encoder, offsets=False)
+    finally:
+        appender.close()
+    return TaskResult(
+        stream, "DEFAULT", rows, appender.bytes_acknowledged, task.partition, task.attempt
+    )
+
+
+_WRITERS = {"pending": _write_pending, "committed": _write_committed, "default": _write_default}

@@ -1,0 +1,172 @@
+"""Turns what the sink does into events (onceover.events) and hands them to the emitter.
+
+Ids are derived from the facts (run, stream, offset, how many times it was sent), so
+an event posted twice is stored once. Telemetry never raises into the write path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jobs.sink.appender import PlannedAppend
+from jobs.sink.job import SinkJob
+from onceover import events
+from onceover.events import event_id, now
+
+logger = logging.getLogger(__name__)
+
+
+def _emitter(job: SinkJob) -> Any:
+    from jobs.sink.emitter import emitter_for
+
+    return emitter_for(job.options.monitor_url, job.options.monitor_token)
+
+
+class Telemetry:
+    """Events of one batch (driver) or one task (executor)."""
+
+    def __init__(self, job: SinkJob, batch_id: int | None) -> None:
+        self.job = job
+        self.batch_id = batch_id
+        self.emitter = _emitter(job)
+
+    def common(self) -> dict[str, Any]:
+        return {
+            "time": now(),
+            "run_id": self.job.run_id,
+            "table": self.job.table,
+            "job": self.job.options.job,
+        }
+
+    def batch_fields(self) -> dict[str, Any]:
+        return {
+            **self.common(),
+            "mode": self.job.options.mode,
+            "query_id": self.job.query_id,
+            "batch_id": self.batch_id,
+        }
+
+    def emit(self, event: Any) -> None:
+        try:
+            self.emitter.emit(event)
+        except Exception:  # monitoring must never break a write
+            logger.exception("could not queue event %s", getattr(event, "type", "?"))
+
+    def flush(self, timeout_s: float) -> None:
+        try:
+            self.emitter.flush(timeout_s)
+        except Exception:
+            logger.exception("could not flush events")
+
+    def batch_id_text(self) -> str:
+        return "write" if self.batch_id is None else str(self.batch_id)
+
+    def stream(
+        self, stream: str, stream_type: str, partition: int, attempt: int
+    ) -> StreamTelemetry:
+        return StreamTelemetry(self, stream, stream_type, partition, attempt)
+
+
+class StreamTelemetry:
+    """Events of one stream, written by one task attempt; also the appender's listener."""
+
+    def __init__(
+        self, parent: Telemetry, stream: str, stream_type: str, partition: int, attempt: int
+    ) -> None:
+        self.parent = parent
+        self.stream_name = stream
+        self.fields = {
+            "stream": stream,
+            "stream_type": stream_type,
+            "partition": partition,
+            "attempt": attempt,
+        }
+        self._sequence = 0
+
+    def _base(self) -> dict[str, Any]:
+        return {**self.parent.batch_fields(), **self.fields}
+
+    def _id(self, kind: str, *facts: object) -> str:
+        return event_id(self.parent.job.run_id, kind, self.stream_name, *facts)
+
+    def _next(self) -> int:
+        self._sequence += 1
+        return self._sequence
+
+    def created(self, *, resumed: bool = False) -> None:
+        attempt = self.fields["attempt"]
+        self.parent.emit(
+            events.StreamCreated(
+                id=self._id("stream_created", attempt), resumed=resumed, **self._base()
+            )
+        )
+
+    def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
+        # The _default stream has no offsets: its requests are told apart by sequence.
+        fact = append.offset if append.offset is not None else f"seq{self._next()}"
+        self.parent.emit(
+            events.AppendAcknowledged(
+                id=self._id("append_acknowledged", fact, self.fields["attempt"]),
+                offset=append.offset,
+                rows=append.rows,
+                bytes=append.bytes,
+                latency_ms=latency_ms,
+                **self._base(),
+            )
+        )
+
+    def already_exists(self, append: PlannedAppend) -> None:
+        assert append.offset is not None
+        self.parent.emit(
+            events.AppendAlreadyExists(
+                id=self._id(
+                    "append_already_exists", append.offset, append.sends, self.fields["attempt"]
+                ),
+                offset=append.offset,
+                rows=append.rows,
+                bytes=append.bytes,
+                **self._base(),
+            )
+        )
+
+    def out_of_range(self, append: PlannedAppend, message: str) -> None:
+        assert append.offset is not None
+        self.parent.emit(
+            events.AppendOutOfRange(
+                id=self._id(
+                    "append_out_of_range", append.offset, append.sends, self.fields["attempt"]
+                ),
+                offset=append.offset,
+                rows=append.rows,
+                message=message[:4000],
+                **self._base(),
+            )
+        )
+
+    def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        self.parent.emit(
+            events.AppendError(
+                id=self._id("append_error", self._next(), self.fields["attempt"], code),
+                code=code,
+                offset=None if append is None else append.offset,
+                rows=0 if append is None else append.rows,
+                message=message[:4000],
+                retrying=retrying,
+                **self._base(),
+            )
+        )
+
+    def finalized(self, row_count: int) -> None:
+        self.parent.emit(
+            events.StreamFinalized(
+                id=self._id("stream_finalized"), row_count=row_count, **self._base()
+            )
+        )
+
+    def orphaned(self, reason: str, rows: int = 0) -> None:
+        self.parent.emit(
+            events.StreamOrphaned(
+                id=self._id("stream_orphaned"), reason=reason[:4000], rows=rows, **self._base()
+            )
+        )

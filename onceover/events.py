@@ -1,0 +1,249 @@
+"""The event schema both planes share: what jobs send to ``POST /api/events``.
+
+Version 1. Every event carries ``schema_version``, a deterministic ``id`` (the same
+fact sent twice has the same id, so the control plane stores it once), the ``type``
+that selects its shape, the time it happened and the run and table it belongs to.
+
+=============================  ======================================================
+Driver (run and batch)         ``run_started`` (with the job's spec, for resume),
+                               ``run_heartbeat``, ``run_finished``, ``run_failed``,
+                               ``batch_intent``, ``batch_committed``,
+                               ``batch_skipped_duplicate``, ``batch_aborted``
+Executors (one stream each)    ``stream_created``, ``append_acknowledged``,
+                               ``append_already_exists``, ``append_out_of_range``,
+                               ``append_error``, ``stream_finalized``,
+                               ``stream_orphaned``
+=============================  ======================================================
+
+ALREADY_EXISTS is deduplication doing its job (an identical retry after a lost
+acknowledgement); OUT_OF_RANGE is a gap in the client's offsets, a correctness alarm.
+Adding an optional field keeps version 1; renaming or removing one makes version 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+Mode = Literal["pending", "committed", "default"]
+StreamType = Literal["PENDING", "COMMITTED", "DEFAULT"]
+
+_ID = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="deterministic event id")]
+_NAME = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/=+-]+$")]
+_TABLE = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9.:_-]+\.[A-Za-z0-9_]+\.[A-Za-z0-9_$-]+$",
+        max_length=1100,
+        description="project.dataset.table",
+    ),
+]
+_COUNT = Annotated[int, Field(ge=0)]
+
+
+def event_id(*parts: object) -> str:
+    """A deterministic id from the facts that make an event unique (32 hex digits)."""
+    text = "\x1f".join("" if part is None else str(part) for part in parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def new_attempt_id() -> str:
+    """An id for one launch of a job (its run id stays the same across launches)."""
+    return uuid.uuid4().hex
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    id: _ID
+    time: AwareDatetime
+    run_id: _NAME
+    table: _TABLE
+    job: Annotated[str, Field(max_length=200)] | None = None
+
+
+class JobSpec(BaseModel):
+    """How to launch the job again: ``python -m <module> <args...>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    module: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$", max_length=200)]
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(max_length=200)
+    checkpoint: str | None = None
+    ledger: str | None = None
+
+
+class StreamRows(BaseModel):
+    """One stream of a batch with what it holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stream: _NAME
+    rows: _COUNT
+    bytes: _COUNT = 0
+    partition: _COUNT | None = None
+    attempt: _COUNT | None = None
+
+
+# -- driver: runs -------------------------------------------------------------------
+
+
+class _RunEvent(_Event):
+    attempt_id: _NAME
+
+
+class RunStarted(_RunEvent):
+    type: Literal["run_started"] = "run_started"
+    mode: Mode
+    spec: JobSpec | None = None
+    query_id: _NAME | None = None
+
+
+class RunHeartbeat(_RunEvent):
+    type: Literal["run_heartbeat"] = "run_heartbeat"
+    rows_committed: _COUNT
+    batches_committed: _COUNT
+
+
+class RunFinished(_RunEvent):
+    type: Literal["run_finished"] = "run_finished"
+    rows_committed: _COUNT
+    batches_committed: _COUNT
+
+
+class RunFailed(_RunEvent):
+    type: Literal["run_failed"] = "run_failed"
+    error: Annotated[str, Field(max_length=4000)]
+    rows_committed: _COUNT | None = None
+
+
+# -- driver: batches ----------------------------------------------------------------
+
+
+class _BatchEvent(_Event):
+    mode: Mode
+    query_id: _NAME
+    batch_id: int | None = Field(default=None, ge=0, description="None for a batch write")
+
+
+class BatchIntent(_BatchEvent):
+    type: Literal["batch_intent"] = "batch_intent"
+    streams: list[StreamRows]
+    expected_rows: _COUNT
+
+
+class BatchCommitted(_BatchEvent):
+    type: Literal["batch_committed"] = "batch_committed"
+    streams: list[StreamRows]
+    rows: _COUNT
+    duration_ms: Annotated[float, Field(ge=0)] | None = None
+    resolved: bool = Field(
+        default=False, description="committed by an earlier attempt, found on replay"
+    )
+
+
+class BatchSkippedDuplicate(_BatchEvent):
+    type: Literal["batch_skipped_duplicate"] = "batch_skipped_duplicate"
+    rows: _COUNT = Field(description="rows the replay wrote again on streams never committed")
+    orphaned_streams: list[_NAME] = []
+
+
+class BatchAborted(_BatchEvent):
+    type: Literal["batch_aborted"] = "batch_aborted"
+    streams: list[StreamRows]
+    reason: Annotated[str, Field(max_length=4000)]
+
+
+# -- executors: streams -------------------------------------------------------------
+
+
+class _StreamEvent(_Event):
+    mode: Mode
+    query_id: _NAME
+    batch_id: int | None = Field(default=None, ge=0)
+    partition: _COUNT
+    attempt: _COUNT
+    stream: _NAME
+    stream_type: StreamType
+
+
+class StreamCreated(_StreamEvent):
+    type: Literal["stream_created"] = "stream_created"
+    resumed: bool = Field(default=False, description="a retried task found this stream again")
+
+
+class AppendAcknowledged(_StreamEvent):
+    type: Literal["append_acknowledged"] = "append_acknowledged"
+    offset: _COUNT | None
+    rows: _COUNT
+    bytes: _COUNT
+    latency_ms: Annotated[float, Field(ge=0)]
+
+
+class AppendAlreadyExists(_StreamEvent):
+    type: Literal["append_already_exists"] = "append_already_exists"
+    offset: _COUNT
+    rows: _COUNT
+    bytes: _COUNT = 0
+
+
+class AppendOutOfRange(_StreamEvent):
+    type: Literal["append_out_of_range"] = "append_out_of_range"
+    offset: _COUNT
+    rows: _COUNT
+    message: Annotated[str, Field(max_length=4000)] = ""
+
+
+class AppendError(_StreamEvent):
+    type: Literal["append_error"] = "append_error"
+    code: Annotated[str, Field(pattern=r"^[A-Z_]+$", max_length=40)]
+    offset: _COUNT | None
+    rows: _COUNT
+    message: Annotated[str, Field(max_length=4000)] = ""
+    retrying: bool
+
+
+class StreamFinalized(_StreamEvent):
+    type: Literal["stream_finalized"] = "stream_finalized"
+    row_count: _COUNT
+
+
+class StreamOrphaned(_StreamEvent):
+    type: Literal["stream_orphaned"] = "stream_orphaned"
+    reason: Annotated[str, Field(max_length=4000)]
+    rows: _COUNT = 0
+
+
+Event = Annotated[
+    RunStarted
+    | RunHeartbeat
+    | RunFinished
+    | RunFailed
+    | BatchIntent
+    | BatchCommitted
+    | BatchSkippedDuplicate
+    | BatchAborted
+    | StreamCreated
+    | AppendAcknowledged
+    | AppendAlreadyExists
+    | AppendOutOfRange
+    | AppendError
+    | StreamFinalized
+    | StreamOrphaned,
+    Field(discriminator="type"),
+]
+"""Any event of version 1, told apart by ``type``."""
+
+EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+"""Validates a JSON batch as ``POST /api/events`` receives it."""

@@ -1,0 +1,212 @@
+"""The appender's retry policy (invariant 1) and request cap (invariant 2), against the
+local BigQuery: outcomes are counted in the table, not taken from the appender."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+
+from jobs.sink import failpoints
+from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
+from jobs.sink.errors import AppendRejectedError, DuplicateAppendError
+from jobs.sink.requests import ArrowEncoder, plan_requests
+from tests.writeapi import (
+    ARROW_SCHEMA,
+    append_all,
+    append_request,
+    count,
+    create_stream,
+    create_table,
+)
+from tests.writeapi import rows as make_rows
+
+COMMITTED = types.WriteStream.Type.COMMITTED
+
+
+class Heard:
+    def __init__(self) -> None:
+        self.acked: list[int | None] = []
+        self.existing: list[int | None] = []
+        self.gaps: list[int | None] = []
+        self.errors: list[tuple[str, bool]] = []
+
+    def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
+        self.acked.append(append.offset)
+
+    def already_exists(self, append: PlannedAppend) -> None:
+        self.existing.append(append.offset)
+
+    def out_of_range(self, append: PlannedAppend, message: str) -> None:
+        self.gaps.append(append.offset)
+
+    def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        self.errors.append((code, retrying))
+
+
+@pytest.fixture(autouse=True)
+def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(failpoints.ENV, raising=False)
+    failpoints.reset()
+    yield
+    failpoints.reset()
+
+
+def arm(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
+    monkeypatch.setenv(failpoints.ENV, spec)
+    failpoints.reset()
+
+
+def appender(write: BigQueryWriteClient, stream: str, heard: Heard) -> StreamAppender:
+    encoder = ArrowEncoder(ARROW_SCHEMA)
+    return StreamAppender(
+        write,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=heard,
+        context="test",
+        policy=RetryPolicy(deadline_s=20),
+        max_inflight=3,
+    )
+
+
+def send(
+    target: StreamAppender,
+    batches: list[pa.RecordBatch],
+    max_bytes: int = 8_000_000,
+    start: int = 0,
+) -> int:
+    sent = 0
+    for request in plan_requests(batches, ArrowEncoder(ARROW_SCHEMA), max_bytes, start_row=start):
+        target.append(
+            PlannedAppend(
+                request.offset, request.encoded.rows, request.encoded.bytes, request.encoded.apply
+            )
+        )
+        sent += request.encoded.rows
+    target.flush()
+    target.close()
+    return sent
+
+
+def test_pipelined_appends_land_every_row_once(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    heard = Heard()
+    sent = send(appender(write, stream, heard), [make_rows(i * 100, 100) for i in range(20)])
+    assert sent == 2000
+    assert heard.acked == [i * 100 for i in range(20)]
+    assert count(rest, table) == (2000, 2000)
+
+
+def test_a_lost_response_is_resent_and_already_exists_counts_as_success(
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    dataset: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    arm(monkeypatch, "append.response=drop@3")
+    heard = Heard()
+    send(appender(write, stream, heard), [make_rows(i * 100, 100) for i in range(8)])
+    # The dropped response and the two behind it in the pipeline (3 in flight) were all
+    # applied; re-sent, each answers ALREADY_EXISTS and counts as acknowledged.
+    assert heard.existing == [200, 300, 400]
+    assert ("UNAVAILABLE", True) in heard.errors
+    assert count(rest, table) == (800, 800)
+
+
+def test_a_lost_request_is_resent(
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    dataset: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    arm(monkeypatch, "append.before=drop@2")
+    heard = Heard()
+    send(appender(write, stream, heard), [make_rows(i * 100, 100) for i in range(5)])
+    assert count(rest, table) == (500, 500)
+
+
+def test_already_exists_for_a_request_never_sent_before_fails(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    append_all(write, [append_request(stream, make_rows(0, 100), 0)])  # someone else wrote
+    heard = Heard()
+    with pytest.raises(DuplicateAppendError, match=r"offsets 0\.\.99 .* never sent before"):
+        send(appender(write, stream, heard), [make_rows(500, 100)])
+    assert count(rest, table) == (100, 100)
+
+
+def test_a_gap_rewinds_once_then_fails_naming_the_offset(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    heard = Heard()
+    with pytest.raises(AppendRejectedError, match=r"offsets 50\.\.59 .*OUT_OF_RANGE"):
+        send(appender(write, stream, heard), [make_rows(0, 60)], start=50)
+    assert heard.gaps == [50, 50]
+    assert count(rest, table) == (0, 0)
+
+
+def test_a_bad_value_is_refused_naming_the_rows(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    bad_schema = pa.schema([("id", pa.string()), ("name", pa.string())])
+    encoder = ArrowEncoder(bad_schema)
+    heard = Heard()
+    target = StreamAppender(
+        write,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=heard,
+        context="batch 4 partition 1",
+        policy=RetryPolicy(deadline_s=5),
+    )
+    batch = pa.record_batch([pa.array(["x"] * 3), pa.array(["a"] * 3)], schema=bad_schema)
+    encoded = encoder.encode(batch)
+    target.append(PlannedAppend(0, 3, encoded.bytes, encoded.apply))
+    with pytest.raises(AppendRejectedError, match=r"batch 4 partition 1: .*offsets 0\.\.2"):
+        target.flush()
+    target.close()
+    assert heard.errors
+    assert heard.errors[-1][1] is False
+
+
+def test_rows_near_the_request_cap_are_split_under_it(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    big = "x" * 900_000  # ~0.9 MB a row: 9 rows fit under a 9 MB cap, 10 do not
+    batch = pa.record_batch(
+        [pa.array(range(40), pa.int64()), pa.array([big] * 40)], schema=ARROW_SCHEMA
+    )
+    requests = list(plan_requests([batch], ArrowEncoder(ARROW_SCHEMA), 9_000_000))
+    assert all(r.encoded.bytes <= 9_000_000 - 2_000 for r in requests)
+    assert sum(r.encoded.rows for r in requests) == 40
+    assert max(r.encoded.bytes for r in requests) > 6_000_000  # not needlessly small
+    heard = Heard()
+    send(appender(write, stream, heard), [batch], max_bytes=9_000_000)
+    assert count(rest, table) == (40, 40)
+
+
+def test_a_single_row_over_the_cap_is_refused_naming_it() -> None:
+    batch = pa.record_batch(
+        [pa.array([1, 2], pa.int64()), pa.array(["s", "y" * 200_000])], schema=ARROW_SCHEMA
+    )
+    with pytest.raises(AppendRejectedError, match=r"row at offset 1 .*\(request.max_bytes\)"):
+        list(plan_requests([batch], ArrowEncoder(ARROW_SCHEMA), 100_000))

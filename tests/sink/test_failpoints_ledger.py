@@ -1,0 +1,136 @@
+"""Failpoint specifications and the ledger's atomic, forward-only records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from google.api_core.exceptions import ServiceUnavailable
+
+from jobs.sink import failpoints
+from jobs.sink.errors import LedgerError, SinkOptionError
+from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit
+
+Arm = Callable[..., None]
+
+
+@pytest.fixture
+def armed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Arm]:
+    def arm(spec: str, seed: str = "7") -> None:
+        monkeypatch.setenv(failpoints.ENV, spec)
+        monkeypatch.setenv(failpoints.SEED_ENV, seed)
+        failpoints.reset()
+
+    yield arm
+    monkeypatch.delenv(failpoints.ENV, raising=False)
+    failpoints.reset()
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("append.bfore=crash", "unknown failpoint 'append.bfore'"),
+        ("append.before=explode", "action must be crash, error or drop"),
+        ("commit.before=drop", "commit.before has no response to drop"),
+        ("append.before=error@0", "@n counts from 1"),
+        ("append.before=error%1.5", "%p must be between 0 and 1"),
+        ("append.before", "is not name=action"),
+    ],
+)
+def test_a_bad_specification_names_the_part_at_fault(spec: str, named: str) -> None:
+    with pytest.raises(SinkOptionError, match="ONCEOVER_FAILPOINTS") as raised:
+        failpoints.parse(spec)
+    assert named in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_nth_hit_fires_once(armed: Arm) -> None:
+    armed("append.response=drop@3")
+    fired = [failpoints.hit("append.response") for _ in range(6)]
+    assert fired == [False, False, True, False, False, False]
+    assert not failpoints.hit("append.before")
+
+
+def test_error_raises_unavailable(armed: Arm) -> None:
+    armed("commit.before=error@1")
+    with pytest.raises(ServiceUnavailable, match=r"commit\.before"):
+        failpoints.hit("commit.before")
+    assert not failpoints.hit("commit.before")
+
+
+def test_probability_is_seeded_and_replays(armed: Arm) -> None:
+    armed("append.response=drop%0.3", seed="42")
+    first = [failpoints.hit("append.response") for _ in range(200)]
+    armed("append.response=drop%0.3", seed="42")
+    again = [failpoints.hit("append.response") for _ in range(200)]
+    armed("append.response=drop%0.3", seed="43")
+    other = [failpoints.hit("append.response") for _ in range(200)]
+    assert first == again
+    assert first != other
+    assert 30 < sum(first) < 90
+
+
+def test_hits_are_shared_across_processes_with_a_state_dir(
+    armed: Arm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(failpoints.STATE_ENV, str(tmp_path))
+    armed("append.before=drop@2")
+    assert not failpoints.hit("append.before")
+    failpoints.reset()  # as a new process would: no memory of its own
+    assert failpoints.hit("append.before")
+
+
+def _record(batch_id: int | None = 3) -> BatchRecord:
+    return BatchRecord(
+        query_id="q1",
+        batch_id=batch_id,
+        table="p.d.t",
+        mode="pending",
+        state="intent",
+        streams=(StreamCommit("projects/p/datasets/d/tables/t/streams/s1", 10, 100, 0, 0),),
+        expected_rows=10,
+        intent_at="2026-11-21T00:00:00+00:00",
+    )
+
+
+def test_a_batch_goes_from_intent_to_committed_and_never_back(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path, "q1")
+    assert ledger.batch(3) is None
+    ledger.write_intent(_record())
+    intent = ledger.batch(3)
+    assert intent is not None
+    assert intent.state == "intent"
+    ledger.mark_committed(intent, at="2026-11-21T00:00:01+00:00", commit_time=None)
+    reread = Ledger(tmp_path, "q1").batch(3)
+    assert reread is not None
+    assert reread.committed
+    assert reread.streams == intent.streams
+    with pytest.raises(LedgerError, match="already committed"):
+        ledger.write_intent(_record())
+    assert [b.batch_id for b in ledger.batches()] == [3]
+    # no temp files are left behind by the atomic writes
+    assert not [p for p in ledger.directory.iterdir() if p.name.startswith(".")]
+
+
+def test_a_corrupt_record_is_an_error_not_an_empty_ledger(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path, "q1")
+    ledger.write_intent(_record())
+    (ledger.directory / "batch-3.json").write_text("{not json")
+    with pytest.raises(LedgerError, match="unreadable"):
+        ledger.batch(3)
+
+
+def test_only_the_first_attempt_claims_a_partition(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path, "q1")
+    first = ledger.claim_partition(0, 5, PartitionProgress(stream="s-first", attempt=0))
+    second = ledger.claim_partition(0, 5, PartitionProgress(stream="s-second", attempt=1))
+    assert first.stream == second.stream == "s-first"
+    ledger.save_partition(
+        0, 5, PartitionProgress(stream="s-first", acked_rows=7, sent_rows=9, inflight=[[7, 2]])
+    )
+    assert ledger.partition(0, 5) == PartitionProgress("s-first", 7, 9, inflight=[[7, 2]])
+    assert os.listdir(ledger.directory / "partitions" / "0") == ["5.json"]
