@@ -182,7 +182,10 @@ def hit(name: str) -> bool:
         if draw >= arming.probability:
             return False
     _registry.fired.append((name, arming.action, hits))
-    logger.warning("failpoint %s fired: %s (hit %d)", name, arming.action, hits)
+    # Straight to stderr as well: Spark workers often have no log handler, and a
+    # crash must leave its mark before the process is gone.
+    os.write(2, f"onceover: failpoint {name} fired: {arming.action} (hit {hits})\n".encode())
+    logger.debug("failpoint %s fired: %s (hit %d)", name, arming.action, hits)
     if arming.action is Action.CRASH:
         _crash(POINTS[name])
     if arming.action is Action.ERROR:
