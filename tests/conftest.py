@@ -10,11 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.localbq import LocalBigQuery
+from tests.receiver import Receiver
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -89,3 +91,29 @@ def subprocess_env(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["ONCEOVER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'onceover.db'}"
     return env
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A running stand-in for the control plane's event intake (tests/receiver.py)."""
+    server = Receiver()
+    server.up()
+    yield server
+    server.down()
+
+
+@pytest.fixture(scope="session")
+def spark(bq_config: BigQueryConfig) -> Iterator[SparkSession]:
+    """One Spark session (local[2,4]: tasks retried as on a cluster) for the test run.
+
+    Spark's Python workers take their environment from the JVM, which is fixed when
+    the first session starts; so the local BigQuery is named in os.environ first.
+    """
+    from jobs.sink.datasource import register
+    from jobs.spark import spark_session
+
+    os.environ.update(bq_config.env())
+    session = spark_session("onceover-tests", "local[2,4]")
+    register(session)
+    yield session
+    session.stop()

@@ -42,7 +42,7 @@ Rules the checks enforce:
   has no BigQuery type. A NULL array is sent as an empty one (BigQuery stores NULL
   arrays as empty); a NULL element inside an array cannot be stored and fails the
   batch, naming the column.
-* BigQuery types outside the table (TIME, JSON, GEOGRAPHY, INTERVAL, RANGE) are not
+* Columns of other BigQuery types (TIME, JSON, GEOGRAPHY, INTERVAL, RANGE) are not
   written; maps have no BigQuery type (``map_entries`` makes them arrays of structs).
 """
 
@@ -209,6 +209,8 @@ def _plan_fields(
             continue
         target = _plan_field(path, source.type, column, problems)
         if target is not None:
+            # Nullable even for REQUIRED columns, as in Google's Arrow sample: a NULL is
+            # BigQuery's to reject, and must not make the batch invalid Arrow.
             planned[key] = pa.field(column.name, target)
     for column in table_fields:
         if _mode(column) == "REQUIRED" and column.name.casefold() not in seen:

@@ -52,6 +52,15 @@ wraps a private function whose shape may change in another release.
     first request of a connection; later requests without it go to the same
     stream. The official ``AppendRowsStream`` sends exactly that.
 
+``record_columns``
+    AppendRows on a table with a RECORD column failed ("STRUCT with no fields")
+    for Arrow and proto rows alike: bqemulator built the append's target Arrow
+    schema from the table's columns without their member fields. BigQuery
+    (``AppendRowsRequest.ArrowData``, ``ProtoData``) takes a RECORD column as an
+    Arrow struct or a nested proto message, and a REPEATED RECORD as a
+    ``list<struct>`` or a repeated nested message. The patch builds the target
+    schema from the table's REST schema (``tables.get``), members included.
+
 ``append_rows_pool``
     bqemulator's handlers are synchronous and run on grpc.aio's migration thread
     pool, whose default size is ``min(32, cpus + 4)``: on 2 cores only 6
@@ -123,6 +132,7 @@ def install() -> list[str]:
                 stream_times,
                 stream_already_committed,
                 sticky_write_stream,
+                record_columns,
                 append_rows_pool,
             ):
                 patch()
@@ -326,6 +336,26 @@ def sticky_write_stream() -> None:
         return _ensure_stream_bound
 
     _wrap(BigQueryWriteHandler, "_ensure_stream_bound", make)
+
+
+# -- record_columns -----------------------------------------------------------------
+
+
+def record_columns() -> None:
+    """Give AppendRows a target schema with the members of RECORD columns."""
+    from bqemulator.api.routes.tabledata import _build_arrow_schema
+    from bqemulator.api.routes.tables import _field_to_rest
+    from bqemulator.grpc_api import write_servicer
+
+    def make(_original: Callable[..., Any]) -> Callable[..., Any]:
+        def _table_arrow_schema(table_meta: Any) -> Any:
+            # The REST shape of the schema (tables.get) recurses into RECORD members.
+            return _build_arrow_schema([_field_to_rest(f) for f in table_meta.schema_.fields])
+
+        return _table_arrow_schema
+
+    # _bind_stream_to_target looks the module-level function up by name at each bind.
+    _wrap(write_servicer, "_table_arrow_schema", make)
 
 
 # -- append_rows_pool ---------------------------------------------------------------

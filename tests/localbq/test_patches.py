@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC
 
+import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types, writer
@@ -213,6 +214,81 @@ def test_requests_after_the_first_may_omit_the_stream_name(
 
     assert offsets == [0, 10, 20, 30, 40]
     assert count(rest, table_id) == (50, 50)
+
+
+# -- record_columns ---------------------------------------------------------------
+
+RECORD_SCHEMA = [
+    bigquery.SchemaField("id", "INT64"),
+    bigquery.SchemaField(
+        "address",
+        "RECORD",
+        fields=[bigquery.SchemaField("city", "STRING"), bigquery.SchemaField("zip", "INT64")],
+    ),
+    bigquery.SchemaField(
+        "items",
+        "RECORD",
+        mode="REPEATED",
+        fields=[bigquery.SchemaField("sku", "STRING"), bigquery.SchemaField("qty", "INT64")],
+    ),
+]
+ADDRESS = pa.struct([("city", pa.string()), ("zip", pa.int64())])
+ITEM = pa.struct([("sku", pa.string()), ("qty", pa.int64())])
+
+
+def test_record_and_repeated_record_columns_accept_arrow_appends(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A RECORD column takes an Arrow struct, a REPEATED RECORD column an Arrow
+    list<struct> (ArrowData: the Arrow schema converted from the table's)."""
+    table_id = f"{dataset}.records"
+    rest.create_table(bigquery.Table(table_id, schema=RECORD_SCHEMA))
+    stream = create_stream(write, table_id, COMMITTED)
+    batch = pa.record_batch(
+        [
+            pa.array([0, 1, 2, 3], pa.int64()),
+            pa.array(
+                [
+                    {"city": "Lyon", "zip": 69001},
+                    {"city": None, "zip": 75001},
+                    None,
+                    {"city": "", "zip": None},
+                ],
+                ADDRESS,
+            ),
+            pa.array(
+                [
+                    [{"sku": "a", "qty": 2}, {"sku": None, "qty": None}],
+                    [],
+                    None,
+                    [{"sku": "b", "qty": -1}],
+                ],
+                pa.list_(ITEM),
+            ),
+        ],
+        names=["id", "address", "items"],
+    )
+
+    responses = append_all(
+        write,
+        [
+            append_request(stream.name, batch.slice(0, 2), offset=0),
+            append_request(stream.name, batch.slice(2), offset=2, with_schema=False),
+        ],
+    )
+    stored = rest.query_and_wait(
+        "SELECT id, address.city AS city, address.zip AS zip, address IS NULL AS no_address,"
+        " ARRAY(SELECT AS STRUCT i.sku, i.qty FROM UNNEST(items) AS i WITH OFFSET AS n"
+        f" ORDER BY n) AS items FROM `{table_id}` ORDER BY id"
+    )
+
+    assert [acknowledged_offset(r) for r in responses] == [0, 2]
+    assert [tuple(row.values()) for row in stored] == [
+        (0, "Lyon", 69001, False, [{"sku": "a", "qty": 2}, {"sku": None, "qty": None}]),
+        (1, None, 75001, False, []),
+        (2, None, None, True, []),  # BigQuery has no NULL array: NULL reads back as []
+        (3, "", None, False, [{"sku": "b", "qty": -1}]),
+    ]
 
 
 # -- append_rows_pool -------------------------------------------------------------

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from google.api_core import exceptions
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -401,13 +400,6 @@ def test_every_scalar_and_repeated_type_round_trips_through_bigquery(
         assert same(actual, wanted), (actual, wanted)
 
 
-@pytest.mark.xfail(
-    raises=exceptions.Unknown,
-    strict=True,
-    reason="bqemulator 1.4.0 builds the AppendRows target schema without RECORD members "
-    "(write_servicer._table_arrow_schema drops 'fields'), for proto and arrow rows alike; "
-    "needs a launcher patch",
-)
 def test_records_round_trip_through_bigquery(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:

@@ -1,0 +1,144 @@
+"""df.write.format("onceover") in a real Spark session: options, schema checks, batch
+writes that commit once per run id, and events, judged by the rows BigQuery holds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from google.cloud import bigquery
+from pyspark.sql import DataFrame, SparkSession
+
+from tests.receiver import TOKEN, Receiver
+from tests.writeapi import count
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = [
+    bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+    bigquery.SchemaField("name", "STRING"),
+]
+
+
+def frame(spark: SparkSession, rows: int, partitions: int = 2) -> DataFrame:
+    return spark.range(rows, numPartitions=partitions).selectExpr(
+        "id", "concat('n', CAST(id AS STRING)) AS name"
+    )
+
+
+def make_table(rest: bigquery.Client, dataset: str, name: str = "t") -> str:
+    table = f"{dataset}.{name}"
+    rest.create_table(bigquery.Table(table, schema=SCHEMA))
+    return table
+
+
+def write(df: DataFrame, table: str, ledger: Path, **options: str) -> None:
+    writer = df.write.format("onceover").mode("append").option("table", table)
+    writer = writer.option("ledger", str(ledger))
+    for name, value in options.items():
+        writer = writer.option(
+            name.replace("_", ".", 1) if name.startswith("monitor_") else name, value
+        )
+    writer.save()
+
+
+@pytest.mark.parametrize("mode", ["pending", "committed", "default"])
+def test_a_batch_write_lands_every_row_once(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path, mode: str
+) -> None:
+    table = make_table(rest, dataset)
+    write(frame(spark, 5000, partitions=3), table, tmp_path, mode=mode)
+    assert count(rest, table) == (5000, 5000)
+
+
+def test_the_same_run_id_twice_commits_once_and_reports_the_duplicate(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    receiver: Receiver,
+) -> None:
+    table = make_table(rest, dataset)
+    monitor = {"monitor_url": receiver.url, "monitor_token": TOKEN}
+    write(frame(spark, 3000), table, tmp_path, run_id="nightly-1", **monitor)
+    write(frame(spark, 3000), table, tmp_path, run_id="nightly-1", **monitor)
+    assert count(rest, table) == (3000, 3000)
+    committed = receiver.of_type("batch_committed")
+    assert [(e["run_id"], e["rows"]) for e in committed] == [("nightly-1", 3000)]
+    skipped = receiver.of_type("batch_skipped_duplicate")
+    assert [e["run_id"] for e in skipped] == ["nightly-1"]
+    # the second run's tasks saw the committed ledger and wrote nothing
+    assert skipped[0]["rows"] == 0
+    created = receiver.of_type("stream_created")
+    assert len(created) == 2  # two partitions, first run only
+    acknowledged = receiver.of_type("append_acknowledged")
+    assert sum(e["rows"] for e in acknowledged) == 3000
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("mode", "sometimes", "onceover option 'mode': 'sometimes' is not one of pending"),
+        ("row_format", "csv", "onceover option 'row_format'"),
+        ("request.max_bytes", "20000000", "onceover option 'request.max_bytes': 20000000"),
+        ("retry.deadline_s", "soon", "onceover option 'retry.deadline_s'"),
+        ("run_id", "a b", "onceover option 'run_id'"),
+        ("monitor.url", "ftp://x", "onceover option 'monitor.url'"),
+        ("key", "missing_column", "onceover option 'key': 'missing_column' is not a column"),
+        ("tabel", "x", "onceover option 'tabel': unknown option"),
+    ],
+)
+def test_a_bad_option_fails_before_any_write_naming_it(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    option: str,
+    value: str,
+    message: str,
+) -> None:
+    table = make_table(rest, dataset)
+    writer = frame(spark, 10).write.format("onceover").mode("append")
+    writer = writer.option("table", table).option("ledger", str(tmp_path)).option(option, value)
+    with pytest.raises(Exception, match=re.escape(message)) as raised:
+        writer.save()
+    assert "SinkOptionError" in str(raised.value)
+    assert count(rest, table) == (0, 0)
+
+
+def test_a_missing_table_and_a_schema_mismatch_name_what_is_wrong(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    with pytest.raises(Exception, match="does not exist") as missing:
+        write(frame(spark, 10), f"{dataset}.absent", tmp_path)
+    assert f"{dataset}.absent" in str(missing.value)
+
+    table = f"{dataset}.strict"
+    rest.create_table(
+        bigquery.Table(
+            table,
+            schema=[
+                bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+                bigquery.SchemaField("amount", "NUMERIC", mode="REQUIRED"),
+                bigquery.SchemaField("name", "BOOL"),
+            ],
+        )
+    )
+    df = frame(spark, 10).selectExpr("id", "name", "id AS extra")
+    with pytest.raises(Exception, match="does not fit") as mismatch:
+        write(df, table, tmp_path)
+    text = str(mismatch.value)
+    assert "amount" in text  # REQUIRED and missing
+    assert "extra" in text  # unknown to the table
+    assert "name" in text  # string into BOOL
+    assert count(rest, table) == (0, 0)
+
+
+def test_overwrite_is_refused(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    table = make_table(rest, dataset)
+    writer = frame(spark, 10).write.format("onceover").mode("overwrite")
+    with pytest.raises(Exception, match="only appends"):
+        writer.option("table", table).option("ledger", str(tmp_path)).save()
