@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.localbq import LocalBigQuery
