@@ -172,6 +172,18 @@ def spark_type(field: Any) -> DataType:
     return t.ArrayType(inner) if field.mode == "REPEATED" else inner
 
 
+def require_table(table: str, config: BigQueryConfig) -> None:
+    from google.api_core.exceptions import NotFound
+
+    try:
+        bigquery_client(config).get_table(table)
+    except NotFound:
+        raise ConfigurationError(
+            f"table {table} does not exist; create it, or pass --create-table to create "
+            "it from the files' schema"
+        ) from None
+
+
 def read_schema(
     spark: SparkSession, args: argparse.Namespace, config: BigQueryConfig
 ) -> StructType:
@@ -343,6 +355,8 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     from jobs.spark import spark_session
 
     config = BigQueryConfig.from_env()
+    if not args.create_table:
+        require_table(args.table, config)  # before Spark, so a typo costs no JVM start
     args.checkpoint.mkdir(parents=True, exist_ok=True)
     run_id = run_id_for(args.checkpoint, args.run_id)
     reporter = RunReporter(args, argv, run_id)

@@ -33,6 +33,7 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()
     )

@@ -108,7 +108,8 @@ def test_demo_prints_the_10000_rows_bigquery_counted(
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "BigQuery counted 10000 rows (10000 distinct ids)." in result.stdout
+    assert "BigQuery counted 10000 rows (10000 distinct event ids)." in result.stdout
+    assert "Committed 10,000 rows in 2 batches" in result.stdout
     assert "Backend health: ok (database ok, BigQuery ok)" in result.stdout
     assert (tmp_path / ".onceover" / "demo" / "backend.log").exists()
 

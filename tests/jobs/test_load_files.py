@@ -1,7 +1,8 @@
 """The load job end to end: real Spark (local[2,4]), real local BigQuery, injected faults.
 
 Exactly-once is judged by BigQuery itself: COUNT(*) and COUNT(DISTINCT event_id) of
-the table after the job (and, after a crash, after the same command run again).
+the table after the job (and, after a crash, after the same command run again). The
+events the job sends go to a stand-in for the control plane (tests/receiver.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,59 +19,11 @@ from google.cloud import bigquery
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
+from tests.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
 ROWS = 100_000
-
-
-def counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
-    row = next(
-        iter(
-            rest.query_and_wait(
-                f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{table}`"
-            )
-        )
-    )
-    return int(row["n"]), int(row["ids"])
-
-
-def load(
-    bq_config: BigQueryConfig,
-    source: Path,
-    table: str,
-    checkpoint: Path,
-    *extra: str,
-    failpoints: str | None = None,
-) -> subprocess.CompletedProcess[str]:
-    env = job_environment(bq_config)
-    env["ONCEOVER_SPOOL_DIR"] = str(checkpoint.parent / "spool")
-    if failpoints:
-        env["ONCEOVER_FAILPOINTS"] = failpoints
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jobs.load_files",
-            "--source",
-            str(source),
-            "--format",
-            "json",
-            "--table",
-            table,
-            "--key",
-            "event_id",
-            "--checkpoint",
-            str(checkpoint),
-            "--create-table",
-            *extra,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -79,127 +33,152 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("mode", ["pending", "committed", "default"])
-def test_each_mode_lands_every_row(
-    mode: str,
+@dataclass
+class Load:
+    """One table, one checkpoint, one event receiver: the same command, run as often as needed."""
+
+    bq_config: BigQueryConfig
+    rest: bigquery.Client
+    receiver: Receiver
+    source: Path
+    table: str
+    checkpoint: Path
+
+    def run(self, *extra: str, failpoints: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = job_environment(self.bq_config)
+        env["ONCEOVER_SPOOL_DIR"] = str(self.checkpoint.parent / "spool")
+        # hits counted across the job's processes: a crashed worker's successor must
+        # not fire the same failpoint again
+        env["ONCEOVER_FAILPOINTS_STATE"] = str(self.checkpoint.parent / "failpoints")
+        if failpoints:
+            env["ONCEOVER_FAILPOINTS"] = failpoints
+        return subprocess.run(
+            [sys.executable, "-m", "jobs.load_files", "--source", str(self.source),
+             "--format", "json", "--table", self.table, "--key", "event_id",
+             "--checkpoint", str(self.checkpoint), "--create-table",
+             "--monitor-url", self.receiver.url, "--monitor-token", TOKEN, *extra],
+            env=env, capture_output=True, text=True, timeout=480, check=False,
+        )  # fmt: skip
+
+    def counted(self) -> tuple[int, int]:
+        row = next(iter(self.rest.query_and_wait(
+            f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{self.table}`"
+        )))  # fmt: skip
+        return int(row["n"]), int(row["ids"])
+
+    def ledger(self) -> list[dict[str, object]]:
+        paths = (self.checkpoint / "onceover").glob("*/batch-*.json")
+        return [json.loads(path.read_text()) for path in paths]
+
+
+@pytest.fixture
+def load(
     bq_config: BigQueryConfig,
     rest: bigquery.Client,
-    dataset: str,
+    receiver: Receiver,
     source: Path,
+    dataset: str,
     tmp_path: Path,
-) -> None:
-    table = f"{dataset}.orders"
-    result = load(bq_config, source, table, tmp_path / "ckpt", "--mode", mode)
+) -> Load:
+    return Load(bq_config, rest, receiver, source, f"{dataset}.orders", tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("mode", ["pending", "committed", "default"])
+def test_each_mode_lands_every_row(load: Load, mode: str) -> None:
+    result = load.run("--mode", mode)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Committed {ROWS:,} rows" in result.stdout
     # default mode is at-least-once in general; with no faults it lands each row once
-    assert counted(rest, table) == (ROWS, ROWS)
+    assert load.counted() == (ROWS, ROWS)
+
+    started = load.receiver.of_type("run_started")
+    assert len(started) == 1
+    assert started[0]["spec"]["module"] == "jobs.load_files"
+    assert TOKEN not in started[0]["spec"]["args"]  # secrets never enter the stored spec
+    assert "--monitor-token" not in started[0]["spec"]["args"]
+    finished = load.receiver.of_type("run_finished")
+    assert [e["rows_committed"] for e in finished] == [ROWS]
+    assert sum(e["rows"] for e in load.receiver.of_type("batch_committed")) == ROWS
+    assert sum(e["rows"] for e in load.receiver.of_type("append_acknowledged")) == ROWS
+    if mode == "pending":
+        assert sum(e["row_count"] for e in load.receiver.of_type("stream_finalized")) == ROWS
+    # the job's own logs are Cloud Logging JSON lines
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert any(entry.get("severity") == "INFO" for entry in logged)
 
 
 @pytest.mark.parametrize("point", ["ledger.after_intent", "commit.before", "commit.after"])
-def test_a_driver_crash_then_the_same_command_commits_exactly_once(
-    point: str,
-    bq_config: BigQueryConfig,
-    rest: bigquery.Client,
-    dataset: str,
-    source: Path,
-    tmp_path: Path,
-) -> None:
-    table = f"{dataset}.orders"
-    checkpoint = tmp_path / "ckpt"
+def test_a_driver_crash_then_the_same_command_commits_exactly_once(load: Load, point: str) -> None:
     args = ("--max-files-per-trigger", "2")
-    crashed = load(bq_config, source, table, checkpoint, *args, failpoints=f"{point}=crash@1")
+    crashed = load.run(*args, failpoints=f"{point}=crash@1")
     assert crashed.returncode != 0
-    assert f"failpoint {point} fired" in crashed.stderr
+    assert f"failpoint {point} fired: crash" in crashed.stderr
 
-    again = load(bq_config, source, table, checkpoint, *args)
+    again = load.run(*args)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert counted(rest, table) == (ROWS, ROWS)
-    ledgers = list((checkpoint / "onceover").glob("*/batch-*.json"))
-    records = [json.loads(path.read_text()) for path in ledgers]
-    assert sorted(r["batch_id"] for r in records) == [0, 1]
+    assert load.counted() == (ROWS, ROWS)
+    records = load.ledger()
+    assert sorted(int(str(r["batch_id"])) for r in records) == [0, 1]
     assert all(r["state"] == "committed" for r in records)
-    # only a crash after the commit leaves a batch that BigQuery, not the ledger, settles
-    assert any(r["resolved"] for r in records) == (point == "commit.after")
+    skipped = load.receiver.of_type("batch_skipped_duplicate")
+    orphaned = load.receiver.of_type("stream_orphaned")
+    if point == "commit.after":
+        # BigQuery, not the ledger, knew batch 0 was committed; its replay was skipped
+        assert [r["resolved"] for r in sorted(records, key=lambda r: str(r["batch_id"]))] == [
+            True, False,
+        ]  # fmt: skip
+        assert [e["batch_id"] for e in skipped] == [0]
+        assert {e["stream"] for e in orphaned} == set(skipped[0]["orphaned_streams"])
+    else:
+        # the intent was never committed: the batch was written again on new streams
+        assert not skipped
+        assert not any(r["resolved"] for r in records)
+        assert any("intent never committed" in e["reason"] for e in orphaned)
 
 
-def test_a_failed_task_is_retried_by_spark_and_rows_land_once(
-    bq_config: BigQueryConfig,
-    rest: bigquery.Client,
-    dataset: str,
-    source: Path,
-    tmp_path: Path,
-) -> None:
-    table = f"{dataset}.orders"
-    result = load(bq_config, source, table, tmp_path / "ckpt", failpoints="append.before=error@2")
+def test_a_failed_task_is_retried_by_spark_and_its_stream_reported_orphaned(load: Load) -> None:
+    result = load.run(failpoints="append.before=error@2")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "failpoint append.before fired" in result.stderr
-    assert counted(rest, table) == (ROWS, ROWS)
+    assert "failpoint append.before fired: error" in result.stderr
+    assert load.counted() == (ROWS, ROWS)
+    orphaned = load.receiver.of_type("stream_orphaned")
+    assert orphaned
+    assert all("task attempt failed" in e["reason"] for e in orphaned)
+    committed = {s["stream"] for e in load.receiver.of_type("batch_committed")
+                 for s in e["streams"]}  # fmt: skip
+    assert not committed & {e["stream"] for e in orphaned}
 
 
-def test_lost_append_responses_are_deduplicated(
-    bq_config: BigQueryConfig,
-    rest: bigquery.Client,
-    dataset: str,
-    source: Path,
-    tmp_path: Path,
-) -> None:
-    table = f"{dataset}.orders"
-    result = load(
-        bq_config,
-        source,
-        table,
-        tmp_path / "ckpt",
-        "--mode",
-        "committed",
-        failpoints="append.response=drop%0.2",
-    )
+@pytest.mark.parametrize("mode", ["pending", "committed"])
+def test_lost_append_responses_are_deduplicated(load: Load, mode: str) -> None:
+    result = load.run("--mode", mode, failpoints="append.response=drop%0.2")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "failpoint append.response fired" in result.stderr
-    assert counted(rest, table) == (ROWS, ROWS)
+    assert "failpoint append.response fired: drop" in result.stderr
+    assert load.counted() == (ROWS, ROWS)
+    assert load.receiver.of_type("append_already_exists")
+    assert not load.receiver.of_type("append_out_of_range")
 
 
-def test_a_second_run_on_the_same_checkpoint_writes_nothing_new(
-    bq_config: BigQueryConfig,
-    rest: bigquery.Client,
-    dataset: str,
-    source: Path,
-    tmp_path: Path,
-) -> None:
-    table = f"{dataset}.orders"
-    first = load(bq_config, source, table, tmp_path / "ckpt")
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = load(bq_config, source, table, tmp_path / "ckpt")
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert counted(rest, table) == (ROWS, ROWS)
+def test_committed_mode_continues_a_crashed_partition_from_the_ledger(load: Load) -> None:
+    # The executor dies after BigQuery applied its 3rd append (rows visible already);
+    # Spark retries the task, which finds its stream and offset in the ledger.
+    result = load.run("--mode", "committed", failpoints="append.response=crash@3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "failpoint append.response fired: crash" in result.stderr
+    assert load.counted() == (ROWS, ROWS)
+    resumed = [e for e in load.receiver.of_type("stream_created") if e["resumed"]]
+    assert resumed
+    assert load.receiver.of_type("append_already_exists")
 
 
-def test_a_missing_table_without_create_table_is_one_clear_line(
-    bq_config: BigQueryConfig, dataset: str, source: Path, tmp_path: Path
-) -> None:
-    env = job_environment(bq_config)
+def test_a_missing_table_without_create_table_is_one_clear_line(load: Load) -> None:
+    env = job_environment(load.bq_config)
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jobs.load_files",
-            "--source",
-            str(source),
-            "--format",
-            "json",
-            "--table",
-            f"{dataset}.absent",
-            "--key",
-            "event_id",
-            "--checkpoint",
-            str(tmp_path / "ckpt"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+        [sys.executable, "-m", "jobs.load_files", "--source", str(load.source),
+         "--format", "json", "--table", f"{load.table}_absent", "--key", "event_id",
+         "--checkpoint", str(load.checkpoint)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
     assert result.returncode == 2
-    assert f"table {dataset}.absent does not exist" in result.stderr
+    assert f"table {load.table}_absent does not exist" in result.stderr
     assert "--create-table" in result.stderr
