@@ -413,12 +413,27 @@ def _stop_on_signal(query: Any) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def share_failpoint_hits() -> None:
+    """Count failpoint hits across this job's processes (set before Spark starts them).
+
+    Spark replaces a Python worker that died, and retries a task in whichever worker is
+    free; with per-process counts ``@2`` would fire again in every new worker.
+    """
+    import tempfile
+
+    from jobs.sink import failpoints
+
+    if os.environ.get(failpoints.ENV) and not os.environ.get(failpoints.STATE_ENV):
+        os.environ[failpoints.STATE_ENV] = tempfile.mkdtemp(prefix="onceover-failpoints-")
+
+
 def main(argv: list[str] | None = None) -> int:
     from jobs.logs import configure_job_logging
 
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     configure_job_logging(args.job)
+    share_failpoint_hits()
     try:
         result = load(args, argv)
     except ConfigurationError:
