@@ -78,7 +78,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--job", default="load_files", help="job name shown by the dashboard")
     parser.add_argument("--monitor-url", default=os.environ.get("ONCEOVER_MONITOR_URL"))
     parser.add_argument("--monitor-token", default=os.environ.get("ONCEOVER_MONITOR_TOKEN"))
-    parser.add_argument("--master", default=os.environ.get("ONCEOVER_SPARK_MASTER", DEFAULT_MASTER))
+    parser.add_argument(
+        "--master",
+        help="Spark master (default: $ONCEOVER_SPARK_MASTER, else spark-submit's --master, "
+        f"else {DEFAULT_MASTER})",
+    )
     parser.add_argument("--max-files-per-trigger", type=int, default=None)
     parser.add_argument(
         "--create-table",
@@ -352,7 +356,7 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
 
 def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     from jobs.sink.datasource import register
-    from jobs.spark import spark_session
+    from jobs.spark import spark_session, submitted
 
     config = BigQueryConfig.from_env()
     if not args.create_table:
@@ -361,7 +365,10 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     run_id = run_id_for(args.checkpoint, args.run_id)
     reporter = RunReporter(args, argv, run_id)
     reporter.started()
-    spark = spark_session(f"onceover-{args.job}", args.master)
+    master = args.master or os.environ.get("ONCEOVER_SPARK_MASTER")
+    if master is None and not submitted():
+        master = DEFAULT_MASTER
+    spark = spark_session(f"onceover-{args.job}", master)
     try:
         register(spark)
         schema = read_schema(spark, args, config)

@@ -14,8 +14,14 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[2]"
 
 
+def submitted() -> bool:
+    """True when this driver was started by ``spark-submit`` (which passes a gateway port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def spark_session(app_name: str, master: str | None = None) -> SparkSession:
-    """A session on ``master`` (``$ONCEOVER_SPARK_MASTER``, else ``local[2]``), in UTC.
+    """A session on ``master`` (else ``$ONCEOVER_SPARK_MASTER``, else spark-submit's
+    ``--master``, else ``local[2]``), in UTC.
 
     Checks Java first so a missing or old JDK is one clear line, not a JVM trace.
     """
@@ -26,11 +32,14 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    chosen = master or os.environ.get("ONCEOVER_SPARK_MASTER")
+    if chosen is None and not submitted():
+        chosen = DEFAULT_MASTER
+    if chosen is not None:  # under spark-submit, its --master decides
+        builder = builder.master(chosen)
     session = (
-        SparkSession.builder.master(
-            master or os.environ.get("ONCEOVER_SPARK_MASTER", DEFAULT_MASTER)
-        )
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
