@@ -29,6 +29,7 @@ import random
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -184,7 +185,14 @@ def hit(name: str) -> bool:
     _registry.fired.append((name, arming.action, hits))
     # Straight to stderr as well: Spark workers often have no log handler, and a
     # crash must leave its mark before the process is gone.
-    os.write(2, f"onceover: failpoint {name} fired: {arming.action} (hit {hits})\n".encode())
+    line = f"onceover: failpoint {name} fired: {arming.action} (hit {hits})\n"
+    os.write(2, line.encode())
+    state_dir = os.environ.get(STATE_ENV)
+    if state_dir:  # the record a harness reads: what fired, even if the process dies
+        with open(Path(state_dir) / "fired.log", "a") as log:
+            log.write(line)
+            log.flush()
+            os.fsync(log.fileno())
     logger.debug("failpoint %s fired: %s (hit %d)", name, arming.action, hits)
     if arming.action is Action.CRASH:
         _crash(POINTS[name])
@@ -201,6 +209,8 @@ def _crash(point: Point) -> None:
     if point.on_driver:
         jvm = _java_ancestor()
         if jvm is not None:
+            # The JVM relays this worker's stderr; give it a moment to pass the line on.
+            time.sleep(0.3)
             os.kill(jvm, signal.SIGKILL)
     os._exit(CRASH_EXIT_CODE)
 

@@ -28,7 +28,7 @@ from jobs.sink.errors import RetryDeadlineError, RowCountMismatchError
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import PartitionProgress
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
-from jobs.sink.telemetry import Telemetry
+from jobs.sink.telemetry import StreamTelemetry, Telemetry
 
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
@@ -136,6 +136,29 @@ def _context(job: SinkJob, telemetry: Telemetry, task: TaskContextInfo) -> str:
     )
 
 
+def _appender(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    stream: str,
+    *,
+    encoder: RowEncoder,
+    events: StreamTelemetry,
+    telemetry: Telemetry,
+    task: TaskContextInfo,
+    before_send: Callable[[PlannedAppend, list[PlannedAppend]], None] | None = None,
+) -> StreamAppender:
+    return StreamAppender(
+        client,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=events,
+        context=_context(job, telemetry, task),
+        policy=_policy(job),
+        max_inflight=job.options.max_inflight,
+        before_send=before_send,
+    )
+
+
 def _append_all(
     appender: StreamAppender,
     job: SinkJob,
@@ -189,14 +212,8 @@ def _write_pending(
     events = telemetry.stream(stream, "PENDING", task.partition, task.attempt)
     events.created()
     encoder = encoder_for(job)
-    appender = StreamAppender(
-        client,
-        stream,
-        schema_payload=encoder.schema_payload,
-        listener=events,
-        context=_context(job, telemetry, task),
-        policy=_policy(job),
-        max_inflight=job.options.max_inflight,
+    appender = _appender(
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
     )
     try:
         rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True)
@@ -312,21 +329,23 @@ def _write_committed(
         end = append.offset + append.rows
         if end <= current.sent_rows:
             return  # already covered by the record
-        unacked = [(a.offset, a.rows) for a in [*inflight, append] if a.offset is not None]
+        # The appender lists the request being sent among those in flight already.
+        pending = inflight if any(a is append for a in inflight) else [*inflight, append]
+        unacked = [(a.offset, a.rows) for a in pending if a.offset is not None]
         acked = unacked[0][0] if unacked else end
         state["progress"] = replace(
             current, acked_rows=acked, sent_rows=end, inflight=[list(pair) for pair in unacked]
         )
         ledger.save_partition(task.batch_id, task.partition, state["progress"])
 
-    appender = StreamAppender(
+    appender = _appender(
+        job,
         client,
         progress.stream,
-        schema_payload=encoder.schema_payload,
-        listener=events,
-        context=_context(job, telemetry, task),
-        policy=_policy(job),
-        max_inflight=job.options.max_inflight,
+        encoder=encoder,
+        events=events,
+        telemetry=telemetry,
+        task=task,
         before_send=before_send,
     )
     recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
@@ -371,14 +390,8 @@ def _write_default(
     stream = f"{job.parent}/streams/_default"
     events = telemetry.stream(stream, "DEFAULT", task.partition, task.attempt)
     encoder = encoder_for(job)
-    appender = StreamAppender(
-        client,
-        stream,
-        schema_payload=encoder.schema_payload,
-        listener=events,
-        context=_context(job, telemetry, task),
-        policy=_policy(job),
-        max_inflight=job.options.max_inflight,
+    appender = _appender(
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
     )
     try:
         rows = _append_all(appender, job, batches, encoder, offsets=False)

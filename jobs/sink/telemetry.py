@@ -88,7 +88,18 @@ class StreamTelemetry:
         return {**self.parent.batch_fields(), **self.fields}
 
     def _id(self, kind: str, *facts: object) -> str:
-        return event_id(self.parent.job.run_id, kind, self.stream_name, *facts)
+        # Tasks of one batch share the _default stream (and a committed-mode stream is
+        # shared by a partition's attempts): the task's coordinates keep ids apart.
+        f = self.fields
+        return event_id(
+            self.parent.job.run_id,
+            kind,
+            self.stream_name,
+            self.parent.batch_id,
+            f["partition"],
+            f["attempt"],
+            *facts,
+        )
 
     def _next(self) -> int:
         self._sequence += 1
