@@ -72,3 +72,43 @@ def test_csv_and_parquet_sources_and_proto_rows(
     )))  # fmt: skip
     assert row["first"].isoformat().startswith("2026-01-01T00:00")
     assert row["currencies"] == 4
+
+
+def test_continuous_mode_keeps_loading_new_files_until_stopped(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    import signal
+
+    from tests.processes import wait_until
+
+    source = tmp_path / "src"
+    write_files(source, ROWS, 1, "json")
+    table = f"{dataset}.orders"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.load_files",
+         *job_args(source, "json", table, tmp_path / "ckpt"), "--continuous", "--interval", "1"],
+        env=job_environment(bq_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_until("the first file loaded", lambda: _rows(rest, table) == ROWS or None, 240)
+        write_files(source, ROWS, 1, "json", start=ROWS)  # a file arriving later
+        wait_until("the later file loaded", lambda: _rows(rest, table) == 2 * ROWS or None, 120)
+        job.send_signal(signal.SIGTERM)
+        stdout, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:  # failed before the end: stop it and close its pipes
+            job.kill()
+            job.communicate()
+    assert job.returncode == 0, stderr[-3000:]
+    assert f"Committed {2 * ROWS:,} rows" in stdout
+    assert counted(rest, table) == (2 * ROWS, 2 * ROWS)
+
+
+def _rows(rest: bigquery.Client, table: str) -> int:
+    from google.api_core.exceptions import BadRequest, NotFound
+
+    try:
+        return counted(rest, table)[0]
+    except (NotFound, BadRequest, StopIteration):  # the job has not created the table yet
+        return -1
