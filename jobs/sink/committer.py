@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STREAM_ALREADY_COMMITTED = 9  # StorageError.StorageErrorCode
 DRIVER_EVENT_FLUSH_S = 2.0
 
 
@@ -166,8 +165,9 @@ class BatchCommitter:
                 continue
             if not response.stream_errors:
                 return _timestamp_text(response.commit_time)
-            codes = {int(e.code) for e in response.stream_errors}
-            if codes == {STREAM_ALREADY_COMMITTED} and len(response.stream_errors) == len(names):
+            already = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
+            codes = {e.code for e in response.stream_errors}
+            if codes == {already} and len(response.stream_errors) == len(names):
                 # Our own earlier try took effect; BigQuery's commit is atomic per table.
                 logger.info(
                     "%s: already committed (retry %d after a lost response)", self.label, attempt

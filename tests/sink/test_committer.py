@@ -1,0 +1,176 @@
+"""The driver's commit protocol against the local BigQuery, step by step: what a replay,
+a lost commit response and an abort after a commit that took effect each leave behind.
+BigQuery's own COUNT decides; the ledger and the events are checked as well."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+
+from jobs.sink import failpoints
+from jobs.sink.committer import BatchCommitter
+from jobs.sink.job import SinkJob
+from jobs.sink.ledger import BatchRecord, StreamCommit
+from jobs.sink.options import parse_options
+from jobs.sink.schema import plan_write
+from jobs.sink.task import TaskResult
+from onceover.bigquery import BigQueryConfig
+from tests.receiver import TOKEN, Receiver
+from tests.writeapi import (
+    ARROW_SCHEMA,
+    SCHEMA,
+    append_all,
+    append_request,
+    commit,
+    count,
+    create_stream,
+    create_table,
+    rows,
+)
+
+PENDING = types.WriteStream.Type.PENDING
+
+
+@pytest.fixture(autouse=True)
+def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(failpoints.ENV, raising=False)
+    failpoints.reset()
+    yield
+    failpoints.reset()
+
+
+@pytest.fixture
+def table(rest: bigquery.Client, dataset: str) -> str:
+    return create_table(rest, dataset)
+
+
+@pytest.fixture
+def job(bq_config: BigQueryConfig, table: str, tmp_path: Path, receiver: Receiver) -> SinkJob:
+    options = parse_options(
+        {"table": table, "checkpointLocation": str(tmp_path), "monitor.url": receiver.url,
+         "monitor.token": TOKEN},
+        default_project=None, streaming=True,
+    )  # fmt: skip
+    return SinkJob(
+        options=options, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
+        table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
+        run_id="run-1", streaming=True,
+    )  # fmt: skip
+
+
+def staged(write: BigQueryWriteClient, table: str, *ranges: tuple[int, int]) -> list[TaskResult]:
+    """What tasks return: one finalized PENDING stream per (start, count), nothing visible."""
+    results = []
+    for partition, (start, size) in enumerate(ranges):
+        stream = create_stream(write, table, PENDING).name
+        append_all(write, [append_request(stream, rows(start, size), 0)])
+        assert write.finalize_write_stream(name=stream).row_count == size
+        results.append(TaskResult(stream, "PENDING", size, 0, partition, 0))
+    return results
+
+
+def test_a_batch_commits_once_and_its_replay_is_skipped(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    receiver: Receiver,
+) -> None:
+    first = BatchCommitter(job, 0).commit(staged(write, table, (0, 50), (50, 50)))
+    assert first.committed
+    assert count(rest, table) == (100, 100)
+
+    replay = staged(write, table, (0, 50), (50, 50))  # Spark ran batch 0 again
+    again = BatchCommitter(job, 0).commit(replay)
+    assert again == first
+    assert count(rest, table) == (100, 100)
+    skipped = receiver.of_type("batch_skipped_duplicate")
+    assert [e["orphaned_streams"] for e in skipped] == [[r.stream for r in replay]]
+    assert len(receiver.of_type("batch_committed")) == 1
+
+
+def test_a_lost_commit_response_resolves_as_committed(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(failpoints.ENV, "commit.after=drop@1")
+    failpoints.reset()
+    record = BatchCommitter(job, 3).commit(staged(write, table, (0, 40)))
+    assert record.committed
+    assert record.commit_time is not None
+    assert count(rest, table) == (40, 40)
+
+
+def test_abort_after_a_commit_that_took_effect_marks_it_committed(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    receiver: Receiver,
+) -> None:
+    results = staged(write, table, (0, 30), (30, 30))
+    streams = tuple(StreamCommit(r.stream or "", r.rows, 0, r.partition, 0) for r in results)
+    ledger = job.ledger()
+    ledger.write_intent(BatchRecord(
+        query_id=job.query_id, batch_id=1, table=job.table, mode="pending", state="intent",
+        streams=streams, expected_rows=60, intent_at="2026-11-21T00:00:00+00:00",
+    ))  # fmt: skip
+    commit(write, table, *(s.stream for s in streams))  # the commit worker died right after
+
+    BatchCommitter(job, 1).abort(results)  # what Spark does next
+
+    record = ledger.batch(1)
+    assert record is not None
+    assert record.committed
+    assert record.resolved
+    assert not receiver.of_type("stream_orphaned")  # nothing committed is called an orphan
+    BatchCommitter(job, 1).commit(staged(write, table, (0, 30), (30, 30)))  # the replay
+    assert count(rest, table) == (60, 60)
+
+
+def test_abort_before_commit_orphans_the_streams_and_the_replay_commits_once(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    receiver: Receiver,
+) -> None:
+    results = staged(write, table, (0, 25))
+    BatchCommitter(job, 2).abort(results)
+    orphaned = receiver.of_type("stream_orphaned")
+    assert [e["stream"] for e in orphaned] == [results[0].stream]
+    assert len(receiver.of_type("batch_aborted")) == 1
+    assert count(rest, table) == (0, 0)
+
+    BatchCommitter(job, 2).commit(staged(write, table, (0, 25)))
+    assert count(rest, table) == (25, 25)
+
+
+def test_an_intent_never_committed_is_written_again_on_the_replays_streams(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(failpoints.ENV, "commit.before=error@1")
+    failpoints.reset()
+    first = staged(write, table, (0, 20))
+    with pytest.raises(Exception, match=r"commit\.before"):
+        BatchCommitter(job, 4).commit(first)
+    intent = job.ledger().batch(4)
+    assert intent is not None
+    assert intent.state == "intent"
+
+    replay = staged(write, table, (0, 20))
+    record = BatchCommitter(job, 4).commit(replay)
+    assert [s.stream for s in record.streams] == [replay[0].stream]
+    assert not record.resolved
+    assert count(rest, table) == (20, 20)
