@@ -31,7 +31,7 @@ from jobs.sink import failpoints
 from jobs.sink.errors import CommitRejectedError, LedgerError
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
-from jobs.sink.task import TaskResult, _call
+from jobs.sink.task import TaskResult, call_with_retry
 from jobs.sink.telemetry import Telemetry
 from onceover import events
 from onceover.events import StreamRows, event_id
@@ -157,7 +157,7 @@ class BatchCommitter:
 
         request = types.BatchCommitWriteStreamsRequest(parent=self.job.parent, write_streams=names)
         for attempt in range(1, 6):
-            response = _call(
+            response = call_with_retry(
                 self.job, lambda: self.client.batch_commit_write_streams(request=request)
             )
             if failpoints.hit("commit.after"):
@@ -183,7 +183,9 @@ class BatchCommitter:
         """The commit time if every stream is committed, None if none is; else an error."""
         times = []
         for name in names:
-            stream = _call(self.job, lambda name=name: self.client.get_write_stream(name=name))  # type: ignore[misc]
+            stream = call_with_retry(
+                self.job, lambda name=name: self.client.get_write_stream(name=name)
+            )  # type: ignore[misc]
             times.append(_timestamp_text(stream.commit_time))
         if all(times):
             return max(t for t in times if t)

@@ -162,6 +162,11 @@ def check_environment() -> None:
     _registry.armed()
 
 
+def fired() -> list[tuple[str, Action, int]]:
+    """What fired in this process so far: (name, action, hit)."""
+    return list(_registry.fired)
+
+
 def reset() -> None:
     """Forget hits and re-read the environment (tests that arm points in process)."""
     _registry.reset()

@@ -203,7 +203,7 @@ def _write_pending(
     first = next(batches, None)
     if first is None:  # an empty partition makes no stream
         return TaskResult(None, "PENDING", 0, 0, task.partition, task.attempt)
-    stream = _call(
+    stream = call_with_retry(
         job,
         lambda: client.create_write_stream(
             parent=job.parent, write_stream=types.WriteStream(type_=types.WriteStream.Type.PENDING)
@@ -218,7 +218,7 @@ def _write_pending(
     try:
         rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True)
         appender.close()
-        row_count = _finalize(job, client, stream)
+        row_count = finalize_stream(job, client, stream)
     except BaseException as exc:
         appender.close()
         # Never committed by anyone: the driver only commits streams tasks return.
@@ -236,7 +236,7 @@ def _write_pending(
     )
 
 
-def _finalize(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
+def finalize_stream(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
     def finalize() -> int:
         row_count = int(client.finalize_write_stream(name=stream).row_count)
         if failpoints.hit("finalize.after"):
@@ -247,10 +247,10 @@ def _finalize(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
 
     # Finalizing a finalized stream answers its row count again, so a lost response
     # is retried safely.
-    return _call(job, finalize)
+    return call_with_retry(job, finalize)
 
 
-def _call(job: SinkJob, fn: Callable[[], R]) -> R:
+def call_with_retry(job: SinkJob, fn: Callable[[], R]) -> R:
     """Run a unary Storage Write API call, retrying transient failures to the deadline."""
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -301,7 +301,7 @@ def _write_committed(
             progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
         )
     if progress is None:
-        created = _call(
+        created = call_with_retry(
             job,
             lambda: client.create_write_stream(
                 parent=job.parent,

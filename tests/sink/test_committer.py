@@ -174,3 +174,16 @@ def test_an_intent_never_committed_is_written_again_on_the_replays_streams(
     assert [s.stream for s in record.streams] == [replay[0].stream]
     assert not record.resolved
     assert count(rest, table) == (20, 20)
+
+
+def test_a_lost_finalize_response_is_asked_again(
+    job: SinkJob, write: BigQueryWriteClient, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.sink.task import finalize_stream
+
+    stream = create_stream(write, table, PENDING).name
+    append_all(write, [append_request(stream, rows(0, 12), 0)])
+    monkeypatch.setenv(failpoints.ENV, "finalize.after=drop@1")
+    failpoints.reset()
+    assert finalize_stream(job, write, stream) == 12  # finalizing twice answers the count again
+    assert failpoints.fired() == [("finalize.after", failpoints.Action.DROP, 1)]
