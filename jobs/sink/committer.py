@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -183,9 +184,7 @@ class BatchCommitter:
         """The commit time if every stream is committed, None if none is; else an error."""
         times = []
         for name in names:
-            stream = call_with_retry(
-                self.job, lambda name=name: self.client.get_write_stream(name=name)
-            )  # type: ignore[misc]
+            stream = call_with_retry(self.job, partial(self.client.get_write_stream, name=name))
             times.append(_timestamp_text(stream.commit_time))
         if all(times):
             return max(t for t in times if t)
