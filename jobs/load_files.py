@@ -176,41 +176,37 @@ def spark_type(field: Any) -> DataType:
     return t.ArrayType(inner) if field.mode == "REPEATED" else inner
 
 
-def require_table(table: str, config: BigQueryConfig) -> None:
+def target_table(args: argparse.Namespace, config: BigQueryConfig) -> Any | None:
+    """The table, or None when it is missing and ``--create-table`` will make it.
+
+    Asked before Spark starts, so a typo in ``--table`` costs no JVM start.
+    """
     from google.api_core.exceptions import NotFound
 
     try:
-        bigquery_client(config).get_table(table)
+        return bigquery_client(config).get_table(args.table)
     except NotFound:
+        if args.create_table:
+            return None
         raise ConfigurationError(
-            f"table {table} does not exist; create it, or pass --create-table to create "
+            f"table {args.table} does not exist; create it, or pass --create-table to create "
             "it from the files' schema"
         ) from None
 
 
 def read_schema(
-    spark: SparkSession, args: argparse.Namespace, config: BigQueryConfig
+    spark: SparkSession, args: argparse.Namespace, config: BigQueryConfig, table: Any | None
 ) -> StructType:
     """The table's schema when it exists; else (``--create-table``) the files', creating it."""
-    from google.api_core.exceptions import NotFound
     from google.cloud import bigquery
     from pyspark.sql import types as t
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from jobs.sink.schema import bigquery_schema_from_arrow
 
-    client = bigquery_client(config)
-    try:
-        table = client.get_table(args.table)
-    except NotFound:
-        table = None
     if table is not None:
         return t.StructType([t.StructField(f.name, spark_type(f)) for f in table.schema])
-    if not args.create_table:
-        raise ConfigurationError(
-            f"table {args.table} does not exist; create it, or pass --create-table to create "
-            "it from the files' schema"
-        )
+    client = bigquery_client(config)
     if not any(p.is_file() and not p.name.startswith(".") for p in args.source.iterdir()):
         raise ConfigurationError(f"--create-table needs at least one file in {args.source}")
     inferred = reader(spark, args).load(str(args.source)).schema
@@ -359,8 +355,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     from jobs.spark import spark_session, submitted
 
     config = BigQueryConfig.from_env()
-    if not args.create_table:
-        require_table(args.table, config)  # before Spark, so a typo costs no JVM start
+    table = target_table(args, config)
     args.checkpoint.mkdir(parents=True, exist_ok=True)
     run_id = run_id_for(args.checkpoint, args.run_id)
     reporter = RunReporter(args, argv, run_id)
@@ -371,7 +366,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     spark = spark_session(f"onceover-{args.job}", master)
     try:
         register(spark)
-        schema = read_schema(spark, args, config)
+        schema = read_schema(spark, args, config, table)
         writer = (
             source_stream(spark, args, schema)
             .writeStream.format("onceover")

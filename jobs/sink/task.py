@@ -188,6 +188,17 @@ def _append_all(
     return rows
 
 
+def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
+    """A new PENDING or COMMITTED stream on the job's table; returns its name."""
+    from google.cloud.bigquery_storage_v1 import types
+
+    write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
+    created = call_with_retry(
+        job, lambda: client.create_write_stream(parent=job.parent, write_stream=write_stream)
+    )
+    return str(created.name)
+
+
 # -- pending ----------------------------------------------------------------------
 
 
@@ -198,17 +209,11 @@ def _write_pending(
     task: TaskContextInfo,
     telemetry: Telemetry,
 ) -> TaskResult:
-    from google.cloud.bigquery_storage_v1 import types
 
     first = next(batches, None)
     if first is None:  # an empty partition makes no stream
         return TaskResult(None, "PENDING", 0, 0, task.partition, task.attempt)
-    stream = call_with_retry(
-        job,
-        lambda: client.create_write_stream(
-            parent=job.parent, write_stream=types.WriteStream(type_=types.WriteStream.Type.PENDING)
-        ),
-    ).name
+    stream = _create_stream(job, client, "PENDING")
     events = telemetry.stream(stream, "PENDING", task.partition, task.attempt)
     events.created()
     encoder = encoder_for(job)
@@ -291,7 +296,6 @@ def _write_committed(
     task: TaskContextInfo,
     telemetry: Telemetry,
 ) -> TaskResult:
-    from google.cloud.bigquery_storage_v1 import types
 
     ledger = job.ledger()
     progress = ledger.partition(task.batch_id, task.partition)
@@ -301,13 +305,7 @@ def _write_committed(
             progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
         )
     if progress is None:
-        created = call_with_retry(
-            job,
-            lambda: client.create_write_stream(
-                parent=job.parent,
-                write_stream=types.WriteStream(type_=types.WriteStream.Type.COMMITTED),
-            ),
-        ).name
+        created = _create_stream(job, client, "COMMITTED")
         # Recorded before the first append, so a retry finds this stream (invariant 4).
         progress = ledger.claim_partition(
             task.batch_id, task.partition, PartitionProgress(stream=created, attempt=task.attempt)
