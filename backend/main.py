@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
-from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.api.main import api_router
+from backend.api.middleware import RequestContextMiddleware
 from backend.core.config import Settings, get_settings
 from backend.core.db import build_engine
+from backend.core.security import TokenVerifier
+from backend.errors import ControlPlaneError, NotAuthenticatedError
+from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
+from backend.services.stalled import sweep_forever
 from onceover import __version__
 from onceover.bigquery import BigQueryConfig
 
@@ -21,12 +28,27 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None = None) -> FastAPI:
-    """Build the app; BigQuery comes from ``ONCEOVER_BIGQUERY_*`` unless given."""
+    """Build the app; BigQuery comes from ``ONCEOVER_BIGQUERY_*`` unless given.
+
+    The database must already be at the migrations' head (``onceover serve`` sees to it).
+    """
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        sweeper = asyncio.create_task(
+            sweep_forever(
+                app.state.engine,
+                timedelta(seconds=settings.stalled_after_s),
+                settings.stall_check_interval_s,
+                stop,
+                app.state.change_feed.notify,
+            )
+        )
         yield
+        stop.set()
+        await sweeper
         app.state.engine.dispose()
 
     app = FastAPI(
@@ -34,14 +56,24 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         title="Onceover control plane",
         version=__version__,
         description="Events, state, reconciliation, alerts and resume for exactly-once "
-        "Spark to BigQuery loads.",
+        "Spark to BigQuery loads. Every route but /api/health needs a bearer token "
+        "with a role: ingest (jobs), viewer, or operator (a viewer who may also act).",
     )
     app.state.settings = settings
     app.state.engine = build_engine(settings.database_url)
+    app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
+    app.state.change_feed = ChangeFeed()
     app.state.bigquery_probe = BigQueryProbe(bigquery or BigQueryConfig.from_env())
+    app.add_middleware(RequestContextMiddleware)
+    app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
     app.include_router(api_router)
     _serve_dashboard(app, settings)
     return app
+
+
+async def _control_plane_error(_request: Request, exc: ControlPlaneError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 def _serve_dashboard(app: FastAPI, settings: Settings) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 HealthStatus = Literal["ok", "error"]
 
@@ -25,3 +25,188 @@ class HealthPublic(BaseModel):
     version: str
     database: DependencyHealth
     bigquery: DependencyHealth
+
+
+# -- events -------------------------------------------------------------------------
+
+
+class IngestResultPublic(BaseModel):
+    """``POST /api/events``: how many events were new and how many were already stored."""
+
+    received: int
+    stored: int
+    duplicates: int = Field(description="events whose id was already stored (or repeated)")
+    run_ids: list[str] = Field(description="runs the new events belong to")
+
+
+# -- runs ---------------------------------------------------------------------------
+
+RunStatus = Literal["running", "succeeded", "failed", "stalled", "resuming"]
+
+
+class RunPublic(BaseModel):
+    """A run as listed: its state and totals."""
+
+    run_id: str
+    job: str | None
+    table: str
+    mode: str | None
+    status: RunStatus
+    started_at: AwareDatetime
+    finished_at: AwareDatetime | None
+    last_event_at: AwareDatetime | None
+    last_heartbeat_at: AwareDatetime | None
+    rows_expected: int = Field(description="rows of batches intended or committed")
+    rows_committed: int = Field(description="rows of committed batches, each batch once")
+    batches_committed: int
+    rows_reported: int | None = Field(description="rows the job's own ledger reports committed")
+    error: str | None
+    updated_at: AwareDatetime
+
+
+class RunsPublic(BaseModel):
+    data: list[RunPublic]
+    count: int = Field(description="runs matching the filters, before paging")
+
+
+class AttemptPublic(BaseModel):
+    """One launch of the run."""
+
+    attempt_id: str
+    status: Literal["running", "succeeded", "failed", "stalled"]
+    started: bool = Field(description="its run_started event has arrived")
+    started_at: AwareDatetime
+    finished_at: AwareDatetime | None
+    last_heartbeat_at: AwareDatetime | None
+    last_event_at: AwareDatetime | None
+    rows_reported: int | None
+    error: str | None
+    spec: dict[str, Any] | None
+
+
+class BatchStreamPublic(BaseModel):
+    stream: str
+    rows: int
+    bytes: int = 0
+    partition: int | None = None
+    attempt: int | None = None
+
+
+class BatchPublic(BaseModel):
+    """One batch in the commit history."""
+
+    table: str
+    query_id: str
+    batch_id: int | None
+    mode: str
+    state: Literal["intent", "committed", "skipped_duplicate", "aborted"]
+    expected_rows: int | None
+    rows: int | None
+    streams: list[BatchStreamPublic]
+    resolved: bool = Field(description="committed by an earlier attempt, found on replay")
+    replays: int = Field(description="times a replay of it was skipped as a duplicate")
+    rows_rewritten: int
+    abort_reason: str | None
+    commit_ms: float | None
+    intent_at: AwareDatetime | None
+    committed_at: AwareDatetime | None
+    aborted_at: AwareDatetime | None
+    skipped_at: AwareDatetime | None
+
+
+class StreamPublic(BaseModel):
+    """One write stream the run used."""
+
+    name: str
+    stream_type: Literal["PENDING", "COMMITTED", "DEFAULT"]
+    table: str
+    query_id: str
+    batch_id: int | None
+    partition: int
+    task_attempt: int
+    state: Literal["created", "appending", "finalized", "committed", "orphaned"]
+    next_offset: int | None
+    appends: int
+    rows: int
+    bytes: int
+    already_exists: int
+    out_of_range: int
+    errors: int
+    row_count: int | None
+    last_error: str | None
+    last_error_at: AwareDatetime | None
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class RunDetailPublic(RunPublic):
+    """``GET /api/runs/{run_id}``: the run with its attempts, batches and streams."""
+
+    spec: dict[str, Any] | None
+    current_attempt_id: str | None
+    attempts: list[AttemptPublic] = Field(description="oldest first")
+    batches: list[BatchPublic] = Field(description="commit history, by query and batch id")
+    streams: list[StreamPublic]
+    write_requests: dict[str, int] = Field(description="append requests by response code")
+
+
+# -- metrics ------------------------------------------------------------------------
+
+
+class WriteErrorsStep(BaseModel):
+    start: AwareDatetime
+    requests: int
+    counts: dict[str, int] = Field(description="requests by response code (OK, ALREADY_EXISTS ...)")
+
+
+class WriteErrorsPublic(BaseModel):
+    """Append requests by response code, per step, with totals and rates."""
+
+    run_id: str | None
+    table: str | None
+    since: AwareDatetime
+    until: AwareDatetime
+    step_s: int
+    series: list[WriteErrorsStep]
+    totals: dict[str, int] = Field(description="requests by response code over the range")
+    requests: int
+    rows: dict[str, int] = Field(description="rows by response code over the range")
+    rates: dict[str, float] = Field(description="share of requests per code, 0..1")
+
+
+# -- audit --------------------------------------------------------------------------
+
+
+class AuditEntryPublic(BaseModel):
+    id: int
+    time: AwareDatetime
+    actor: str
+    role: str | None
+    action: str
+    method: str
+    path: str
+    target: str | None
+    request_id: str
+    status_code: int
+    outcome: str
+
+
+class AuditLogPublic(BaseModel):
+    data: list[AuditEntryPublic]
+    count: int
+
+
+# -- changes ------------------------------------------------------------------------
+
+
+class RunChangePublic(BaseModel):
+    run_id: str
+    status: RunStatus
+    rows_committed: int
+    updated_at: AwareDatetime
+
+
+class RunChangesPublic(BaseModel):
+    """The data of a ``runs`` event on ``/api/changes``."""
+
+    runs: list[RunChangePublic]

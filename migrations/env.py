@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
+from typing import Any, Literal
 
 from alembic import context
 from sqlmodel import SQLModel
@@ -14,7 +15,17 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name)
 
+import backend.tables  # noqa: E402,F401  (registers the tables on SQLModel.metadata)
+from backend.core.types import UTCDateTime  # noqa: E402
+
 target_metadata = SQLModel.metadata
+
+
+def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
+    # Migrations stand alone: the app's UTC-aware type is a timezone-aware DateTime on disk.
+    if type_ == "type" and isinstance(obj, UTCDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
 
 
 def database_url() -> str:
@@ -30,6 +41,7 @@ def run_migrations_offline() -> None:
         literal_binds=True,
         compare_type=True,
         render_as_batch=True,
+        render_item=render_item,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -42,6 +54,7 @@ def run_migrations_online() -> None:
             connection=connection,
             target_metadata=target_metadata,
             compare_type=True,
+            render_item=render_item,
             # SQLite cannot ALTER most things; batch mode rebuilds tables instead.
             render_as_batch=True,
         )

@@ -247,3 +247,18 @@ Event = Annotated[
 
 EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 """Validates a JSON batch as ``POST /api/events`` receives it."""
+
+RunEvent = RunStarted | RunHeartbeat | RunFinished | RunFailed
+"""Events the driver sends about a launch of the job (they carry ``attempt_id``)."""
+BatchEvent = BatchIntent | BatchCommitted | BatchSkippedDuplicate | BatchAborted
+"""Events the driver sends about one batch."""
+StreamEvent = (
+    StreamCreated
+    | AppendAcknowledged
+    | AppendAlreadyExists
+    | AppendOutOfRange
+    | AppendError
+    | StreamFinalized
+    | StreamOrphaned
+)
+"""Events executors send about one write stream."""

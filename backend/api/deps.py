@@ -1,13 +1,24 @@
-"""Dependencies the routes declare, as ``Annotated`` aliases (routes never call ``Depends``)."""
+"""Dependencies the routes declare, as ``Annotated`` aliases (routes never call ``Depends``).
+
+Every route under ``/api`` except ``/api/health`` declares one of ``IngestDep``,
+``ViewerDep`` or ``OperatorDep``; tests walk the app's routes and fail on one that
+declares none.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from backend.core.config import Settings
+from backend.core.security import Principal, TokenVerifier
+from backend.errors import NotAllowedError, NotAuthenticatedError
+from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
 
 
@@ -21,11 +32,54 @@ def get_engine(request: Request) -> Engine:
     return engine
 
 
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine) as session:
+        yield session
+
+
 def get_bigquery_probe(request: Request) -> BigQueryProbe:
     probe: BigQueryProbe = request.app.state.bigquery_probe
     return probe
 
 
+def get_change_feed(request: Request) -> ChangeFeed:
+    feed: ChangeFeed = request.app.state.change_feed
+    return feed
+
+
+_bearer = HTTPBearer(auto_error=False, description="A token with the role the route names")
+
+
+class RoleCheck:
+    """Accepts a bearer token whose role includes ``role``; 401 without one, 403 otherwise."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    def __call__(
+        self,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        if credentials is None:
+            raise NotAuthenticatedError("a bearer token is required (Authorization: Bearer TOKEN)")
+        verifier: TokenVerifier = request.app.state.token_verifier
+        principal = verifier.verify(credentials.credentials)
+        if principal is None:
+            raise NotAuthenticatedError("the bearer token is not valid")
+        request.state.principal = principal
+        if not principal.may(self.role):
+            raise NotAllowedError(
+                f"this needs the {self.role} role; the token has {principal.role}"
+            )
+        return principal
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
+SessionDep = Annotated[Session, Depends(get_session)]
 BigQueryProbeDep = Annotated[BigQueryProbe, Depends(get_bigquery_probe)]
+ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
+IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
+ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]
+OperatorDep = Annotated[Principal, Depends(RoleCheck("operator"))]

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DATABASE_URL = "sqlite:///.onceover/onceover.db"
+DEFAULT_DATA_DIR = Path(".onceover")
+ROLES = ("ingest", "viewer", "operator")
+# Tokens that read like examples from a README: refused outside development.
+PLACEHOLDER_TOKENS = frozenset({"changeme", "changethis", "secret", "token", "example", "test"})
+MIN_TOKEN_LENGTH = 16
 
 
 class Settings(BaseSettings):
@@ -17,9 +22,36 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ONCEOVER_", extra="ignore")
 
+    environment: Literal["development", "production"] = Field(
+        default="development",
+        description="production refuses placeholder or short tokens",
+    )
+    data_dir: Path = Field(
+        default=DEFAULT_DATA_DIR, description="Where the default SQLite database lives"
+    )
     database_url: str = Field(
-        default=DEFAULT_DATABASE_URL,
-        description="SQLAlchemy URL: SQLite file (default) or postgresql+psycopg://...",
+        default="",
+        description="SQLAlchemy URL: empty for an SQLite file in data_dir, or "
+        "postgresql+psycopg://user:password@host/database",
+    )
+    tokens: SecretStr = Field(
+        default=SecretStr(""),
+        description="Bearer tokens as role:TOKEN pairs, comma-separated "
+        "(roles: ingest, viewer, operator); more are created with `onceover token create`",
+    )
+    stalled_after_s: float = Field(
+        default=180.0, gt=0, description="A running run with no event for this long is stalled"
+    )
+    stall_check_interval_s: float = Field(
+        default=15.0, gt=0, description="How often the backend looks for stalled runs"
+    )
+    change_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often /api/changes looks for changes other replicas made",
+    )
+    max_events_per_request: int = Field(
+        default=5000, gt=0, description="Largest event batch POST /api/events accepts"
     )
     frontend_dist: Path = Field(
         default=REPO_ROOT / "frontend" / "dist",
@@ -28,6 +60,51 @@ class Settings(BaseSettings):
     health_timeout_s: float = Field(
         default=5.0, gt=0, description="Deadline of each dependency check in /api/health"
     )
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: Cloud Logging structured lines; text: for a terminal"
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _check_tokens(self) -> Settings:
+        pairs = parse_tokens(self.tokens.get_secret_value())  # raises on a malformed pair
+        if self.environment == "production":
+            for role, token in pairs:
+                if token.lower() in PLACEHOLDER_TOKENS or len(token) < MIN_TOKEN_LENGTH:
+                    raise ValueError(
+                        f"ONCEOVER_TOKENS: the {role} token is a placeholder or shorter than "
+                        f"{MIN_TOKEN_LENGTH} characters; production needs a random secret "
+                        "(`onceover token create` makes one)"
+                    )
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.data_dir / 'onceover.db'}"
+        return self
+
+    def token_pairs(self) -> list[tuple[str, str]]:
+        return parse_tokens(self.tokens.get_secret_value())
+
+
+def parse_tokens(text: str) -> list[tuple[str, str]]:
+    """``"ingest:A,viewer:B"`` -> ``[("ingest", "A"), ("viewer", "B")]``; errors name the pair."""
+    pairs: list[tuple[str, str]] = []
+    for number, item in enumerate((part.strip() for part in text.split(",")), start=1):
+        if not item:
+            continue
+        role, sep, token = item.partition(":")
+        role = role.strip()
+        token = token.strip()
+        if not sep or not token:
+            raise ValueError(f"ONCEOVER_TOKENS: pair {number} is not role:TOKEN")
+        if role not in ROLES:
+            raise ValueError(
+                f"ONCEOVER_TOKENS: pair {number} has role {role!r}; roles are {', '.join(ROLES)}"
+            )
+        pairs.append((role, token))
+    return pairs
 
 
 @lru_cache

@@ -1,12 +1,17 @@
-"""The database engine, built from :class:`~backend.core.config.Settings`."""
+"""The database engine and transactions, the same on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
-from sqlmodel import create_engine
+from sqlmodel import Session, create_engine
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def build_engine(database_url: str) -> Engine:
@@ -20,4 +25,54 @@ def build_engine(database_url: str) -> Engine:
         connect_args["check_same_thread"] = False
     elif url.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = 5  # seconds; an unreachable server fails fast
-    return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    if url.get_backend_name() == "sqlite":
+        _configure_sqlite(engine, in_memory=not url.database or url.database == ":memory:")
+    return engine
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+    """WAL (readers never wait for the writer), a busy timeout instead of "database is
+    locked", and transactions this module begins itself so writers can ask for
+    ``BEGIN IMMEDIATE``: two writers that both started as readers would otherwise
+    deadlock on the upgrade to a write lock."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # pysqlite: no implicit BEGIN
+        cursor = dbapi_connection.cursor()
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get("sqlite_immediate", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A session for reads; nothing it does is committed."""
+    with Session(engine) as session:
+        yield session
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Session]:
+    """A session whose work commits on success and rolls back on any error.
+
+    On SQLite the transaction takes the write lock at its start (``BEGIN IMMEDIATE``);
+    on PostgreSQL callers lock the rows they change (``SELECT ... FOR UPDATE``).
+    """
+    with engine.connect() as plain:
+        connection = plain.execution_options(sqlite_immediate=True)
+        with connection.begin(), Session(bind=connection) as session:
+            yield session
+            session.flush()

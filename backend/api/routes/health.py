@@ -16,7 +16,7 @@ router = APIRouter(prefix="/health", tags=["health"])
     responses={503: {"model": HealthPublic, "description": "A dependency is unreachable"}},
 )
 async def get_health(
-    response: Response, settings: SettingsDep, engine: EngineDep, probe: BigQueryProbeDep
+    *, response: Response, settings: SettingsDep, engine: EngineDep, probe: BigQueryProbeDep
 ) -> HealthPublic:
     """Check the database and BigQuery; 503 when either fails, with the reason."""
     health = await check_health(engine, probe, settings.health_timeout_s)

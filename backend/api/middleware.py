@@ -1,0 +1,106 @@
+"""ASGI middleware: a request id on every request and log line; an audit row for every
+mutating call (whatever route it reaches, so a new route cannot forget it)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.core.logging import request_id_var
+from backend.core.security import Principal
+from backend.services import audit
+from backend.tables import AuditLog
+
+logger = logging.getLogger("backend.access")
+
+REQUEST_ID_HEADER = "x-request-id"
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_BODY_KEPT = 4000  # characters of an error answer kept in the audit log
+
+
+class RequestContextMiddleware:
+    """Takes a caller's ``X-Request-ID`` (if well formed) or makes one, returns it,
+    logs one access line per API request, and audits every mutating call."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(REQUEST_ID_HEADER.encode(), b"").decode()
+        request_id = given if _VALID_REQUEST_ID.match(given) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = 500
+        body = bytearray()
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body" and status >= 400:
+                body.extend(message.get("body", b"")[: _BODY_KEPT - len(body)])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            path: str = scope["path"]
+            if path.startswith("/api"):
+                logger.info(
+                    "%s %s %d %.1f ms",
+                    scope["method"],
+                    path,
+                    status,
+                    (time.perf_counter() - started) * 1000,
+                    extra={"http_request": {"requestMethod": scope["method"],
+                                            "requestUrl": path, "status": status}},
+                )  # fmt: skip
+                if scope["method"] not in SAFE_METHODS:
+                    await self._audit(scope, request_id, status, bytes(body))
+            request_id_var.reset(token)
+
+    async def _audit(self, scope: Scope, request_id: str, status: int, body: bytes) -> None:
+        state: dict[str, Any] = scope.get("state", {})
+        principal: Principal | None = state.get("principal")
+        route = scope.get("route")
+        action = getattr(route, "operation_id", None) or getattr(route, "name", None) or "unknown"
+        entry = AuditLog(
+            actor=principal.name if principal else "anonymous",
+            role=principal.role if principal else None,
+            action=action,
+            method=scope["method"],
+            path=scope["path"],
+            target=state.get("audit_target"),
+            request_id=request_id,
+            status_code=status,
+            outcome=state.get("audit_outcome") or _outcome(status, body),
+        )
+        engine = scope["app"].state.engine
+        try:
+            await anyio.to_thread.run_sync(audit.record, engine, entry)
+        except Exception:  # the answer is already sent; the failure must at least be logged
+            logger.exception("could not write the audit log entry for %s", request_id)
+
+
+def _outcome(status: int, body: bytes) -> str:
+    if status < 400:
+        return "ok"
+    kind = {401: "unauthenticated", 403: "forbidden"}.get(
+        status, "rejected" if status < 500 else "error"
+    )
+    text = body.decode(errors="replace")
+    return f"{kind}: {text}" if text else kind

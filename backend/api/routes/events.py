@@ -1,0 +1,51 @@
+"""``/api/events``: jobs post their events here (role ``ingest``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request
+from starlette.concurrency import run_in_threadpool
+
+from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, SettingsDep
+from backend.errors import InvalidParameterError
+from backend.models import IngestResultPublic
+from backend.services.ingest import ingest_events
+from onceover.events import Event
+
+router = APIRouter(prefix="/events", tags=["events"])
+
+
+@router.post("", operation_id="ingestEvents", response_model=IngestResultPublic)
+async def ingest(
+    *,
+    request: Request,
+    events: Annotated[list[Event], Body(description="events of schema version 1")],
+    _principal: IngestDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    feed: ChangeFeedDep,
+) -> IngestResultPublic:
+    """Store a batch of events, all or none.
+
+    A batch with any invalid event is refused whole with 422, each error naming the
+    event by its index (``loc: ["body", index, type, field]``). Events already stored
+    (same id) are counted as duplicates and change nothing, so a retry is always safe.
+    """
+    if len(events) > settings.max_events_per_request:
+        raise InvalidParameterError(
+            "body", f"at most {settings.max_events_per_request} events per request", len(events)
+        )
+    result = await run_in_threadpool(ingest_events, engine, events)
+    request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None
+    request.state.audit_outcome = (
+        f"ok: stored {result.stored} of {result.received} events ({result.duplicates} duplicates)"
+    )
+    if result.stored:
+        feed.notify()
+    return IngestResultPublic(
+        received=result.received,
+        stored=result.stored,
+        duplicates=result.duplicates,
+        run_ids=result.run_ids,
+    )

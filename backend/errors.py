@@ -1,0 +1,48 @@
+"""Errors the control plane raises on purpose, and the HTTP answer each one becomes.
+
+The tree::
+
+    ControlPlaneError          anything the backend raises on purpose (HTTP 400)
+    ├── NotAuthenticatedError   no bearer token, or one nobody issued (401)
+    ├── NotAllowedError         a valid token whose role may not do this (403)
+    ├── NotFoundError           the run (or other thing) named does not exist (404)
+    └── InvalidParameterError   a query parameter is wrong; names it (422)
+
+Routes raise these; one handler in :mod:`backend.main` turns each into JSON
+``{"detail": ...}`` with its status, the shape FastAPI uses for its own errors.
+Anything else is a bug: a 500 whose log line carries the request id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ControlPlaneError(Exception):
+    status_code = 400
+
+    def __init__(self, detail: Any) -> None:
+        self.detail = detail
+        super().__init__(str(detail))
+
+
+class NotAuthenticatedError(ControlPlaneError):
+    status_code = 401
+
+
+class NotAllowedError(ControlPlaneError):
+    status_code = 403
+
+
+class NotFoundError(ControlPlaneError):
+    status_code = 404
+
+
+class InvalidParameterError(ControlPlaneError):
+    """A query parameter is invalid; ``detail`` is FastAPI's list shape, naming it."""
+
+    status_code = 422
+
+    def __init__(self, name: str, message: str, value: Any = None) -> None:
+        super().__init__([{"loc": ["query", name], "msg": message, "type": "value_error",
+                           "input": value}])  # fmt: skip

@@ -1,0 +1,411 @@
+"""From events to state: how each event moves a run, its attempts, batches and streams.
+
+Events arrive late, twice, and out of order (executors and the driver emit on their
+own threads, emitters spool and retry). So every update here is order-independent:
+
+* states only move up a rank (a late ``stream_created`` never undoes ``committed``);
+* times keep the earliest start and the latest end, whatever came first;
+* counters add up events, and each event is applied once (new ids only);
+* a run's status is its latest attempt's status, recomputed after every batch, so an
+  old attempt's late ``run_failed`` cannot fail a run a newer attempt finished.
+
+Everything happens in the ingest transaction (:mod:`backend.services.ingest`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, col, select
+
+from backend.tables import Attempt, Batch, Run, Stream, WriteRollup
+from onceover import events as ev
+
+BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
+STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
+TERMINAL_ATTEMPT = frozenset({"succeeded", "failed"})
+STREAM_TYPE_OF_MODE = {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}
+
+
+def _later(current: datetime | None, new: datetime) -> datetime:
+    return new if current is None or new > current else current
+
+
+def _earlier(current: datetime | None, new: datetime) -> datetime:
+    return new if current is None or new < current else current
+
+
+def _batch_key(batch_id: int | None) -> str:
+    return "-" if batch_id is None else str(batch_id)
+
+
+@dataclass
+class _Rollup:
+    requests: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+
+RollupKey = tuple[str, datetime, str, str, str]  # run, minute, table, stream type, code
+
+
+@dataclass
+class Projector:
+    """Applies new events to the state tables of one session; ``finish()`` once at the end."""
+
+    session: Session
+    received_at: datetime
+    runs: dict[str, Run] = field(default_factory=dict)
+    _attempts: dict[tuple[str, str], Attempt] = field(default_factory=dict)
+    _batches: dict[tuple[str, str, str, str], Batch] = field(default_factory=dict)
+    _streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
+    _rollups: dict[RollupKey, _Rollup] = field(default_factory=dict)
+    _heard_later: set[str] = field(default_factory=set)
+
+    def lock_runs(self, run_ids: Iterable[str]) -> None:
+        """Load (and on PostgreSQL lock, in a fixed order) the runs this batch touches:
+        concurrent ingests of one run then apply one after the other."""
+        ordered = sorted(set(run_ids))
+        if not ordered:
+            return
+        query = (
+            select(Run)
+            .where(col(Run.run_id).in_(ordered))
+            .order_by(col(Run.run_id))
+            .with_for_update()
+        )
+        for run in self.session.exec(query):
+            self.runs[run.run_id] = run
+
+    def apply(self, event: ev.Event) -> None:
+        run = self._run(event)
+        if run.last_event_at is not None and event.time > run.last_event_at:
+            self._heard_later.add(run.run_id)  # a stalled run is alive after all
+        run.last_event_at = _later(run.last_event_at, event.time)
+        run.started_at = _earlier(run.started_at, event.time)
+        if isinstance(event, ev.RunEvent):
+            self._apply_run_event(run, event)
+        elif isinstance(event, ev.BatchEvent):
+            run.mode = run.mode or event.mode
+            self._apply_batch_event(event)
+        else:
+            run.mode = run.mode or event.mode
+            self._apply_stream_event(event)
+
+    def finish(self) -> None:
+        """Recompute each touched run from its attempts and batches; add up the rollups."""
+        self.session.flush()
+        for run in self.runs.values():
+            self._recompute(run)
+            run.updated_at = self.received_at
+        self._upsert_rollups()
+        self.session.flush()
+
+    # -- runs and attempts ----------------------------------------------------------
+
+    def _run(self, event: ev.Event) -> Run:
+        run = self.runs.get(event.run_id)
+        if run is None:
+            run = Run(
+                run_id=event.run_id,
+                job=event.job,
+                table_id=event.table,
+                status="running",
+                started_at=event.time,
+            )
+            self.session.add(run)
+            self.runs[event.run_id] = run
+        if run.job is None and event.job is not None:
+            run.job = event.job
+        return run
+
+    def _attempt(self, event: ev.RunEvent) -> Attempt:
+        key = (event.run_id, event.attempt_id)
+        attempt = self._attempts.get(key)
+        if attempt is None:
+            attempt = self.session.exec(
+                select(Attempt).where(
+                    Attempt.run_id == event.run_id, Attempt.attempt_id == event.attempt_id
+                )
+            ).first()
+        if attempt is None:
+            # Known before its run_started arrives: provisionally started at this event.
+            attempt = Attempt(
+                run_id=event.run_id,
+                attempt_id=event.attempt_id,
+                status="running",
+                started_at=event.time,
+                last_event_at=event.time,
+            )
+            self.session.add(attempt)
+        self._attempts[key] = attempt
+        return attempt
+
+    def _apply_run_event(self, run: Run, event: ev.RunEvent) -> None:
+        attempt = self._attempt(event)
+        attempt.last_event_at = _later(attempt.last_event_at, event.time)
+        if isinstance(event, ev.RunStarted):
+            attempt.started = True
+            attempt.started_at = event.time
+            if event.spec is not None:
+                attempt.spec = event.spec.model_dump(mode="json")
+            run.mode = event.mode
+        elif isinstance(event, ev.RunHeartbeat):
+            attempt.last_heartbeat_at = _later(attempt.last_heartbeat_at, event.time)
+            run.last_heartbeat_at = _later(run.last_heartbeat_at, event.time)
+            attempt.rows_reported = max(attempt.rows_reported or 0, event.rows_committed)
+        else:
+            ended = "succeeded" if isinstance(event, ev.RunFinished) else "failed"
+            # Of two endings for one attempt (never expected), the later one stands.
+            if attempt.status not in TERMINAL_ATTEMPT or (
+                attempt.finished_at is None or event.time >= attempt.finished_at
+            ):
+                attempt.status = ended
+                attempt.finished_at = event.time
+                attempt.error = event.error if isinstance(event, ev.RunFailed) else None
+            if event.rows_committed is not None:
+                attempt.rows_reported = max(attempt.rows_reported or 0, event.rows_committed)
+
+    def _recompute(self, run: Run) -> None:
+        attempts = list(self.session.exec(select(Attempt).where(Attempt.run_id == run.run_id)))
+        if attempts:
+            latest = max(attempts, key=lambda a: (a.started_at, a.attempt_id))
+            if latest.status == "stalled" and run.run_id in self._heard_later:
+                latest.status = "running"
+            run.current_attempt_id = latest.attempt_id
+            run.status = latest.status
+            run.finished_at = latest.finished_at if latest.status in TERMINAL_ATTEMPT else None
+            run.error = latest.error
+            specs = [a for a in attempts if a.spec is not None]
+            if specs:
+                run.spec = max(specs, key=lambda a: (a.started_at, a.attempt_id)).spec
+            reported = [a.rows_reported for a in attempts if a.rows_reported is not None]
+            run.rows_reported = max(reported) if reported else None
+        committed = self.session.exec(
+            select(func.count(), func.coalesce(func.sum(Batch.rows), 0)).where(
+                Batch.run_id == run.run_id, Batch.state == "committed"
+            )
+        ).one()
+        run.batches_committed, run.rows_committed = int(committed[0]), int(committed[1] or 0)
+        expected = self.session.exec(
+            select(
+                func.coalesce(func.sum(func.coalesce(Batch.rows, Batch.expected_rows)), 0)
+            ).where(Batch.run_id == run.run_id, col(Batch.state).in_(["intent", "committed"]))
+        ).one()
+        run.rows_expected = int(expected)
+
+    # -- batches --------------------------------------------------------------------
+
+    def _batch(self, event: ev.BatchEvent) -> Batch:
+        key = (event.run_id, event.table, event.query_id, _batch_key(event.batch_id))
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self.session.exec(
+                select(Batch).where(
+                    Batch.run_id == key[0],
+                    Batch.table_id == key[1],
+                    Batch.query_id == key[2],
+                    Batch.batch_key == key[3],
+                )
+            ).first()
+        if batch is None:
+            batch = Batch(
+                run_id=event.run_id,
+                table_id=event.table,
+                query_id=event.query_id,
+                batch_id=event.batch_id,
+                batch_key=key[3],
+                mode=event.mode,
+                state="intent",
+            )
+            self.session.add(batch)
+        self._batches[key] = batch
+        return batch
+
+    def _apply_batch_event(self, event: ev.BatchEvent) -> None:
+        batch = self._batch(event)
+        if isinstance(event, ev.BatchIntent):
+            if batch.intent_at is None or event.time >= batch.intent_at:
+                batch.expected_rows = event.expected_rows
+                if batch.state != "committed":
+                    batch.streams = [s.model_dump(mode="json") for s in event.streams]
+            batch.intent_at = _earlier(batch.intent_at, event.time)
+            state = "intent"
+        elif isinstance(event, ev.BatchCommitted):
+            if batch.committed_at is None or event.time < batch.committed_at:
+                batch.rows = event.rows
+                batch.streams = [s.model_dump(mode="json") for s in event.streams]
+                batch.commit_ms = event.duration_ms
+            batch.committed_at = _earlier(batch.committed_at, event.time)
+            batch.resolved = batch.resolved or event.resolved
+            for rows in event.streams:
+                self._stream_of_batch(event, rows).state = "committed"
+            state = "committed"
+        elif isinstance(event, ev.BatchSkippedDuplicate):
+            batch.replays += 1
+            batch.rows_rewritten += event.rows
+            batch.skipped_at = _later(batch.skipped_at, event.time)
+            for name in event.orphaned_streams:
+                stream = self._streams.get((event.run_id, name)) or self._load_stream(
+                    event.run_id, name
+                )
+                if stream is not None:
+                    self._raise_stream(stream, "orphaned")
+            state = "skipped_duplicate"
+        else:
+            batch.aborted_at = _later(batch.aborted_at, event.time)
+            batch.abort_reason = event.reason
+            state = "aborted"
+        if BATCH_RANK[state] > BATCH_RANK[batch.state]:
+            batch.state = state
+
+    # -- streams --------------------------------------------------------------------
+
+    def _load_stream(self, run_id: str, name: str) -> Stream | None:
+        stream = self.session.exec(
+            select(Stream).where(Stream.run_id == run_id, Stream.name == name)
+        ).first()
+        if stream is not None:
+            self._streams[(run_id, name)] = stream
+        return stream
+
+    def _stream_of_batch(self, event: ev.BatchCommitted, rows: ev.StreamRows) -> Stream:
+        stream = self._streams.get((event.run_id, rows.stream)) or self._load_stream(
+            event.run_id, rows.stream
+        )
+        if stream is None:  # its executor's events have not arrived (or never will)
+            stream = Stream(
+                run_id=event.run_id,
+                name=rows.stream,
+                stream_type=STREAM_TYPE_OF_MODE[event.mode],
+                table_id=event.table,
+                query_id=event.query_id,
+                batch_id=event.batch_id,
+                partition=rows.partition or 0,
+                task_attempt=rows.attempt or 0,
+                state="committed",
+                created_at=event.time,
+                updated_at=event.time,
+            )
+            self.session.add(stream)
+            self._streams[(event.run_id, rows.stream)] = stream
+        if stream.row_count is None:
+            stream.row_count = rows.rows
+        return stream
+
+    def _stream(self, event: ev.StreamEvent) -> Stream:
+        stream = self._streams.get((event.run_id, event.stream)) or self._load_stream(
+            event.run_id, event.stream
+        )
+        if stream is None:
+            stream = Stream(
+                run_id=event.run_id,
+                name=event.stream,
+                stream_type=event.stream_type,
+                table_id=event.table,
+                query_id=event.query_id,
+                batch_id=event.batch_id,
+                partition=event.partition,
+                task_attempt=event.attempt,
+                state="created",
+                created_at=event.time,
+                updated_at=event.time,
+            )
+            self.session.add(stream)
+            self._streams[(event.run_id, event.stream)] = stream
+        stream.created_at = _earlier(stream.created_at, event.time)
+        stream.updated_at = _later(stream.updated_at, event.time)
+        return stream
+
+    @staticmethod
+    def _raise_stream(stream: Stream, state: str) -> None:
+        if STREAM_RANK[state] > STREAM_RANK[stream.state]:
+            stream.state = state
+
+    def _note_error(self, stream: Stream, event: ev.StreamEvent, text: str) -> None:
+        if stream.last_error_at is None or event.time >= stream.last_error_at:
+            stream.last_error = text
+            stream.last_error_at = event.time
+
+    def _apply_stream_event(self, event: ev.StreamEvent) -> None:
+        stream = self._stream(event)
+        if isinstance(event, ev.StreamCreated):
+            return
+        if isinstance(event, ev.StreamFinalized):
+            stream.row_count = event.row_count
+            self._raise_stream(stream, "finalized")
+            return
+        if isinstance(event, ev.StreamOrphaned):
+            self._raise_stream(stream, "orphaned")
+            self._note_error(stream, event, f"orphaned: {event.reason}")
+            return
+        self._raise_stream(stream, "appending")
+        if isinstance(event, ev.AppendAcknowledged):
+            stream.appends += 1
+            stream.rows += event.rows
+            stream.bytes += event.bytes
+            if event.offset is not None:
+                stream.next_offset = max(stream.next_offset or 0, event.offset + event.rows)
+            self._count(event, "OK", event.rows, event.bytes)
+        elif isinstance(event, ev.AppendAlreadyExists):
+            stream.already_exists += 1
+            stream.next_offset = max(stream.next_offset or 0, event.offset + event.rows)
+            self._count(event, "ALREADY_EXISTS", event.rows, event.bytes)
+        elif isinstance(event, ev.AppendOutOfRange):
+            stream.out_of_range += 1
+            self._note_error(
+                stream,
+                event,
+                f"OUT_OF_RANGE at offset {event.offset}: {event.message}".rstrip(": "),
+            )
+            self._count(event, "OUT_OF_RANGE", event.rows, 0)
+        else:
+            stream.errors += 1
+            where = f" at offset {event.offset}" if event.offset is not None else ""
+            self._note_error(stream, event, f"{event.code}{where}: {event.message}".rstrip(": "))
+            self._count(event, event.code, event.rows, 0)
+
+    # -- rollups --------------------------------------------------------------------
+
+    def _count(self, event: ev.StreamEvent, code: str, rows: int, size: int) -> None:
+        minute = event.time.replace(second=0, microsecond=0)
+        key = (event.run_id, minute, event.table, event.stream_type, code)
+        rollup = self._rollups.setdefault(key, _Rollup())
+        rollup.requests += 1
+        rollup.rows += rows
+        rollup.bytes += size
+
+    def _upsert_rollups(self) -> None:
+        if not self._rollups:
+            return
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = WriteRollup.__table__  # type: ignore[attr-defined]
+        for (run_id, minute, table_id, stream_type, code), counts in sorted(
+            self._rollups.items(), key=lambda item: item[0]
+        ):
+            statement = insert(table).values(
+                run_id=run_id,
+                minute=minute,
+                table_id=table_id,
+                stream_type=stream_type,
+                code=code,
+                requests=counts.requests,
+                rows=counts.rows,
+                bytes=counts.bytes,
+            )
+            excluded = statement.excluded
+            self.session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
+                    set_={
+                        "requests": table.c.requests + excluded.requests,
+                        "rows": table.c.rows + excluded.rows,
+                        "bytes": table.c.bytes + excluded.bytes,
+                    },
+                )
+            )

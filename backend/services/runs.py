@@ -1,0 +1,94 @@
+"""Reading runs: the filtered list and one run with its attempts, batches and streams."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, func, select
+
+from backend.errors import NotFoundError
+from backend.models import (
+    AttemptPublic,
+    BatchPublic,
+    RunDetailPublic,
+    RunPublic,
+    RunsPublic,
+    StreamPublic,
+)
+from backend.tables import Attempt, Batch, Run, Stream, WriteRollup
+
+
+def _run_fields(run: Run) -> dict[str, Any]:
+    fields = run.model_dump()
+    fields["table"] = fields.pop("table_id")
+    return fields
+
+
+def list_runs(
+    session: Session,
+    *,
+    status: list[str] | None = None,
+    job: str | None = None,
+    table: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> RunsPublic:
+    """Newest first. ``since``/``until`` bound the start time (``until`` exclusive)."""
+    query = select(Run)
+    if status:
+        query = query.where(col(Run.status).in_(status))
+    if job is not None:
+        query = query.where(Run.job == job)
+    if table is not None:
+        query = query.where(Run.table_id == table)
+    if since is not None:
+        query = query.where(col(Run.started_at) >= since)
+    if until is not None:
+        query = query.where(col(Run.started_at) < until)
+    count = session.exec(select(func.count()).select_from(query.subquery())).one()
+    runs = session.exec(
+        query.order_by(col(Run.started_at).desc(), col(Run.run_id)).offset(offset).limit(limit)
+    )
+    return RunsPublic(
+        data=[RunPublic.model_validate(_run_fields(run)) for run in runs], count=int(count)
+    )
+
+
+def get_run(session: Session, run_id: str) -> RunDetailPublic:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r}")
+    attempts = session.exec(
+        select(Attempt)
+        .where(Attempt.run_id == run_id)
+        .order_by(col(Attempt.started_at), col(Attempt.attempt_id))
+    )
+    batches = session.exec(
+        select(Batch)
+        .where(Batch.run_id == run_id)
+        .order_by(col(Batch.table_id), col(Batch.query_id), col(Batch.batch_id))
+    )
+    streams = session.exec(
+        select(Stream)
+        .where(Stream.run_id == run_id)
+        .order_by(col(Stream.created_at), col(Stream.name))
+    )
+    requests = session.exec(
+        select(WriteRollup.code, func.sum(WriteRollup.requests))
+        .where(WriteRollup.run_id == run_id)
+        .group_by(WriteRollup.code)
+    )
+    return RunDetailPublic(
+        **_run_fields(run),
+        attempts=[AttemptPublic.model_validate(a.model_dump()) for a in attempts],
+        batches=[
+            BatchPublic.model_validate({**b.model_dump(), "table": b.table_id}) for b in batches
+        ],
+        streams=[
+            StreamPublic.model_validate({**s.model_dump(), "table": s.table_id}) for s in streams
+        ],
+        write_requests={code: int(n) for code, n in requests},
+    )

@@ -1,0 +1,203 @@
+"""The control plane's tables (SQLModel): what it knows about runs, from their events.
+
+``Event`` keeps every event as received (unique by its deterministic id); ``Run``,
+``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
+up to date in the same transaction that stores them (:mod:`backend.services.projection`);
+``WriteRollup`` counts append requests per minute for the rate charts. ``AuditLog``
+records every mutating call and ``ApiToken`` the tokens created with
+``onceover token create`` (hashes only).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from backend.core.types import BigIntegerPK, UTCDateTime
+
+RunStatus = Literal["running", "succeeded", "failed", "stalled", "resuming"]
+AttemptStatus = Literal["running", "succeeded", "failed", "stalled"]
+BatchState = Literal["intent", "committed", "skipped_duplicate", "aborted"]
+StreamState = Literal["created", "appending", "finalized", "committed", "orphaned"]
+Role = Literal["ingest", "viewer", "operator"]
+
+_NAME = 200
+_TABLE = 1100
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _count(description: str | None = None) -> Any:
+    """A counter of rows, bytes or offsets: 64-bit, since billing tables outgrow 2**31."""
+    return Field(default=0, sa_type=BigInteger, description=description)
+
+
+def _maybe_count(description: str | None = None) -> Any:
+    return Field(default=None, sa_type=BigInteger, description=description)
+
+
+def _when(*, index: bool = False, nullable: bool = True) -> Any:
+    return Field(default=None, sa_type=UTCDateTime, index=index, nullable=nullable)
+
+
+class Run(SQLModel, table=True):
+    """One logical load: the same run id across every launch (attempt) of a job."""
+
+    run_id: str = Field(primary_key=True, max_length=_NAME)
+    job: str | None = Field(default=None, max_length=_NAME, index=True)
+    table_id: str = Field(max_length=_TABLE, index=True)
+    mode: str | None = Field(default=None, max_length=20)
+    spec: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    status: str = Field(max_length=20, index=True)
+    current_attempt_id: str | None = Field(default=None, max_length=_NAME)
+    started_at: datetime = Field(sa_type=UTCDateTime, index=True)
+    finished_at: datetime | None = _when()
+    last_event_at: datetime | None = _when()
+    last_heartbeat_at: datetime | None = _when()
+    rows_expected: int = _count()
+    rows_committed: int = _count()
+    batches_committed: int = 0
+    rows_reported: int | None = _maybe_count("rows the job's own ledger counts as committed")
+    error: str | None = Field(default=None, sa_type=Text)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+
+
+class Attempt(SQLModel, table=True):
+    """One launch of a run (a ``run_started`` event and what followed it)."""
+
+    __table_args__ = (UniqueConstraint("run_id", "attempt_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
+    attempt_id: str = Field(max_length=_NAME)
+    status: str = Field(max_length=20)
+    started: bool = Field(default=False, description="its run_started event has arrived")
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = _when()
+    last_heartbeat_at: datetime | None = _when()
+    last_event_at: datetime | None = _when()
+    spec: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    rows_reported: int | None = _maybe_count()
+    error: str | None = Field(default=None, sa_type=Text)
+
+
+class Batch(SQLModel, table=True):
+    """One micro-batch (or batch write) of a run into one table."""
+
+    __table_args__ = (UniqueConstraint("run_id", "table_id", "query_id", "batch_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
+    table_id: str = Field(max_length=_TABLE)
+    query_id: str = Field(max_length=_NAME)
+    batch_id: int | None = None
+    batch_key: str = Field(max_length=40, description="batch_id, or '-' for a batch write")
+    mode: str = Field(max_length=20)
+    state: str = Field(max_length=20)
+    expected_rows: int | None = _maybe_count()
+    rows: int | None = _maybe_count()
+    streams: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    resolved: bool = Field(default=False, description="found committed on replay")
+    replays: int = Field(default=0, description="replays skipped as duplicates")
+    rows_rewritten: int = _count("rows replays wrote on orphaned streams")
+    abort_reason: str | None = Field(default=None, sa_type=Text)
+    commit_ms: float | None = None
+    intent_at: datetime | None = _when()
+    committed_at: datetime | None = _when()
+    aborted_at: datetime | None = _when()
+    skipped_at: datetime | None = _when()
+
+
+class Stream(SQLModel, table=True):
+    """One BigQuery write stream (or a table's ``_default`` stream) as a run used it."""
+
+    __table_args__ = (UniqueConstraint("run_id", "name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
+    name: str = Field(max_length=_NAME)
+    stream_type: str = Field(max_length=20)
+    table_id: str = Field(max_length=_TABLE)
+    query_id: str = Field(max_length=_NAME)
+    batch_id: int | None = None
+    partition: int
+    task_attempt: int
+    state: str = Field(max_length=20)
+    next_offset: int | None = _maybe_count()
+    appends: int = 0
+    rows: int = _count()
+    bytes: int = _count()
+    already_exists: int = 0
+    out_of_range: int = 0
+    errors: int = 0
+    row_count: int | None = _maybe_count("as finalized")
+    last_error: str | None = Field(default=None, sa_type=Text)
+    last_error_at: datetime | None = _when()
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class Event(SQLModel, table=True):
+    """An event exactly as received; ``id`` is its deterministic id, ``seq`` arrival order."""
+
+    __table_args__ = (Index("ix_event_run_id_time", "run_id", "time"),)
+
+    seq: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    id: str = Field(max_length=32, unique=True)
+    type: str = Field(max_length=40, index=True)
+    run_id: str = Field(max_length=_NAME)
+    table_id: str = Field(max_length=_TABLE)
+    time: datetime = Field(sa_type=UTCDateTime)
+    received_at: datetime = Field(sa_type=UTCDateTime)
+    body: dict[str, Any] = Field(sa_type=JSON)
+
+
+class WriteRollup(SQLModel, table=True):
+    """Append requests of one minute by (run, table, stream type, response code)."""
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "minute", "table_id", "stream_type", "code"),
+        Index("ix_writerollup_table_id_minute", "table_id", "minute"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    run_id: str = Field(max_length=_NAME)
+    minute: datetime = Field(sa_type=UTCDateTime)
+    table_id: str = Field(max_length=_TABLE)
+    stream_type: str = Field(max_length=20)
+    code: str = Field(max_length=40)
+    requests: int = _count()
+    rows: int = _count()
+    bytes: int = _count()
+
+
+class AuditLog(SQLModel, table=True):
+    """One mutating call: who, what, on what, and how it ended."""
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    time: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+    actor: str = Field(max_length=_NAME, index=True)
+    role: str | None = Field(default=None, max_length=20)
+    action: str = Field(max_length=100, index=True)
+    method: str = Field(max_length=10)
+    path: str = Field(max_length=2000)
+    target: str | None = Field(default=None, sa_type=Text)
+    request_id: str = Field(max_length=100)
+    status_code: int
+    outcome: str = Field(sa_type=Text)
+
+
+class ApiToken(SQLModel, table=True):
+    """A bearer token created with ``onceover token create``; only its SHA-256 is kept."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=_NAME, unique=True)
+    role: str = Field(max_length=20)
+    token_hash: str = Field(max_length=64, unique=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    revoked_at: datetime | None = _when()

@@ -1,0 +1,175 @@
+"""Events as jobs send them, built with the shared schema (so a schema change breaks here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from onceover import events as ev
+
+TABLE = "onceover-local.ds.orders"
+T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _common(run: str, kind: str, t: float, *facts: object) -> dict[str, Any]:
+    return {"id": ev.event_id(run, kind, *facts), "time": at(t), "run_id": run, "table": TABLE,
+            "job": "orders"}  # fmt: skip
+
+
+def started(run: str, attempt: str, t: float, mode: ev.Mode = "pending") -> ev.RunStarted:
+    spec = ev.JobSpec(module="jobs.load_files", args=["--table", TABLE], checkpoint="/tmp/c")
+    return ev.RunStarted(
+        attempt_id=attempt, mode=mode, spec=spec, **_common(run, "started", t, attempt)
+    )
+
+
+def heartbeat(run: str, attempt: str, t: float, rows: int = 0) -> ev.RunHeartbeat:
+    return ev.RunHeartbeat(
+        attempt_id=attempt,
+        rows_committed=rows,
+        batches_committed=0,
+        **_common(run, "beat", t, attempt),
+    )
+
+
+def finished(run: str, attempt: str, t: float, rows: int) -> ev.RunFinished:
+    return ev.RunFinished(
+        attempt_id=attempt,
+        rows_committed=rows,
+        batches_committed=1,
+        **_common(run, "finished", t, attempt),
+    )
+
+
+def failed(run: str, attempt: str, t: float, error: str = "boom") -> ev.RunFailed:
+    return ev.RunFailed(attempt_id=attempt, error=error, **_common(run, "failed", t, attempt))
+
+
+def _streams(names: list[str], rows: int) -> list[ev.StreamRows]:
+    return [ev.StreamRows(stream=name, rows=rows, partition=i) for i, name in enumerate(names)]
+
+
+def intent(run: str, batch: int, t: float, streams: list[str], rows: int) -> ev.BatchIntent:
+    return ev.BatchIntent(
+        mode="pending",
+        query_id="q1",
+        batch_id=batch,
+        streams=_streams(streams, rows),
+        expected_rows=rows * len(streams),
+        **_common(run, "intent", t, batch),
+    )
+
+
+def committed(
+    run: str, batch: int, t: float, streams: list[str], rows: int, *, resolved: bool = False
+) -> ev.BatchCommitted:
+    return ev.BatchCommitted(
+        mode="pending",
+        query_id="q1",
+        batch_id=batch,
+        streams=_streams(streams, rows),
+        rows=rows * len(streams),
+        resolved=resolved,
+        **_common(run, "committed", t, batch, resolved),
+    )
+
+
+def skipped(run: str, batch: int, t: float, orphaned: list[str]) -> ev.BatchSkippedDuplicate:
+    return ev.BatchSkippedDuplicate(
+        mode="pending",
+        query_id="q1",
+        batch_id=batch,
+        rows=0,
+        orphaned_streams=orphaned,
+        **_common(run, "skipped", t, batch),
+    )
+
+
+def _stream(run: str, kind: str, t: float, stream: str, *facts: object) -> dict[str, Any]:
+    return {
+        **_common(run, kind, t, stream, *facts),
+        "mode": "pending",
+        "query_id": "q1",
+        "batch_id": 0,
+        "partition": 0,
+        "attempt": 0,
+        "stream": stream,
+        "stream_type": "PENDING",
+    }
+
+
+def created(run: str, stream: str, t: float) -> ev.StreamCreated:
+    return ev.StreamCreated(**_stream(run, "created", t, stream))
+
+
+def acked(run: str, stream: str, t: float, offset: int, rows: int) -> ev.AppendAcknowledged:
+    return ev.AppendAcknowledged(
+        offset=offset,
+        rows=rows,
+        bytes=rows * 10,
+        latency_ms=5.0,
+        **_stream(run, "acked", t, stream, offset),
+    )
+
+
+def already_exists(
+    run: str, stream: str, t: float, offset: int, rows: int
+) -> ev.AppendAlreadyExists:
+    return ev.AppendAlreadyExists(
+        offset=offset, rows=rows, **_stream(run, "exists", t, stream, offset)
+    )
+
+
+def out_of_range(run: str, stream: str, t: float, offset: int) -> ev.AppendOutOfRange:
+    return ev.AppendOutOfRange(
+        offset=offset, rows=1, message="gap", **_stream(run, "oor", t, stream, offset)
+    )
+
+
+def append_error(run: str, stream: str, t: float, code: str) -> ev.AppendError:
+    return ev.AppendError(
+        code=code,
+        offset=0,
+        rows=1,
+        retrying=True,
+        message="try again",
+        **_stream(run, "error", t, stream, code),
+    )
+
+
+def finalized(run: str, stream: str, t: float, rows: int) -> ev.StreamFinalized:
+    return ev.StreamFinalized(row_count=rows, **_stream(run, "finalized", t, stream))
+
+
+def orphaned(run: str, stream: str, t: float) -> ev.StreamOrphaned:
+    return ev.StreamOrphaned(reason="replay", **_stream(run, "orphaned", t, stream))
+
+
+def as_json(events: Sequence[BaseModel]) -> list[dict[str, Any]]:
+    return [event.model_dump(mode="json") for event in events]
+
+
+def full_run(run: str, attempt: str = "a1", rows: int = 100) -> list[ev.Event]:
+    """One attempt that appends two streams (one retry deduplicated), commits, finishes."""
+    s1, s2 = f"{run}/s1", f"{run}/s2"
+    half = rows // 2
+    return [
+        started(run, attempt, 0),
+        created(run, s1, 1),
+        created(run, s2, 1),
+        acked(run, s1, 2, 0, half),
+        already_exists(run, s1, 3, 0, half),
+        acked(run, s2, 2, 0, half),
+        finalized(run, s1, 4, half),
+        finalized(run, s2, 4, half),
+        intent(run, 0, 5, [s1, s2], half),
+        committed(run, 0, 6, [s1, s2], half),
+        finished(run, attempt, 7, rows),
+    ]

@@ -1,0 +1,244 @@
+"""``POST /api/events``: atomic, idempotent by event id, order-independent state."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func
+from sqlmodel import Session, select
+
+from backend.services.ingest import ingest_events
+from backend.tables import Batch, Event, Run, Stream, WriteRollup
+from onceover import events as ev
+from tests.backend import factory as f
+from tests.backend.conftest import INGEST, VIEWER, bearer
+
+
+def _count(engine: Engine, table: type[Any]) -> int:
+    with Session(engine) as session:
+        return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def _post(client: TestClient, events: list[Any]) -> Any:
+    return client.post("/api/events", json=events, headers=bearer(INGEST))
+
+
+def _run(client: TestClient, run_id: str) -> dict[str, Any]:
+    response = client.get(f"/api/runs/{run_id}", headers=bearer(VIEWER))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_batch_is_stored_and_applied(client: TestClient, engine: Engine) -> None:
+    events = f.as_json(f.full_run("r1"))
+
+    response = _post(client, events)
+
+    assert response.status_code == 200, response.text
+    assert response.json() == {"received": 11, "stored": 11, "duplicates": 0, "run_ids": ["r1"]}
+    assert _count(engine, Event) == 11
+    run = _run(client, "r1")
+    assert run["status"] == "succeeded"
+    assert run["rows_committed"] == 100
+    assert run["rows_expected"] == 100
+    assert run["table"] == f.TABLE
+    assert run["job"] == "orders"
+    assert run["spec"]["module"] == "jobs.load_files"
+    assert [b["state"] for b in run["batches"]] == ["committed"]
+    assert {s["name"]: s["state"] for s in run["streams"]} == {
+        "r1/s1": "committed",
+        "r1/s2": "committed",
+    }
+    s1 = next(s for s in run["streams"] if s["name"] == "r1/s1")
+    assert (s1["next_offset"], s1["rows"], s1["already_exists"], s1["row_count"]) == (50, 50, 1, 50)
+    assert run["write_requests"] == {"OK": 2, "ALREADY_EXISTS": 1}
+
+
+def test_reposting_stores_nothing_new(client: TestClient, engine: Engine) -> None:
+    events = f.as_json(f.full_run("r1"))
+    assert _post(client, events).status_code == 200
+    before = _run(client, "r1")
+
+    again = _post(client, events)
+    partly = _post(client, [events[3], events[3], *f.as_json([f.heartbeat("r1", "a1", 8)])])
+
+    assert again.status_code == 200
+    assert again.json() == {"received": 11, "stored": 0, "duplicates": 11, "run_ids": []}
+    assert partly.json() == {"received": 3, "stored": 1, "duplicates": 2, "run_ids": ["r1"]}
+    assert _count(engine, Event) == 12
+    after = _run(client, "r1")
+    for field in ("rows_committed", "rows_expected", "streams", "batches", "write_requests"):
+        assert after[field] == before[field], field
+    with Session(engine) as session:
+        assert session.exec(select(func.sum(WriteRollup.requests))).one() == 3
+
+
+def test_one_bad_event_rejects_the_whole_batch_and_names_it(
+    client: TestClient, engine: Engine
+) -> None:
+    events = f.as_json(f.full_run("r1"))
+    events[4] = {**events[4], "offset": -1}  # append_already_exists with a negative offset
+    events[7] = {**events[7], "type": "stream_exploded"}
+    del events[9]["rows"]  # batch_committed without rows
+
+    response = _post(client, events)
+
+    assert response.status_code == 422
+    bad = {(e["loc"][1], e["loc"][-1]) for e in response.json()["detail"]}
+    assert (4, "offset") in bad
+    assert any(index == 7 for index, _ in bad)
+    assert (9, "rows") in bad
+    assert {index for index, _ in bad} == {4, 7, 9}
+    for table in (Event, Run, Batch, Stream, WriteRollup):
+        assert _count(engine, table) == 0, table.__name__
+
+
+def test_a_batch_that_is_not_a_list_is_422(client: TestClient, engine: Engine) -> None:
+    response = client.post("/api/events", json={"type": "run_started"}, headers=bearer(INGEST))
+
+    assert response.status_code == 422
+    assert _count(engine, Event) == 0
+
+
+def test_too_many_events_in_one_request_is_422(client: TestClient, app: Any) -> None:
+    app.state.settings.max_events_per_request = 5
+    events = f.as_json(f.full_run("r1"))
+
+    response = _post(client, events)
+
+    assert response.status_code == 422
+    assert "at most 5 events" in response.text
+
+
+def test_any_arrival_order_gives_the_same_state(client: TestClient) -> None:
+    events = [*f.full_run("ordered"), f.heartbeat("ordered", "a1", 3)]
+    assert _post(client, f.as_json(events)).status_code == 200
+    expected = _run(client, "ordered")
+
+    for seed in range(3):
+        run_id = f"shuffled{seed}"
+        shuffled = [e.model_copy(update={"run_id": run_id}) for e in events]
+        for event in shuffled:  # the same facts about another run: new ids
+            object.__setattr__(event, "id", f"{seed:02d}{event.id[2:]}")
+        random.Random(seed).shuffle(shuffled)
+        for one in shuffled:  # one event per POST: the worst case for ordering
+            assert _post(client, f.as_json([one])).status_code == 200
+        got = _run(client, run_id)
+        for field in ("status", "rows_committed", "rows_expected", "batches_committed"):
+            assert got[field] == expected[field], (seed, field)
+        assert [(b["state"], b["rows"]) for b in got["batches"]] == [
+            (b["state"], b["rows"]) for b in expected["batches"]
+        ]
+        assert sorted((s["state"], s["rows"], s["next_offset"]) for s in got["streams"]) == sorted(
+            (s["state"], s["rows"], s["next_offset"]) for s in expected["streams"]
+        )
+        assert got["write_requests"] == expected["write_requests"]
+
+
+def test_late_events_never_move_state_backwards(client: TestClient) -> None:
+    s1 = "r1/s1"
+    assert _post(client, f.as_json(f.full_run("r1"))).status_code == 200
+
+    late = [f.created("r1", s1, 0.5), f.intent("r1", 0, 0.5, [s1], 1), f.heartbeat("r1", "a1", 6)]
+    assert _post(client, f.as_json(late)).status_code == 200
+
+    run = _run(client, "r1")
+    assert run["status"] == "succeeded"
+    assert next(s for s in run["streams"] if s["name"] == s1)["state"] == "committed"
+    assert run["batches"][0]["state"] == "committed"
+    assert run["batches"][0]["rows"] == 100
+
+
+def test_an_older_attempts_late_failure_does_not_fail_a_newer_success(client: TestClient) -> None:
+    events = [
+        f.started("r1", "a1", 0),
+        f.started("r1", "a2", 100),
+        f.finished("r1", "a2", 200, rows=10),
+    ]
+    assert _post(client, f.as_json(events)).status_code == 200
+
+    assert _post(client, f.as_json([f.failed("r1", "a1", 50, "crash")])).status_code == 200
+
+    run = _run(client, "r1")
+    assert run["status"] == "succeeded"
+    assert run["current_attempt_id"] == "a2"
+    assert [(a["attempt_id"], a["status"]) for a in run["attempts"]] == [
+        ("a1", "failed"),
+        ("a2", "succeeded"),
+    ]
+
+
+def test_a_replayed_batch_counts_once(client: TestClient) -> None:
+    s1, s2, s3 = "r1/s1", "r1/s2", "r1/s3"
+    events = [
+        f.started("r1", "a1", 0),
+        f.intent("r1", 0, 1, [s1], 10),
+        f.failed("r1", "a1", 3, "crashed after commit"),
+        f.started("r1", "a2", 10),
+        f.committed("r1", 0, 11, [s1], 10, resolved=True),
+        f.created("r1", s2, 12),
+        f.skipped("r1", 0, 13, [s2]),
+        f.intent("r1", 1, 14, [s3], 5),
+        f.committed("r1", 1, 15, [s3], 5),
+        f.finished("r1", "a2", 16, rows=15),
+    ]
+
+    assert _post(client, f.as_json(events)).status_code == 200
+
+    run = _run(client, "r1")
+    assert run["status"] == "succeeded"
+    assert len(run["attempts"]) == 2
+    assert run["rows_committed"] == 15
+    assert run["batches_committed"] == 2
+    assert run["rows_reported"] == 15
+    first = run["batches"][0]
+    assert (first["state"], first["resolved"], first["replays"]) == ("committed", True, 1)
+    assert next(s for s in run["streams"] if s["name"] == s2)["state"] == "orphaned"
+
+
+def test_errors_are_counted_by_code(client: TestClient) -> None:
+    s1 = "r1/s1"
+    events = [
+        f.started("r1", "a1", 0),
+        f.acked("r1", s1, 1, 0, 10),
+        f.append_error("r1", s1, 2, "UNAVAILABLE"),
+        f.out_of_range("r1", s1, 3, 99),
+    ]
+
+    assert _post(client, f.as_json(events)).status_code == 200
+
+    run = _run(client, "r1")
+    assert run["write_requests"] == {"OK": 1, "UNAVAILABLE": 1, "OUT_OF_RANGE": 1}
+    stream = run["streams"][0]
+    assert (stream["errors"], stream["out_of_range"]) == (1, 1)
+    assert stream["last_error"] == "OUT_OF_RANGE at offset 99: gap"
+
+
+def test_concurrent_posts_of_one_run_lose_nothing(engine: Engine) -> None:
+    """Four threads post overlapping slices of many events of one run at once."""
+    events: list[ev.Event] = [f.started("r1", "a1", 0)]
+    events += [f.acked("r1", f"r1/s{i % 7}", 1 + i / 100, i, 1) for i in range(400)]
+    slices = [events[i::3] + events[:50] for i in range(3)] + [events]
+    errors: list[BaseException] = []
+
+    def post(part: list[Any]) -> None:
+        try:
+            ingest_events(engine, part)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=post, args=(part,)) for part in slices]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not errors
+    assert _count(engine, Event) == 401
+    with Session(engine) as session:
+        assert session.exec(select(func.sum(WriteRollup.requests))).one() == 400
+        assert session.exec(select(func.sum(Stream.rows))).one() == 400
