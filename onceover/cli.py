@@ -6,22 +6,26 @@
     onceover serve      the control plane (backend and dashboard)
     onceover up         both, until Ctrl-C or SIGTERM
     onceover demo       start the stack, run the demo job, print what BigQuery holds
+    onceover db upgrade bring the backend's database to the latest migration
+    onceover token ...  create, list or revoke API tokens
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onceover import __version__
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig
 from onceover.console import configure_logging, run
-from onceover.errors import OnceoverError
+from onceover.errors import ConfigurationError, OnceoverError
 from onceover.localbq import (
     PINNED_VERSION,
     LocalBigQuery,
@@ -31,6 +35,9 @@ from onceover.localbq import (
 from onceover.preflight import check_java, check_port_free
 from onceover.processes import job_environment
 from onceover.stack import BackendProcess, check_children
+
+if TYPE_CHECKING:
+    from backend.core.config import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_BACKEND_PORT = 8000
@@ -88,23 +95,147 @@ def cmd_bigquery(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backend_settings(args: argparse.Namespace) -> Settings:
+    from pydantic import ValidationError
+
+    from backend.core.config import Settings
+
+    overrides = {"database_url": args.database_url} if args.database_url else {}
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(
+            "; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())
+        ) from None
+
+
+def _upgraded(settings: Settings) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from backend.core.migrate import upgrade_to_head
+
+    try:
+        upgrade_to_head(settings.database_url)
+    except SQLAlchemyError as exc:
+        from sqlalchemy.engine import make_url
+
+        where = make_url(settings.database_url).render_as_string(hide_password=True)
+        first = str(exc).splitlines()[0]
+        raise ConfigurationError(f"cannot upgrade the database {where}: {first}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from backend.core.config import Settings
+    from backend.core.logging import configure_backend_logging
     from backend.main import create_app
 
     check_port_free(args.host, args.port, "--port")
-    overrides = {"database_url": args.database_url} if args.database_url else {}
-    app = create_app(Settings(**overrides))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    settings = _backend_settings(args)
+    configure_backend_logging(settings.log_format)
+    _upgraded(settings)
+    app = create_app(settings)
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from backend.core.db import build_engine
+
+    settings = _backend_settings(args)
+    _upgraded(settings)
+    engine = build_engine(settings.database_url)
+    try:
+        with engine.connect() as connection:
+            revision = connection.exec_driver_sql(
+                "SELECT version_num FROM alembic_version"
+            ).scalar()
+    finally:
+        engine.dispose()
+    where = engine.url.render_as_string(hide_password=True)
+    print(f"Database {where} is at revision {revision} (head).")
+    return 0
+
+
+def _actor() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from backend.core.db import build_engine
+    from backend.services.tokens import TokenError, create_token
+
+    settings = _backend_settings(args)
+    _upgraded(settings)
+    name = args.name or f"{args.role}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    engine = build_engine(settings.database_url)
+    try:
+        token = create_token(engine, args.role, name, _actor())
+    except TokenError as exc:
+        raise ConfigurationError(str(exc)) from None
+    finally:
+        engine.dispose()
+    print(token)
+    print(f"{args.role} token {name!r} created; it is shown only this once.", file=sys.stderr)
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    from backend.core.db import build_engine
+    from backend.services.tokens import list_tokens
+
+    settings = _backend_settings(args)
+    _upgraded(settings)
+    engine = build_engine(settings.database_url)
+    try:
+        tokens = list_tokens(engine)
+    finally:
+        engine.dispose()
+    for token in tokens:
+        state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "live"
+        print(f"{token.name}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{state}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    from backend.core.db import build_engine
+    from backend.services.tokens import TokenError, revoke_token
+
+    settings = _backend_settings(args)
+    engine = build_engine(settings.database_url)
+    try:
+        revoke_token(engine, args.name, _actor())
+    except TokenError as exc:
+        raise ConfigurationError(str(exc)) from None
+    finally:
+        engine.dispose()
+    print(f"token {args.name!r} revoked")
+    return 0
+
+
+def development_tokens() -> dict[str, str]:
+    """One fresh token per role, for a local stack (``ONCEOVER_TOKENS`` wins if set)."""
+    from backend.core.config import ROLES, parse_tokens
+    from backend.core.security import new_token
+
+    configured = os.environ.get("ONCEOVER_TOKENS", "")
+    if configured:
+        return dict(parse_tokens(configured))
+    return {role: new_token() for role in ROLES}
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     stop = _stop_event()
     # Fail on a busy backend port before spending seconds starting BigQuery.
     check_port_free(args.host, args.port, "--port")
+    tokens = development_tokens()
     with (
         LocalBigQueryProcess(_bigquery_options(args)) as bigquery,
         BackendProcess(
@@ -112,16 +243,24 @@ def cmd_up(args: argparse.Namespace) -> int:
             port=args.port,
             database_url=args.database_url,
             bigquery=bigquery.config,
+            tokens=tokens,
         ) as backend,
     ):
         env = " ".join(f"{k}={v}" for k, v in bigquery.config.env().items())
+        shown = (
+            "  tokens:       from ONCEOVER_TOKENS\n"
+            if os.environ.get("ONCEOVER_TOKENS")
+            else "".join(f"  {role + ' token':<14}{token}\n" for role, token in tokens.items())
+        )
         print(
             f"Onceover is up.\n"
             f"  dashboard     {backend.url}/\n"
             f"  API           {backend.url}/api  (docs at {backend.url}/docs)\n"
             f"  BigQuery REST {bigquery.config.rest_endpoint}\n"
             f"  BigQuery gRPC {bigquery.config.grpc_endpoint}\n"
-            f"  for jobs:     export {env}\n"
+            f"{shown}"
+            f"  for jobs:     export {env} ONCEOVER_MONITOR_URL={backend.url} "
+            f"ONCEOVER_MONITOR_TOKEN={tokens.get('ingest', '<an ingest token>')}\n"
             "Ctrl-C to stop.",
             flush=True,
         )
@@ -134,14 +273,20 @@ def cmd_up(args: argparse.Namespace) -> int:
 DEMO_TABLE = f"{LOCAL_PROJECT}.onceover_demo.orders"
 
 
-def run_demo_load(config: BigQueryConfig, workdir: Path, rows: int) -> None:
-    """Generate order events, load them with the exactly-once job, count them in BigQuery."""
+def run_demo_load(
+    config: BigQueryConfig, workdir: Path, rows: int, monitor: dict[str, str] | None = None
+) -> Path:
+    """Generate order events, load them with the exactly-once job, count them in BigQuery.
+
+    ``monitor`` (``ONCEOVER_MONITOR_URL`` and ``_TOKEN``) sends the job's events to a
+    control plane. Returns the job's checkpoint directory.
+    """
     import shutil
 
     source, checkpoint = workdir / "orders", workdir / "checkpoint"
     for stale in (source, checkpoint):  # the local BigQuery is new each time: so are these
         shutil.rmtree(stale, ignore_errors=True)
-    env = {**job_environment(config), "ONCEOVER_LOG_FORMAT": "text"}
+    env = {**job_environment(config), "ONCEOVER_LOG_FORMAT": "text", **(monitor or {})}
     steps = [
         (f"Generating {rows:,} order events in 4 JSON files ...",
          ["-m", "jobs.generate", "--out", str(source), "--rows", str(rows), "--files", "4"]),
@@ -162,18 +307,58 @@ def run_demo_load(config: BigQueryConfig, workdir: Path, rows: int) -> None:
     print(f"BigQuery counted {counted['n']} rows ({counted['ids']} distinct event ids).")
     if not counted["n"] == counted["ids"] == rows:
         raise OnceoverError(f"BigQuery holds {counted['n']} rows; {rows} were loaded")
+    return checkpoint
+
+
+def report_run(backend: BackendProcess, token: str, checkpoint: Path, rows: int) -> None:
+    """What the control plane saw of the demo run (its events arrive as the job ends)."""
+    import time
+
+    import httpx
+
+    run_id = (checkpoint / "onceover" / "run_id").read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    deadline = time.monotonic() + 30
+    while True:
+        response = httpx.get(f"{backend.url}/api/runs/{run_id}", headers=headers, timeout=10)
+        run = response.json() if response.status_code == 200 else {}
+        if run.get("status") == "succeeded" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # the job's last events are a flush away; look again shortly
+    if run.get("status") != "succeeded":
+        raise OnceoverError(f"the control plane shows run {run_id} as {run.get('status')!r}")
+    requests = ", ".join(f"{code} {n}" for code, n in sorted(run["write_requests"].items()))
+    print(
+        f"Control plane: run {run_id} {run['status']}, {run['rows_committed']} rows committed "
+        f"in {run['batches_committed']} batches; append requests: {requests}."
+    )
+    if run["rows_committed"] != rows:
+        raise OnceoverError(f"the control plane counted {run['rows_committed']} rows, not {rows}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     check_java()
     logs = STATE_DIR / "demo"
     print("Starting the local BigQuery and the backend ...", flush=True)
+    tokens = development_tokens()
+    for stale in ("onceover.db", "onceover.db-wal", "onceover.db-shm"):  # a fresh run each time
+        (logs / stale).unlink(missing_ok=True)
     with (
         LocalBigQueryProcess(log_path=logs / "local-bigquery.log") as bigquery,
-        BackendProcess(bigquery=bigquery.config, log_path=logs / "backend.log") as backend,
+        BackendProcess(
+            bigquery=bigquery.config,
+            log_path=logs / "backend.log",
+            database_url=f"sqlite:///{logs / 'onceover.db'}",
+            tokens=tokens,
+        ) as backend,
     ):
         print(f"  BigQuery REST {bigquery.config.rest_endpoint}, backend {backend.url}")
-        run_demo_load(bigquery.config, logs, args.rows)
+        monitor = {
+            "ONCEOVER_MONITOR_URL": backend.url,
+            "ONCEOVER_MONITOR_TOKEN": tokens["ingest"],
+        }
+        checkpoint = run_demo_load(bigquery.config, logs, args.rows, monitor)
+        report_run(backend, tokens["viewer"], checkpoint, args.rows)
         code, health = backend.health()
         print(
             f"Backend health: {health['status']} (database {health['database']['status']}, "
@@ -245,6 +430,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--rows", type=_positive, default=10_000, help="rows to write")
     demo.set_defaults(handler=cmd_demo)
+
+    def database_option(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--database-url", default=None,
+                             help="SQLAlchemy URL (default $ONCEOVER_DATABASE_URL, else an "
+                                  "SQLite file in $ONCEOVER_DATA_DIR, .onceover)")  # fmt: skip
+
+    db = commands.add_parser("db", help="the backend's database")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    upgrade = db_commands.add_parser("upgrade", help="apply every migration not yet applied")
+    database_option(upgrade)
+    upgrade.set_defaults(handler=cmd_db_upgrade)
+
+    token = commands.add_parser("token", help="API tokens (stored hashed)")
+    token_commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
+    create = token_commands.add_parser("create", help="make a token and print it once")
+    create.add_argument("--role", required=True, choices=["ingest", "viewer", "operator"])
+    create.add_argument("--name", default=None, help="a unique name (default: role and time)")
+    database_option(create)
+    create.set_defaults(handler=cmd_token_create)
+    listing = token_commands.add_parser("list", help="names, roles and states (never secrets)")
+    database_option(listing)
+    listing.set_defaults(handler=cmd_token_list)
+    revoke = token_commands.add_parser("revoke", help="stop a token from working")
+    revoke.add_argument("--name", required=True)
+    database_option(revoke)
+    revoke.set_defaults(handler=cmd_token_revoke)
     return parser
 
 

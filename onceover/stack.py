@@ -27,15 +27,17 @@ class BackendProcess(StartStop):
         database_url: str | None = None,
         bigquery: BigQueryConfig,
         log_path: Path | None = None,
+        tokens: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
         argv = [sys.executable, "-m", "onceover", "serve", "--host", host, "--port", str(self.port)]
         if database_url:
             argv += ["--database-url", database_url]
-        self.child = ChildProcess(
-            "the backend", argv, env=job_environment(bigquery), log_path=log_path
-        )
+        env = job_environment(bigquery)
+        if tokens:
+            env["ONCEOVER_TOKENS"] = ",".join(f"{role}:{token}" for role, token in tokens.items())
+        self.child = ChildProcess("the backend", argv, env=env, log_path=log_path)
 
     @property
     def url(self) -> str:
