@@ -50,6 +50,17 @@ def test_up_serves_the_dashboard_and_health_then_stops_cleanly(
         assert health.json()["bigquery"]["status"] == "ok"
         assert f"127.0.0.1:{grpc_port}" in health.json()["bigquery"]["target"]
         assert f"http://127.0.0.1:{rest_port}" in "".join(output.lines)
+        tokens = dict(
+            line.split(" token", 1)[0].split()[-1:] + line.split()[-1:]
+            for line in output.lines
+            if " token " in line
+        )
+        assert set(tokens) == {"ingest", "viewer", "operator"}
+        runs = httpx.get(f"{base}/api/runs", headers={"Authorization": f"Bearer {tokens['viewer']}"},
+                         timeout=10)  # fmt: skip
+        assert runs.status_code == 200, runs.text
+        assert httpx.get(f"{base}/api/runs", timeout=10).status_code == 401
+        assert f"ONCEOVER_MONITOR_TOKEN={tokens['ingest']}" in "".join(output.lines)
 
         process.send_signal(stop_signal)
         assert process.wait(timeout=60) == 0
@@ -111,6 +122,7 @@ def test_demo_prints_the_10000_rows_bigquery_counted(
     assert "BigQuery counted 10000 rows (10000 distinct event ids)." in result.stdout
     assert "Committed 10,000 rows in 2 batches" in result.stdout
     assert "Backend health: ok (database ok, BigQuery ok)" in result.stdout
+    assert "succeeded, 10000 rows committed in 2 batches" in result.stdout
     assert (tmp_path / ".onceover" / "demo" / "backend.log").exists()
 
 

@@ -6,6 +6,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, insert
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -21,6 +22,16 @@ logger = logging.getLogger(__name__)
 MAX_TRANSACTION_TRIES = 6
 _ID_CHUNK = 500  # bound on bind parameters per IN (...)
 
+# The event schema bounds integers below (ge=0) but not above, and a value too large for
+# its column was a 500 (SQLite: OverflowError; PostgreSQL: integer out of range), found
+# by tests/backend/test_schemathesis.py. Batch ids, partitions and task attempts are
+# 32-bit INTEGER columns; every other integer is a count kept in BIGINT columns and
+# added up there, so it is held to what JSON readers (the dashboard) represent exactly,
+# which leaves the sums of many events room below 2**63.
+INT32_MAX = 2**31 - 1
+COUNT_MAX = 2**53 - 1
+_INT32_FIELDS = frozenset({"batch_id", "partition", "attempt"})
+
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -30,6 +41,30 @@ class IngestResult:
     stored: int
     duplicates: int
     run_ids: list[str]
+
+
+def out_of_range_integers(events: list[ev.Event]) -> list[dict[str, Any]]:
+    """Validation errors (FastAPI's shape, ``loc: ["body", index, type, field...]``) for
+    integers too large to store; empty when every event fits."""
+    errors: list[dict[str, Any]] = []
+
+    def walk(value: object, loc: list[str | int], name: str | int) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, [*loc, key], key)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, [*loc, index], name)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            limit = INT32_MAX if name in _INT32_FIELDS else COUNT_MAX
+            if value > limit:
+                errors.append({"type": "less_than_equal", "loc": loc, "input": value,
+                               "msg": f"Input should be less than or equal to {limit}",
+                               "ctx": {"le": limit}})  # fmt: skip
+
+    for index, event in enumerate(events):
+        walk(event.model_dump(), ["body", index, event.type], index)
+    return errors
 
 
 def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResult:

@@ -9,12 +9,13 @@ it has it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
@@ -52,26 +53,51 @@ QUERIES: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
-def api_routes(app: FastAPI) -> list[APIRoute]:
-    return [r for r in app.routes if isinstance(r, APIRoute) and r.path.startswith("/api")]
+@dataclass(frozen=True)
+class ApiRoute:
+    """A route as the app serves it: its full path and its whole dependency tree
+    (dependencies of the routers it was included through count too)."""
+
+    path: str
+    methods: frozenset[str]
+    dependant: Dependant
+    takes_body: bool
+    event_stream: bool
+
+
+def api_routes(app: FastAPI) -> list[ApiRoute]:
+    """Every ``APIRoute`` under ``/api``. FastAPI includes routers lazily, so
+    ``app.routes`` holds included routers; walk them as FastAPI's OpenAPI builder does."""
+    found = []
+    for context in iter_route_contexts(app.routes):
+        if not isinstance(context.original_route, APIRoute) or not context.path:
+            continue
+        if not context.path.startswith("/api"):
+            continue
+        response_class = getattr(context.response_class, "value", context.response_class)
+        found.append(
+            ApiRoute(
+                path=context.path,
+                methods=frozenset(context.methods or ()),
+                dependant=context.dependant,
+                takes_body=context.body_field is not None,
+                event_stream=getattr(response_class, "media_type", None) == "text/event-stream",
+            )
+        )
+    return found
 
 
 def role_checks(dependant: Dependant) -> list[RoleCheck]:
-    """Every ``RoleCheck`` in a route's dependency tree."""
+    """Every ``RoleCheck`` in a dependency tree."""
     found = [dependant.call] if isinstance(dependant.call, RoleCheck) else []
     for sub in dependant.dependencies:
         found += role_checks(sub)
     return found
 
 
-def required_role(route: APIRoute) -> str | None:
+def required_role(route: ApiRoute) -> str | None:
     checks = role_checks(route.dependant)
     return checks[0].role if checks else None
-
-
-def is_event_stream(route: APIRoute) -> bool:
-    response_class = getattr(route.response_class, "value", route.response_class)
-    return getattr(response_class, "media_type", None) == "text/event-stream"
 
 
 # Collected from an app of its own (no database is touched building it) so each route
@@ -135,11 +161,13 @@ def test_role_matrix(client: TestClient, method: str, path: str) -> None:
     route = ROUTES[method, path]
     role = required_role(route)
     if role is None:
-        pytest.fail(f"{method} {path} has no role check: declare IngestDep, ViewerDep or OperatorDep")
+        pytest.fail(
+            f"{method} {path} has no role check: declare IngestDep, ViewerDep or OperatorDep"
+        )
     assert role in {"ingest", "viewer", "operator"}, f"{method} {path}: unknown role {role!r}"
-    if route.body_field is not None and (method, path) not in BODIES:
+    if route.takes_body and (method, path) not in BODIES:
         pytest.fail(f"{method} {path} takes a body: add a plausible one to BODIES")
-    streaming = is_event_stream(route)
+    streaming = route.event_stream
 
     for label, headers in (("no token", {}), ("an unissued token", bearer(UNISSUED))):
         status = _call(client, method, path, headers, streaming=streaming)

@@ -1,0 +1,86 @@
+"""``GET /api/runs`` filters and pages; ``GET /api/runs/{run_id}`` shows one run whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from onceover import events as ev
+from tests.backend import factory as f
+from tests.backend.conftest import INGEST, VIEWER, bearer
+
+
+def _list(client: TestClient, **params: Any) -> Any:
+    response = client.get("/api/runs", params=params, headers=bearer(VIEWER))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _seed(client: TestClient) -> None:
+    events: list[ev.Event] = []
+    for i in range(5):  # five finished runs, a minute apart
+        events += [
+            e.model_copy(update={"time": e.time + (f.at(60 * i) - f.T0)})
+            for e in f.full_run(f"ok{i}")
+        ]
+    events += [f.started("bad", "a1", 400), f.failed("bad", "a1", 401, "no table")]
+    other = f.started("other", "a1", 500).model_copy(
+        update={"table": "p.ds.other", "job": "refunds"}
+    )
+    events.append(other)
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+
+def test_filters_and_pages(client: TestClient) -> None:
+    _seed(client)
+
+    everything = _list(client)
+    assert everything["count"] == 7
+    assert [r["run_id"] for r in everything["data"]][:3] == ["other", "bad", "ok4"]  # newest first
+
+    assert [r["run_id"] for r in _list(client, status="failed")["data"]] == ["bad"]
+    both = _list(client, status=["failed", "running"])
+    assert {r["run_id"] for r in both["data"]} == {"bad", "other"}
+    assert [r["run_id"] for r in _list(client, job="refunds")["data"]] == ["other"]
+    assert _list(client, table=f.TABLE)["count"] == 6
+    window = _list(client, since=f.at(60).isoformat(), until=f.at(180).isoformat())
+    assert [r["run_id"] for r in window["data"]] == ["ok2", "ok1"]
+
+    page = _list(client, status="succeeded", limit=2, offset=2)
+    assert page["count"] == 5
+    assert [r["run_id"] for r in page["data"]] == ["ok2", "ok1"]
+
+
+def test_bad_filters_are_422_naming_the_parameter(client: TestClient) -> None:
+    for params, name in [({"status": "sleeping"}, "status"), ({"limit": 0}, "limit"),
+                         ({"since": "yesterday"}, "since")]:  # fmt: skip
+        response = client.get("/api/runs", params=params, headers=bearer(VIEWER))
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"][-1] in (name, 0), response.text
+        assert name in response.json()["detail"][0]["loc"]
+
+
+def test_a_run_has_attempts_batches_and_streams(client: TestClient) -> None:
+    _seed(client)
+
+    run = client.get("/api/runs/ok0", headers=bearer(VIEWER)).json()
+
+    assert run["run_id"] == "ok0"
+    assert run["status"] == "succeeded"
+    assert run["table"] == f.TABLE
+    assert run["rows_committed"] == 100
+    assert [a["attempt_id"] for a in run["attempts"]] == ["a1"]
+    assert run["attempts"][0]["spec"]["module"] == "jobs.load_files"
+    assert [(b["batch_id"], b["state"], b["rows"]) for b in run["batches"]] == [
+        (0, "committed", 100)
+    ]
+    assert run["batches"][0]["committed_at"] == "2026-11-01T12:00:06Z"
+    assert len(run["streams"]) == 2
+
+
+def test_an_unknown_run_is_404(client: TestClient) -> None:
+    response = client.get("/api/runs/nope", headers=bearer(VIEWER))
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no run 'nope'"}
