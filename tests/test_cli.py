@@ -56,8 +56,8 @@ def test_up_serves_the_dashboard_and_health_then_stops_cleanly(
             if " token " in line
         )
         assert set(tokens) == {"ingest", "viewer", "operator"}
-        runs = httpx.get(f"{base}/api/runs", headers={"Authorization": f"Bearer {tokens['viewer']}"},
-                         timeout=10)  # fmt: skip
+        viewer = {"Authorization": f"Bearer {tokens['viewer']}"}
+        runs = httpx.get(f"{base}/api/runs", headers=viewer, timeout=10)
         assert runs.status_code == 200, runs.text
         assert httpx.get(f"{base}/api/runs", timeout=10).status_code == 401
         assert f"ONCEOVER_MONITOR_TOKEN={tokens['ingest']}" in "".join(output.lines)

@@ -70,18 +70,11 @@ def test_a_run_without_appends_has_zero_counts(client: TestClient) -> None:
 
 
 def test_bad_parameters_are_422_naming_the_parameter(client: TestClient) -> None:
+    ten_days = {"run_id": "r1", "since": f.at(0).isoformat(), "until": f.at(864000).isoformat()}
     cases = [
         ({"run_id": "r1", "step": "90s"}, "step"),
         ({"run_id": "r1", "step": "fast"}, "step"),
-        (
-            {
-                "run_id": "r1",
-                "step": "1m",
-                "since": f.at(0).isoformat(),
-                "until": f.at(10 * 86400).isoformat(),
-            },
-            "step",
-        ),  # fmt: skip
+        (ten_days, "step"),  # 14,400 one-minute steps
         ({"run_id": "r1", "since": f.at(100).isoformat(), "until": f.at(0).isoformat()}, "since"),
         ({"run_id": "r1", "since": "2026-11-01T12:00:00"}, "since"),  # no time zone
         ({}, "run_id"),
