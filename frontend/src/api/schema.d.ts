@@ -4,6 +4,70 @@
  */
 
 export interface paths {
+    "/api/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Audit
+         * @description Who did what, to what, with which request id and outcome.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream Changes
+         * @description ``text/event-stream``: ``ready`` once, then ``runs`` whenever runs change.
+         */
+        get: operations["streamChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ingest
+         * @description Store a batch of events, all or none.
+         *
+         *     A batch with any invalid event is refused whole with 422, each error naming the
+         *     event by its index (``loc: ["body", index, type, field]``). Events already stored
+         *     (same id) are counted as duplicates and change nothing, so a retry is always safe.
+         */
+        post: operations["ingestEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/health": {
         parameters: {
             query?: never;
@@ -24,10 +88,672 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/metrics/write-errors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Write Errors
+         * @description Append requests per step by response code (``OK``, ``ALREADY_EXISTS``,
+         *     ``OUT_OF_RANGE``, other codes by name), with totals and each code's rate.
+         *
+         *     ALREADY_EXISTS is deduplication at work (a retried append the server already had);
+         *     OUT_OF_RANGE is a gap in the writer's offsets and should never be seen.
+         */
+        get: operations["getWriteErrors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Runs
+         * @description Runs, newest first, with the total that match before paging.
+         */
+        get: operations["listRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Run
+         * @description One run: status and totals, every attempt, the batch commit history, the streams.
+         */
+        get: operations["getRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** AppendAcknowledged */
+        AppendAcknowledged: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /** Bytes */
+            bytes: number;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /** Latency Ms */
+            latency_ms: number;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Offset */
+            offset: number | null;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_acknowledged";
+        };
+        /** AppendAlreadyExists */
+        AppendAlreadyExists: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Bytes
+             * @default 0
+             */
+            bytes: number;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Offset */
+            offset: number;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_already_exists";
+        };
+        /** AppendError */
+        AppendError: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /** Code */
+            code: string;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Message
+             * @default
+             */
+            message: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Offset */
+            offset: number | null;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Retrying */
+            retrying: boolean;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_error";
+        };
+        /** AppendOutOfRange */
+        AppendOutOfRange: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Message
+             * @default
+             */
+            message: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Offset */
+            offset: number;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_out_of_range";
+        };
+        /**
+         * AttemptPublic
+         * @description One launch of the run.
+         */
+        AttemptPublic: {
+            /** Attempt Id */
+            attempt_id: string;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Last Event At */
+            last_event_at: string | null;
+            /** Last Heartbeat At */
+            last_heartbeat_at: string | null;
+            /** Rows Reported */
+            rows_reported: number | null;
+            /** Spec */
+            spec: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Started
+             * @description its run_started event has arrived
+             */
+            started: boolean;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stalled";
+        };
+        /** AuditEntryPublic */
+        AuditEntryPublic: {
+            /** Action */
+            action: string;
+            /** Actor */
+            actor: string;
+            /** Id */
+            id: number;
+            /** Method */
+            method: string;
+            /** Outcome */
+            outcome: string;
+            /** Path */
+            path: string;
+            /** Request Id */
+            request_id: string;
+            /** Role */
+            role: string | null;
+            /** Status Code */
+            status_code: number;
+            /** Target */
+            target: string | null;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+        };
+        /** AuditLogPublic */
+        AuditLogPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AuditEntryPublic"][];
+        };
+        /** BatchAborted */
+        BatchAborted: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Query Id */
+            query_id: string;
+            /** Reason */
+            reason: string;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Streams */
+            streams: components["schemas"]["StreamRows"][];
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "batch_aborted";
+        };
+        /** BatchCommitted */
+        BatchCommitted: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /** Duration Ms */
+            duration_ms?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Query Id */
+            query_id: string;
+            /**
+             * Resolved
+             * @description committed by an earlier attempt, found on replay
+             * @default false
+             */
+            resolved: boolean;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Streams */
+            streams: components["schemas"]["StreamRows"][];
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "batch_committed";
+        };
+        /** BatchIntent */
+        BatchIntent: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /** Expected Rows */
+            expected_rows: number;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Query Id */
+            query_id: string;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Streams */
+            streams: components["schemas"]["StreamRows"][];
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "batch_intent";
+        };
+        /**
+         * BatchPublic
+         * @description One batch in the commit history.
+         */
+        BatchPublic: {
+            /** Abort Reason */
+            abort_reason: string | null;
+            /** Aborted At */
+            aborted_at: string | null;
+            /** Batch Id */
+            batch_id: number | null;
+            /** Commit Ms */
+            commit_ms: number | null;
+            /** Committed At */
+            committed_at: string | null;
+            /** Expected Rows */
+            expected_rows: number | null;
+            /** Intent At */
+            intent_at: string | null;
+            /** Mode */
+            mode: string;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Replays
+             * @description times a replay of it was skipped as a duplicate
+             */
+            replays: number;
+            /**
+             * Resolved
+             * @description committed by an earlier attempt, found on replay
+             */
+            resolved: boolean;
+            /** Rows */
+            rows: number | null;
+            /** Rows Rewritten */
+            rows_rewritten: number;
+            /** Skipped At */
+            skipped_at: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "intent" | "committed" | "skipped_duplicate" | "aborted";
+            /** Streams */
+            streams: components["schemas"]["BatchStreamPublic"][];
+            /** Table */
+            table: string;
+        };
+        /** BatchSkippedDuplicate */
+        BatchSkippedDuplicate: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /**
+             * Orphaned Streams
+             * @default []
+             */
+            orphaned_streams: string[];
+            /** Query Id */
+            query_id: string;
+            /**
+             * Rows
+             * @description rows the replay wrote again on streams never committed
+             */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "batch_skipped_duplicate";
+        };
+        /** BatchStreamPublic */
+        BatchStreamPublic: {
+            /** Attempt */
+            attempt?: number | null;
+            /**
+             * Bytes
+             * @default 0
+             */
+            bytes: number;
+            /** Partition */
+            partition?: number | null;
+            /** Rows */
+            rows: number;
+            /** Stream */
+            stream: string;
+        };
         /**
          * DependencyHealth
          * @description Whether one dependency answered, how fast, and what it is.
@@ -54,6 +780,11 @@ export interface components {
              */
             target: string;
         };
+        /** HTTPValidationError */
+        HTTPValidationError: {
+            /** Detail */
+            detail?: components["schemas"]["ValidationError"][];
+        };
         /**
          * HealthPublic
          * @description ``GET /api/health``: ``status`` is ``ok`` only when every dependency is ``ok``.
@@ -69,6 +800,671 @@ export interface components {
             /** Version */
             version: string;
         };
+        /**
+         * IngestResultPublic
+         * @description ``POST /api/events``: how many events were new and how many were already stored.
+         */
+        IngestResultPublic: {
+            /**
+             * Duplicates
+             * @description events whose id was already stored (or repeated)
+             */
+            duplicates: number;
+            /** Received */
+            received: number;
+            /**
+             * Run Ids
+             * @description runs the new events belong to
+             */
+            run_ids: string[];
+            /** Stored */
+            stored: number;
+        };
+        /**
+         * JobSpec
+         * @description How to launch the job again: ``python -m <module> <args...>``.
+         */
+        JobSpec: {
+            /** Args */
+            args: string[];
+            /** Checkpoint */
+            checkpoint?: string | null;
+            /** Ledger */
+            ledger?: string | null;
+            /** Module */
+            module: string;
+        };
+        /**
+         * RunDetailPublic
+         * @description ``GET /api/runs/{run_id}``: the run with its attempts, batches and streams.
+         */
+        RunDetailPublic: {
+            /**
+             * Attempts
+             * @description oldest first
+             */
+            attempts: components["schemas"]["AttemptPublic"][];
+            /**
+             * Batches
+             * @description commit history, by query and batch id
+             */
+            batches: components["schemas"]["BatchPublic"][];
+            /** Batches Committed */
+            batches_committed: number;
+            /** Current Attempt Id */
+            current_attempt_id: string | null;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Job */
+            job: string | null;
+            /** Last Event At */
+            last_event_at: string | null;
+            /** Last Heartbeat At */
+            last_heartbeat_at: string | null;
+            /** Mode */
+            mode: string | null;
+            /**
+             * Rows Committed
+             * @description rows of committed batches, each batch once
+             */
+            rows_committed: number;
+            /**
+             * Rows Expected
+             * @description rows of batches intended or committed
+             */
+            rows_expected: number;
+            /**
+             * Rows Reported
+             * @description rows the job's own ledger reports committed
+             */
+            rows_reported: number | null;
+            /** Run Id */
+            run_id: string;
+            /** Spec */
+            spec: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stalled" | "resuming";
+            /** Streams */
+            streams: components["schemas"]["StreamPublic"][];
+            /** Table */
+            table: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /**
+             * Write Requests
+             * @description append requests by response code
+             */
+            write_requests: {
+                [key: string]: number;
+            };
+        };
+        /** RunFailed */
+        RunFailed: {
+            /** Attempt Id */
+            attempt_id: string;
+            /** Error */
+            error: string;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /** Rows Committed */
+            rows_committed?: number | null;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_failed";
+        };
+        /** RunFinished */
+        RunFinished: {
+            /** Attempt Id */
+            attempt_id: string;
+            /** Batches Committed */
+            batches_committed: number;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /** Rows Committed */
+            rows_committed: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_finished";
+        };
+        /** RunHeartbeat */
+        RunHeartbeat: {
+            /** Attempt Id */
+            attempt_id: string;
+            /** Batches Committed */
+            batches_committed: number;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /** Rows Committed */
+            rows_committed: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_heartbeat";
+        };
+        /**
+         * RunPublic
+         * @description A run as listed: its state and totals.
+         */
+        RunPublic: {
+            /** Batches Committed */
+            batches_committed: number;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Job */
+            job: string | null;
+            /** Last Event At */
+            last_event_at: string | null;
+            /** Last Heartbeat At */
+            last_heartbeat_at: string | null;
+            /** Mode */
+            mode: string | null;
+            /**
+             * Rows Committed
+             * @description rows of committed batches, each batch once
+             */
+            rows_committed: number;
+            /**
+             * Rows Expected
+             * @description rows of batches intended or committed
+             */
+            rows_expected: number;
+            /**
+             * Rows Reported
+             * @description rows the job's own ledger reports committed
+             */
+            rows_reported: number | null;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stalled" | "resuming";
+            /** Table */
+            table: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** RunStarted */
+        RunStarted: {
+            /** Attempt Id */
+            attempt_id: string;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Query Id */
+            query_id?: string | null;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            spec?: components["schemas"]["JobSpec"] | null;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_started";
+        };
+        /** RunsPublic */
+        RunsPublic: {
+            /**
+             * Count
+             * @description runs matching the filters, before paging
+             */
+            count: number;
+            /** Data */
+            data: components["schemas"]["RunPublic"][];
+        };
+        /** StreamCreated */
+        StreamCreated: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Resumed
+             * @description a retried task found this stream again
+             * @default false
+             */
+            resumed: boolean;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "stream_created";
+        };
+        /** StreamFinalized */
+        StreamFinalized: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Row Count */
+            row_count: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "stream_finalized";
+        };
+        /** StreamOrphaned */
+        StreamOrphaned: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "committed" | "default";
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Reason */
+            reason: string;
+            /**
+             * Rows
+             * @default 0
+             */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "stream_orphaned";
+        };
+        /**
+         * StreamPublic
+         * @description One write stream the run used.
+         */
+        StreamPublic: {
+            /** Already Exists */
+            already_exists: number;
+            /** Appends */
+            appends: number;
+            /** Batch Id */
+            batch_id: number | null;
+            /** Bytes */
+            bytes: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Errors */
+            errors: number;
+            /** Last Error */
+            last_error: string | null;
+            /** Last Error At */
+            last_error_at: string | null;
+            /** Name */
+            name: string;
+            /** Next Offset */
+            next_offset: number | null;
+            /** Out Of Range */
+            out_of_range: number;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Row Count */
+            row_count: number | null;
+            /** Rows */
+            rows: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "created" | "appending" | "finalized" | "committed" | "orphaned";
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            /** Table */
+            table: string;
+            /** Task Attempt */
+            task_attempt: number;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /**
+         * StreamRows
+         * @description One stream of a batch with what it holds.
+         */
+        StreamRows: {
+            /** Attempt */
+            attempt?: number | null;
+            /**
+             * Bytes
+             * @default 0
+             */
+            bytes: number;
+            /** Partition */
+            partition?: number | null;
+            /** Rows */
+            rows: number;
+            /** Stream */
+            stream: string;
+        };
+        /** ValidationError */
+        ValidationError: {
+            /** Context */
+            ctx?: Record<string, never>;
+            /** Input */
+            input?: unknown;
+            /** Location */
+            loc: (string | number)[];
+            /** Message */
+            msg: string;
+            /** Error Type */
+            type: string;
+        };
+        /**
+         * WriteErrorsPublic
+         * @description Append requests by response code, per step, with totals and rates.
+         */
+        WriteErrorsPublic: {
+            /**
+             * Rates
+             * @description share of requests per code, 0..1
+             */
+            rates: {
+                [key: string]: number;
+            };
+            /** Requests */
+            requests: number;
+            /**
+             * Rows
+             * @description rows by response code over the range
+             */
+            rows: {
+                [key: string]: number;
+            };
+            /** Run Id */
+            run_id: string | null;
+            /** Series */
+            series: components["schemas"]["WriteErrorsStep"][];
+            /**
+             * Since
+             * Format: date-time
+             */
+            since: string;
+            /** Step S */
+            step_s: number;
+            /** Table */
+            table: string | null;
+            /**
+             * Totals
+             * @description requests by response code over the range
+             */
+            totals: {
+                [key: string]: number;
+            };
+            /**
+             * Until
+             * Format: date-time
+             */
+            until: string;
+        };
+        /** WriteErrorsStep */
+        WriteErrorsStep: {
+            /**
+             * Counts
+             * @description requests by response code (OK, ALREADY_EXISTS ...)
+             */
+            counts: {
+                [key: string]: number;
+            };
+            /** Requests */
+            requests: number;
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -78,6 +1474,109 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listAudit: {
+        parameters: {
+            query?: {
+                actor?: string | null;
+                action?: string | null;
+                since?: string | null;
+                until?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditLogPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    streamChanges: {
+        parameters: {
+            query?: {
+                /** @description only this run */
+                run_id?: string | null;
+            };
+            header?: {
+                "last-event-id"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    ingestEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IngestResultPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     getHealth: {
         parameters: {
             query?: never;
@@ -103,6 +1602,123 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HealthPublic"];
+                };
+            };
+        };
+    };
+    getWriteErrors: {
+        parameters: {
+            query?: {
+                run_id?: string | null;
+                table?: string | null;
+                /** @description default: the run's first append */
+                since?: string | null;
+                /** @description default: now */
+                until?: string | null;
+                /** @description 60s, 5m, 1h ... */
+                step?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WriteErrorsPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listRuns: {
+        parameters: {
+            query?: {
+                /** @description any of these */
+                status?: ("running" | "succeeded" | "failed" | "stalled" | "resuming")[] | null;
+                job?: string | null;
+                /** @description project.dataset.table */
+                table?: string | null;
+                /** @description started at or after */
+                since?: string | null;
+                /** @description started before */
+                until?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunsPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetailPublic"];
+                };
+            };
+            /** @description No such run */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
