@@ -250,7 +250,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         shown = (
             "  tokens:       from ONCEOVER_TOKENS\n"
             if os.environ.get("ONCEOVER_TOKENS")
-            else "".join(f"  {role + ' token':<14}{token}\n" for role, token in tokens.items())
+            else "".join(
+                f"  {'tokens' if i == 0 else '':<14}{role:<9}{token}\n"
+                for i, (role, token) in enumerate(tokens.items())
+            )
         )
         print(
             f"Onceover is up.\n"

@@ -50,11 +50,9 @@ def test_up_serves_the_dashboard_and_health_then_stops_cleanly(
         assert health.json()["bigquery"]["status"] == "ok"
         assert f"127.0.0.1:{grpc_port}" in health.json()["bigquery"]["target"]
         assert f"http://127.0.0.1:{rest_port}" in "".join(output.lines)
-        tokens = dict(
-            line.split(" token", 1)[0].split()[-1:] + line.split()[-1:]
-            for line in output.lines
-            if " token " in line
-        )
+        roles = {"ingest", "viewer", "operator"}
+        printed = [line.split()[-2:] for line in output.lines if len(line.split()) >= 2]
+        tokens = {role: token for role, token in printed if role in roles}
         assert set(tokens) == {"ingest", "viewer", "operator"}
         viewer = {"Authorization": f"Bearer {tokens['viewer']}"}
         runs = httpx.get(f"{base}/api/runs", headers=viewer, timeout=10)
