@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +39,8 @@ from onceover.processes import job_environment
 from onceover.stack import BackendProcess, check_children
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from backend.core.config import Settings
 
 DEFAULT_HOST = "127.0.0.1"
@@ -139,19 +143,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_db_upgrade(args: argparse.Namespace) -> int:
+@contextmanager
+def _database(args: argparse.Namespace, *, upgrade: bool = True) -> Iterator[Engine]:
+    """The backend's database engine (upgraded to the latest migration first)."""
     from backend.core.db import build_engine
 
     settings = _backend_settings(args)
-    _upgraded(settings)
+    if upgrade:
+        _upgraded(settings)
     engine = build_engine(settings.database_url)
     try:
-        with engine.connect() as connection:
-            revision = connection.exec_driver_sql(
-                "SELECT version_num FROM alembic_version"
-            ).scalar()
+        yield engine
     finally:
         engine.dispose()
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    with _database(args) as engine, engine.connect() as connection:
+        revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     where = engine.url.render_as_string(hide_password=True)
     print(f"Database {where} is at revision {revision} (head).")
     return 0
@@ -169,35 +178,24 @@ def _actor() -> str:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from backend.core.db import build_engine
     from backend.services.tokens import TokenError, create_token
 
-    settings = _backend_settings(args)
-    _upgraded(settings)
     name = args.name or f"{args.role}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    engine = build_engine(settings.database_url)
-    try:
-        token = create_token(engine, args.role, name, _actor())
-    except TokenError as exc:
-        raise ConfigurationError(str(exc)) from None
-    finally:
-        engine.dispose()
+    with _database(args) as engine:
+        try:
+            token = create_token(engine, args.role, name, _actor())
+        except TokenError as exc:
+            raise ConfigurationError(str(exc)) from None
     print(token)
     print(f"{args.role} token {name!r} created; it is shown only this once.", file=sys.stderr)
     return 0
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from backend.core.db import build_engine
     from backend.services.tokens import list_tokens
 
-    settings = _backend_settings(args)
-    _upgraded(settings)
-    engine = build_engine(settings.database_url)
-    try:
+    with _database(args) as engine:
         tokens = list_tokens(engine)
-    finally:
-        engine.dispose()
     for token in tokens:
         state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "live"
         print(f"{token.name}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{state}")
@@ -205,17 +203,13 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    from backend.core.db import build_engine
     from backend.services.tokens import TokenError, revoke_token
 
-    settings = _backend_settings(args)
-    engine = build_engine(settings.database_url)
-    try:
-        revoke_token(engine, args.name, _actor())
-    except TokenError as exc:
-        raise ConfigurationError(str(exc)) from None
-    finally:
-        engine.dispose()
+    with _database(args, upgrade=False) as engine:
+        try:
+            revoke_token(engine, args.name, _actor())
+        except TokenError as exc:
+            raise ConfigurationError(str(exc)) from None
     print(f"token {args.name!r} revoked")
     return 0
 

@@ -5,15 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Engine
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
 from backend.core.db import write_transaction
+from backend.services.paging import page
 from backend.tables import AuditLog
-
-# The largest OFFSET both databases take (a signed 64-bit integer): the schema allows any
-# offset >= 0, and a larger one was a 500 (found by tests/backend/test_schemathesis.py).
-# No table holds that many rows, so the page is empty either way.
-MAX_OFFSET = 2**63 - 1
 
 
 def record(engine: Engine, entry: AuditLog) -> None:
@@ -41,10 +37,7 @@ def list_entries(
         query = query.where(col(AuditLog.time) >= since)
     if until is not None:
         query = query.where(col(AuditLog.time) < until)
-    count = session.exec(select(func.count()).select_from(query.subquery())).one()
-    rows = session.exec(
-        query.order_by(col(AuditLog.time).desc(), col(AuditLog.id).desc())
-        .offset(min(offset, MAX_OFFSET))
-        .limit(limit)
-    )
-    return list(rows), int(count)
+    return page(
+        session, query, [col(AuditLog.time).desc(), col(AuditLog.id).desc()],
+        limit=limit, offset=offset,
+    )  # fmt: skip

@@ -16,12 +16,8 @@ from backend.models import (
     RunsPublic,
     StreamPublic,
 )
+from backend.services.paging import page
 from backend.tables import Attempt, Batch, Run, Stream, WriteRollup
-
-# The largest OFFSET both databases take (a signed 64-bit integer): the schema allows any
-# offset >= 0, and a larger one was a 500 (found by tests/backend/test_schemathesis.py).
-# No table holds that many rows, so the page is empty either way.
-MAX_OFFSET = 2**63 - 1
 
 
 def _run_fields(run: Run) -> dict[str, Any]:
@@ -53,14 +49,11 @@ def list_runs(
         query = query.where(col(Run.started_at) >= since)
     if until is not None:
         query = query.where(col(Run.started_at) < until)
-    count = session.exec(select(func.count()).select_from(query.subquery())).one()
-    runs = session.exec(
-        query.order_by(col(Run.started_at).desc(), col(Run.run_id))
-        .offset(min(offset, MAX_OFFSET))
-        .limit(limit)
+    runs, count = page(
+        session, query, [col(Run.started_at).desc(), col(Run.run_id)], limit=limit, offset=offset
     )
     return RunsPublic(
-        data=[RunPublic.model_validate(_run_fields(run)) for run in runs], count=int(count)
+        data=[RunPublic.model_validate(_run_fields(run)) for run in runs], count=count
     )
 
 

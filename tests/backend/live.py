@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
@@ -38,10 +39,10 @@ def serving(app: FastAPI, timeout_s: float = 30.0) -> Iterator[str]:
 
 def wait_for_status(
     url: str, token: str, run_id: str, status: str, timeout_s: float = 30.0
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """``GET /api/runs/{run_id}`` until it shows ``status``; the last body otherwise."""
     deadline = time.monotonic() + timeout_s
-    body: dict[str, object] = {}
+    body: dict[str, Any] = {}
     while time.monotonic() < deadline:
         response = httpx.get(
             f"{url}/api/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10

@@ -53,8 +53,12 @@ def test_filters_and_pages(client: TestClient) -> None:
 
 
 def test_bad_filters_are_422_naming_the_parameter(client: TestClient) -> None:
-    for params, name in [({"status": "sleeping"}, "status"), ({"limit": 0}, "limit"),
-                         ({"since": "yesterday"}, "since")]:  # fmt: skip
+    cases: list[tuple[dict[str, str | int], str]] = [
+        ({"status": "sleeping"}, "status"),
+        ({"limit": 0}, "limit"),
+        ({"since": "yesterday"}, "since"),
+    ]
+    for params, name in cases:
         response = client.get("/api/runs", params=params, headers=bearer(VIEWER))
         assert response.status_code == 422
         assert response.json()["detail"][0]["loc"][-1] in (name, 0), response.text
