@@ -39,10 +39,11 @@ class NotFoundError(ControlPlaneError):
 
 
 class InvalidParameterError(ControlPlaneError):
-    """A query parameter is invalid; ``detail`` is FastAPI's list shape, naming it."""
+    """A parameter is invalid; ``detail`` is FastAPI's list shape, naming it and where it
+    was (``query`` or ``body``)."""
 
     status_code = 422
 
-    def __init__(self, name: str, message: str, value: Any = None) -> None:
-        super().__init__([{"loc": ["query", name], "msg": message, "type": "value_error",
-                           "input": value}])  # fmt: skip
+    def __init__(self, name: str, message: str, value: Any = None, where: str = "query") -> None:
+        loc = [where] if name == where else [where, name]
+        super().__init__([{"loc": loc, "msg": message, "type": "value_error", "input": value}])

@@ -82,6 +82,12 @@ class Projector:
             self.runs[run.run_id] = run
 
     def apply(self, event: ev.Event) -> None:
+        # Everything this session added is in the caches above, so lookups need not
+        # flush pending changes first (a flush per new stream was 9-14% of ingest).
+        with self.session.no_autoflush:
+            self._apply(event)
+
+    def _apply(self, event: ev.Event) -> None:
         run = self._run(event)
         if run.last_event_at is not None and event.time > run.last_event_at:
             self._heard_later.add(run.run_id)  # a stalled run is alive after all
@@ -118,6 +124,9 @@ class Projector:
                 started_at=event.time,
             )
             self.session.add(run)
+            # Inserted now: without relationships the flush would not know that
+            # attempts, batches and streams (foreign keys to it) must come after.
+            self.session.flush()
             self.runs[event.run_id] = run
         if run.job is None and event.job is not None:
             run.job = event.job
