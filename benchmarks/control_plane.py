@@ -393,10 +393,12 @@ class Figures:
 
     database: str
     stored: int = 0
-    fill_seconds: float | None = None
+    size_mb: float | None = None
+    fill_rate: float | None = None
     ingest_seconds: float | None = None
     posted: int = 0
     post_ms: list[float] = field(default_factory=list)
+    tenths: list[float] = field(default_factory=list)  # events/s over each tenth posted
     reads_ms: dict[str, list[float]] = field(default_factory=dict)
     failed: str | None = None
 
@@ -428,20 +430,27 @@ def fill(database_url: str, work: Workload, batch: int) -> float:
     return time.perf_counter() - started
 
 
-def post_all(base: str, work: Workload) -> tuple[float, list[float]]:
-    """Post every client's bodies from its own thread; wall seconds and per-POST ms."""
+def post_all(base: str, work: Workload) -> tuple[float, list[float], list[float]]:
+    """Post every client's bodies from its own thread: the wall seconds, each POST's
+    milliseconds, and the events/s over each tenth of the events posted."""
     latencies: list[list[float]] = [[] for _ in work.clients]
+    done: list[tuple[float, int]] = []  # (seconds since the start, events) of each POST
     errors: list[str] = []
-    gate = threading.Barrier(len(work.clients) + 1)
+    start = [0.0]  # set when every client is ready, before any POST
+    gate = threading.Barrier(
+        len(work.clients) + 1, action=lambda: start.__setitem__(0, time.perf_counter())
+    )
 
     def client(number: int) -> None:
         headers = {**_bearer("ingest"), "Content-Type": "application/json"}
         with httpx.Client(base_url=base, headers=headers, timeout=300) as http:
             gate.wait()
             for count, body in work.clients[number]:
-                started = time.perf_counter()
+                sent = time.perf_counter()
                 response = http.post("/api/events", content=body)
-                latencies[number].append((time.perf_counter() - started) * 1000)
+                answered = time.perf_counter()
+                latencies[number].append((answered - sent) * 1000)
+                done.append((answered - start[0], count))
                 if response.status_code != 200:
                     errors.append(f"POST answered {response.status_code}: {response.text[:300]}")
                     return
@@ -454,13 +463,28 @@ def post_all(base: str, work: Workload) -> tuple[float, list[float]]:
     for thread in threads:
         thread.start()
     gate.wait()
-    started = time.perf_counter()
     for thread in threads:
         thread.join()
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - start[0]
     if errors:
         raise RuntimeError(errors[0])
-    return seconds, [ms for per_client in latencies for ms in per_client]
+    return seconds, [ms for per_client in latencies for ms in per_client], by_tenth(done)
+
+
+def by_tenth(done: list[tuple[float, int]]) -> list[float]:
+    """Events/s over each tenth of the events, from (seconds, events) per POST."""
+    total = sum(count for _, count in done)
+    if not done or max(count for _, count in done) > total / 10:
+        return []  # too few POSTs to tell tenths apart
+    rates: list[float] = []
+    stored = 0
+    previous = 0.0
+    for seconds, count in sorted(done):
+        stored += count
+        while len(rates) < 10 and stored >= total * (len(rates) + 1) / 10:
+            rates.append(total / 10 / max(seconds - previous, 1e-9))
+            previous = seconds
+    return rates
 
 
 def read_endpoints(work: Workload) -> dict[str, tuple[str, dict[str, str | int]]]:
@@ -501,8 +525,10 @@ def time_reads(base: str, work: Workload, reads: int) -> dict[str, list[float]]:
     return timings
 
 
-def count_stored(database_url: str) -> int:
-    from sqlalchemy import func
+def stored_and_size(database_url: str) -> tuple[int, float]:
+    """The events the database holds and its size in MB (an SQLite file with its WAL)."""
+    from sqlalchemy import func, text
+    from sqlalchemy.engine import make_url
     from sqlmodel import Session, select
 
     from backend.core.db import build_engine
@@ -511,35 +537,38 @@ def count_stored(database_url: str) -> int:
     engine = build_engine(database_url)
     try:
         with Session(engine) as session:
-            return int(session.exec(select(func.count()).select_from(Event)).one())
+            stored = int(session.exec(select(func.count()).select_from(Event)).one())
+            if engine.dialect.name == "postgresql":
+                size = int(session.scalar(text("SELECT pg_database_size(current_database())")))
+            else:
+                path = Path(str(make_url(database_url).database))
+                size = sum(p.stat().st_size for p in path.parent.glob(f"{path.name}*"))
     finally:
         engine.dispose()
+    return stored, size / 1e6
 
 
-def bench_database(
-    kind: str, tmp: Path, args: argparse.Namespace, work: Workload
-) -> tuple[Figures, float | None]:
-    """All phases on one fresh database; returns its figures and the fill's events/s."""
+def bench_database(kind: str, tmp: Path, args: argparse.Namespace, work: Workload) -> Figures:
+    """All phases on one fresh database."""
     from backend.core.migrate import upgrade_to_head
 
     figures = Figures(kind)
-    fill_rate = None
     print(f"\n{kind}:", flush=True)
     try:
         with database(kind, tmp, args.postgres_admin) as url:
             upgrade_to_head(url)
             if work.fill:
                 seconds = fill(url, work, args.fill_batch)
-                fill_rate = work.fill_events / seconds
+                figures.fill_rate = work.fill_events / seconds
                 print(
                     f"  filled in-process: {work.fill_events:,} events with ingest_events() "
                     f"({args.fill_batch:,} a call, no server) in {seconds:.1f} s, "
-                    f"{fill_rate:,.0f} events/s",
+                    f"{figures.fill_rate:,.0f} events/s",
                     flush=True,
                 )
             with server(url) as base:
                 if work.http_events:
-                    seconds, post_ms = post_all(base, work)
+                    seconds, post_ms, figures.tenths = post_all(base, work)
                     figures.ingest_seconds = seconds
                     figures.posted = work.http_events
                     figures.post_ms = post_ms
@@ -548,10 +577,12 @@ def bench_database(
                         f"POSTs of <= {args.batch} from {args.clients} clients in "
                         f"{seconds:.1f} s: {figures.ingest_rate:,.0f} events/s, POST "
                         f"p50 {percentile(post_ms, 0.5):.0f} ms, "
-                        f"p95 {percentile(post_ms, 0.95):.0f} ms",
+                        f"p95 {percentile(post_ms, 0.95):.0f} ms\n"
+                        "  events/s over each tenth of the events posted: "
+                        + ", ".join(f"{rate:,.0f}" for rate in figures.tenths),
                         flush=True,
                     )
-                figures.stored = count_stored(url)
+                figures.stored, figures.size_mb = stored_and_size(url)
                 if figures.stored != work.events:
                     raise RuntimeError(
                         f"the database holds {figures.stored:,} events, {work.events:,} were sent"
@@ -567,7 +598,7 @@ def bench_database(
         figures.failed = f"{type(exc).__name__}: {exc}"
         print(f"FAILED: {kind}: {figures.failed}", flush=True)
         traceback.print_exc()
-    return figures, fill_rate
+    return figures
 
 
 # -- the report ---------------------------------------------------------------------
@@ -577,15 +608,21 @@ def _ms(values: list[float], share: float) -> float | None:
     return percentile(values, share) if values else None
 
 
-def report(results: list[Figures], fill_rates: dict[str, float | None], work: Workload) -> None:
+def _tenth(figures: Figures, index: int) -> float | None:
+    return figures.tenths[index] if len(figures.tenths) == 10 else None
+
+
+def report(results: list[Figures], work: Workload) -> None:
     rows: list[tuple[str, list[float | None], str]] = [
         ("events stored", [float(r.stored) if r.stored else None for r in results], ",.0f"),
+        ("database size, MB", [r.size_mb for r in results], ",.0f"),
     ]
     if work.fill_events:
-        rows.append(("in-process fill, events/s", [fill_rates.get(r.database) for r in results],
-                     ",.0f"))  # fmt: skip
+        rows.append(("in-process fill, events/s", [r.fill_rate for r in results], ",.0f"))
     rows += [
         ("ingest over HTTP, events/s", [r.ingest_rate for r in results], ",.0f"),
+        ("  over the first tenth posted", [_tenth(r, 0) for r in results], ",.0f"),
+        ("  over the last tenth posted", [_tenth(r, 9) for r in results], ",.0f"),
         ("POST p50, ms", [_ms(r.post_ms, 0.5) for r in results], ",.0f"),
         ("POST p95, ms", [_ms(r.post_ms, 0.95) for r in results], ",.0f"),
     ]
@@ -664,14 +701,9 @@ def main() -> int:
         f"events a POST); reads: {args.reads} timed calls each, typical run {work.typical_run}",
         flush=True,
     )
-    results: list[Figures] = []
-    fill_rates: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
-        for kind in kinds:
-            figures, fill_rate = bench_database(kind, Path(tmp), args, work)
-            results.append(figures)
-            fill_rates[kind] = fill_rate
-    report(results, fill_rates, work)
+        results = [bench_database(kind, Path(tmp), args, work) for kind in kinds]
+    report(results, work)
     load = os.getloadavg()
     print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0 if all(r.failed is None for r in results) else 1
