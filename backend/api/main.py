@@ -1,13 +1,19 @@
 """Every API router, gathered under ``/api``."""
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from backend.api.routes import audit, changes, events, health, metrics, runs
+from backend.models import ErrorPublic
+
+# Every router but health checks a bearer token (backend/api/deps.py).
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorPublic, "description": "No bearer token, or one nobody issued"},
+    403: {"model": ErrorPublic, "description": "The token's role may not do this"},
+}
 
 api_router = APIRouter(prefix="/api")
 api_router.include_router(health.router)
-api_router.include_router(events.router)
-api_router.include_router(runs.router)
-api_router.include_router(metrics.router)
-api_router.include_router(changes.router)
-api_router.include_router(audit.router)
+for guarded in (events, runs, metrics, changes, audit):
+    api_router.include_router(guarded.router, responses=AUTH_RESPONSES)

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
-from backend.api.deps import RoleCheck
+from backend.api.deps import RoleCheck, ViewerDep
 from backend.core.config import Settings
 from backend.main import create_app
 from backend.tables import Event
@@ -127,6 +127,39 @@ def _call(
         with client.stream(method, _url(path), **kwargs) as response:
             return response.status_code
     return client.request(method, _url(path), **kwargs).status_code
+
+
+def test_the_walk_finds_role_checks_however_declared() -> None:
+    """The walk itself: a check on the route, on its router, or given when a router is
+    included in another, counts; a route without one is seen as such."""
+    inner = APIRouter()
+    outer = APIRouter(prefix="/api/outer")
+    guarded = APIRouter(prefix="/api/guarded", dependencies=[Depends(RoleCheck("operator"))])
+    plain = APIRouter(prefix="/api/plain")
+
+    @inner.get("/included")
+    def included() -> None: ...
+
+    @guarded.get("/by-router")
+    def by_router() -> None: ...
+
+    @plain.get("/by-parameter")
+    def by_parameter(_principal: ViewerDep) -> None: ...
+
+    @plain.post("/none")
+    def none() -> None: ...
+
+    outer.include_router(inner, dependencies=[Depends(RoleCheck("ingest"))])
+    toy = FastAPI()
+    for router in (outer, guarded, plain):
+        toy.include_router(router)
+
+    assert {route.path: required_role(route) for route in api_routes(toy)} == {
+        "/api/outer/included": "ingest",
+        "/api/guarded/by-router": "operator",
+        "/api/plain/by-parameter": "viewer",
+        "/api/plain/none": None,
+    }
 
 
 def test_every_api_route_checks_a_role(app: FastAPI) -> None:

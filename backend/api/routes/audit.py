@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from backend.api.deps import OperatorDep, SessionDep
-from backend.models import AuditEntryPublic, AuditLogPublic
+from backend.models import AuditEntryPublic, AuditLogPublic, Text, UTCTime
 from backend.services import audit
 
 router = APIRouter(prefix="/audit", tags=["audit"])
@@ -19,10 +18,10 @@ def list_audit(
     *,
     session: SessionDep,
     _principal: OperatorDep,
-    actor: Annotated[str | None, Query(max_length=200)] = None,
-    action: Annotated[str | None, Query(max_length=100)] = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    actor: Annotated[Text | None, Query(max_length=200)] = None,
+    action: Annotated[Text | None, Query(max_length=100)] = None,
+    since: UTCTime | None = None,
+    until: UTCTime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> AuditLogPublic:

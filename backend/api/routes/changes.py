@@ -17,8 +17,8 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from backend.api.deps import ChangeFeedDep, EngineDep, SettingsDep, ViewerDep
-from backend.models import RunChangePublic, RunChangesPublic
-from backend.services.changes import ChangeCursor
+from backend.models import RunChangePublic, RunChangesPublic, Text
+from backend.services.changes import COMMIT_SKEW, ChangeCursor
 
 router = APIRouter(prefix="/changes", tags=["changes"])
 
@@ -30,9 +30,19 @@ def _cursor_from(last_event_id: str | None) -> datetime:
         except ValueError:
             pass
         else:
-            if parsed.tzinfo is not None:
+            # Near year 1 or 9999 the cursor's look back (or UTC itself) overflowed inside
+            # the stream; such an id is as unusable as one that does not parse.
+            if parsed.tzinfo is not None and _usable(parsed):
                 return parsed
     return datetime.now(UTC)
+
+
+def _usable(cursor: datetime) -> bool:
+    try:
+        cursor.astimezone(UTC) - COMMIT_SKEW
+    except OverflowError:
+        return False
+    return True
 
 
 @router.get("", operation_id="streamChanges", response_class=EventSourceResponse)
@@ -43,7 +53,7 @@ async def stream_changes(
     engine: EngineDep,
     settings: SettingsDep,
     feed: ChangeFeedDep,
-    run_id: Annotated[str | None, Query(max_length=200, description="only this run")] = None,
+    run_id: Annotated[Text | None, Query(max_length=200, description="only this run")] = None,
     last_event_id: Annotated[str | None, Header(max_length=100)] = None,
 ) -> AsyncIterator[ServerSentEvent]:
     """``text/event-stream``: ``ready`` once, then ``runs`` whenever runs change."""

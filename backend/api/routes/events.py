@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, SettingsDep
 from backend.errors import InvalidParameterError
 from backend.models import IngestResultPublic
-from backend.services.ingest import ingest_events, out_of_range_integers
+from backend.services.ingest import ingest_events, unstorable_values
 from onceover.events import Event
 
 router = APIRouter(prefix="/events", tags=["events"])
@@ -35,10 +35,13 @@ async def ingest(
     """
     if len(events) > settings.max_events_per_request:
         raise InvalidParameterError(
-            "body", f"at most {settings.max_events_per_request} events per request", len(events)
+            "body",
+            f"at most {settings.max_events_per_request} events per request",
+            len(events),
+            where="body",
         )
-    # Integers the schema allows but the database cannot hold (a 500 before): 422 as well.
-    if errors := out_of_range_integers(events):
+    # Values the schema allows but the database cannot store (a 500 before): 422 as well.
+    if errors := unstorable_values(events):
         raise RequestValidationError(errors)
     result = await run_in_threadpool(ingest_events, engine, events)
     request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from backend.api.deps import SessionDep, ViewerDep
-from backend.models import WriteErrorsPublic
+from backend.models import Text, UTCTime, WriteErrorsPublic
 from backend.services import metrics
 
 router = APIRouter(prefix="/metrics", tags=["metrics"])
@@ -19,10 +18,10 @@ def write_errors(
     *,
     session: SessionDep,
     _principal: ViewerDep,
-    run_id: Annotated[str | None, Query(max_length=200)] = None,
-    table: Annotated[str | None, Query(max_length=1100)] = None,
-    since: Annotated[datetime | None, Query(description="default: the run's first append")] = None,
-    until: Annotated[datetime | None, Query(description="default: now")] = None,
+    run_id: Annotated[Text | None, Query(max_length=200)] = None,
+    table: Annotated[Text | None, Query(max_length=1100)] = None,
+    since: Annotated[UTCTime | None, Query(description="default: the run's first append")] = None,
+    until: Annotated[UTCTime | None, Query(description="default: now")] = None,
     step: Annotated[str, Query(max_length=20, description="60s, 5m, 1h ...")] = "1m",
 ) -> WriteErrorsPublic:
     """Append requests per step by response code (``OK``, ``ALREADY_EXISTS``,

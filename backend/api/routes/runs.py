@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
 from backend.api.deps import SessionDep, ViewerDep
-from backend.models import RunDetailPublic, RunsPublic, RunStatus
+from backend.models import RunDetailPublic, RunsPublic, RunStatus, Text, UTCTime
 from backend.services import runs
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -20,12 +19,12 @@ def list_runs(
     session: SessionDep,
     _principal: ViewerDep,
     status: Annotated[list[RunStatus] | None, Query(description="any of these")] = None,
-    job: Annotated[str | None, Query(max_length=200)] = None,
+    job: Annotated[Text | None, Query(max_length=200)] = None,
     table: Annotated[
-        str | None, Query(max_length=1100, description="project.dataset.table")
+        Text | None, Query(max_length=1100, description="project.dataset.table")
     ] = None,
-    since: Annotated[datetime | None, Query(description="started at or after")] = None,
-    until: Annotated[datetime | None, Query(description="started before")] = None,
+    since: Annotated[UTCTime | None, Query(description="started at or after")] = None,
+    until: Annotated[UTCTime | None, Query(description="started before")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> RunsPublic:
@@ -52,7 +51,7 @@ def get_run(
     *,
     session: SessionDep,
     _principal: ViewerDep,
-    run_id: Annotated[str, Path(max_length=200)],
+    run_id: Annotated[Text, Path(max_length=200)],
 ) -> RunDetailPublic:
     """One run: status and totals, every attempt, the batch commit history, the streams."""
     return runs.get_run(session, run_id)

@@ -780,6 +780,14 @@ export interface components {
              */
             target: string;
         };
+        /**
+         * ErrorPublic
+         * @description An error answer: a message, or FastAPI's list of ``{loc, msg, type}``.
+         */
+        ErrorPublic: {
+            /** Detail */
+            detail: unknown;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -1499,6 +1507,24 @@ export interface operations {
                     "application/json": components["schemas"]["AuditLogPublic"];
                 };
             };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -1533,6 +1559,24 @@ export interface operations {
                     "text/event-stream": unknown;
                 };
             };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ErrorPublic"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -1564,6 +1608,24 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IngestResultPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
                 };
             };
             /** @description Validation Error */
@@ -1633,6 +1695,24 @@ export interface operations {
                     "application/json": components["schemas"]["WriteErrorsPublic"];
                 };
             };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -1674,6 +1754,24 @@ export interface operations {
                     "application/json": components["schemas"]["RunsPublic"];
                 };
             };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -1703,6 +1801,24 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunDetailPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
                 };
             };
             /** @description No such run */
