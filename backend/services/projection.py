@@ -50,6 +50,9 @@ class _Rollup:
     bytes: int = 0
 
 
+# 8 columns a row: SQLite allows 32,766 bound parameters in one statement.
+_ROLLUP_ROWS_PER_STATEMENT = 1000
+
 RollupKey = tuple[str, datetime, str, str, str]  # run, minute, table, stream type, code
 
 
@@ -394,19 +397,18 @@ class Projector:
         dialect = self.session.get_bind().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         table = WriteRollup.__table__  # type: ignore[attr-defined]
-        for (run_id, minute, table_id, stream_type, code), counts in sorted(
-            self._rollups.items(), key=lambda item: item[0]
-        ):
-            statement = insert(table).values(
-                run_id=run_id,
-                minute=minute,
-                table_id=table_id,
-                stream_type=stream_type,
-                code=code,
-                requests=counts.requests,
-                rows=counts.rows,
-                bytes=counts.bytes,
+        rows = [
+            {"run_id": run_id, "minute": minute, "table_id": table_id,
+             "stream_type": stream_type, "code": code, "requests": counts.requests,
+             "rows": counts.rows, "bytes": counts.bytes}
+            for (run_id, minute, table_id, stream_type, code), counts in sorted(
+                self._rollups.items(), key=lambda item: item[0]
             )
+        ]  # fmt: skip
+        # One statement for the whole batch, rows in key order (a fixed lock order on
+        # PostgreSQL); each key appears once, as ON CONFLICT requires.
+        for start in range(0, len(rows), _ROLLUP_ROWS_PER_STATEMENT):
+            statement = insert(table).values(rows[start : start + _ROLLUP_ROWS_PER_STATEMENT])
             excluded = statement.excluded
             self.session.execute(
                 statement.on_conflict_do_update(
