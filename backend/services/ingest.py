@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
 from backend.core.db import write_transaction
+from backend.models import IngestResultPublic
 from backend.services.projection import Projector
 from backend.tables import Event, utcnow
 from onceover import events as ev
@@ -34,16 +34,6 @@ _ID_CHUNK = 500  # bound on bind parameters per IN (...)
 INT32_MAX = 2**31 - 1
 COUNT_MAX = 2**53 - 1
 _INT32_FIELDS = frozenset({"batch_id", "partition", "attempt"})
-
-
-@dataclass(frozen=True)
-class IngestResult:
-    """What one POST did: events received, newly stored, already known; runs touched."""
-
-    received: int
-    stored: int
-    duplicates: int
-    run_ids: list[str]
 
 
 def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
@@ -83,7 +73,7 @@ def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
     return errors
 
 
-def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResult:
+def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResultPublic:
     """Store the new events of ``events`` and apply them, in one transaction.
 
     Retried whole when concurrent ingests collide (two first events of one run both
@@ -102,7 +92,7 @@ def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResult:
     raise AssertionError("unreachable")
 
 
-def _ingest(session: Session, events: list[ev.Event]) -> IngestResult:
+def _ingest(session: Session, events: list[ev.Event]) -> IngestResultPublic:
     unique: dict[str, ev.Event] = {}
     for event in events:
         unique.setdefault(event.id, event)
@@ -134,7 +124,7 @@ def _ingest(session: Session, events: list[ev.Event]) -> IngestResult:
         for event in sorted(new, key=lambda e: e.time):
             projector.apply(event)
         projector.finish()
-    return IngestResult(
+    return IngestResultPublic(
         received=len(events),
         stored=len(new),
         duplicates=len(events) - len(new),

@@ -50,9 +50,4 @@ async def ingest(
     )
     if result.stored:
         feed.notify()
-    return IngestResultPublic(
-        received=result.received,
-        stored=result.stored,
-        duplicates=result.duplicates,
-        run_ids=result.run_ids,
-    )
+    return result
