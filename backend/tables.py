@@ -11,18 +11,12 @@ records every mutating call and ``ApiToken`` the tokens created with
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from backend.core.types import BigIntegerPK, UTCDateTime
-
-RunStatus = Literal["running", "succeeded", "failed", "stalled", "resuming"]
-AttemptStatus = Literal["running", "succeeded", "failed", "stalled"]
-BatchState = Literal["intent", "committed", "skipped_duplicate", "aborted"]
-StreamState = Literal["created", "appending", "finalized", "committed", "orphaned"]
-Role = Literal["ingest", "viewer", "operator"]
 
 _NAME = 200
 _TABLE = 1100

@@ -31,10 +31,6 @@ def build_engine(database_url: str) -> Engine:
     return engine
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
     """WAL (readers never wait for the writer), a busy timeout instead of "database is
     locked", and transactions this module begins itself so writers can ask for
@@ -55,13 +51,6 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
     def _on_begin(connection: Any) -> None:
         immediate = connection.get_execution_options().get("sqlite_immediate", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
-@contextmanager
-def read_session(engine: Engine) -> Iterator[Session]:
-    """A session for reads; nothing it does is committed."""
-    with Session(engine) as session:
-        yield session
 
 
 @contextmanager
