@@ -3,7 +3,8 @@
     python -m jobs.load_files --source DIR --format json|csv|parquet --table P.D.T
         --key COL --checkpoint DIR [--mode pending|committed|default] [--run-id ID]
         [--monitor-url URL --monitor-token T] [--master local[2,4]]
-        [--max-files-per-trigger N] [--create-table] [--continuous [--interval SECONDS]]
+        [--max-files-per-trigger N] [--request-max-bytes N] [--create-table]
+        [--continuous [--interval SECONDS]]
 
 Runs with ``spark-submit jobs/load_files.py ...`` too. By default the trigger is
 ``availableNow``: every file present is loaded, then the job ends. ``--continuous``
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
 from onceover.errors import ConfigurationError
@@ -101,9 +103,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="seconds between micro-batches with --continuous",
     )
     parser.add_argument("--row-format", choices=("arrow", "proto"), default="arrow")
+    parser.add_argument(
+        "--request-max-bytes",
+        type=int,
+        default=None,
+        help="cap of one append request in bytes (the sink's request.max_bytes; default 8,000,000)",
+    )
     args = parser.parse_args(argv)
     if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
         parser.error("--max-files-per-trigger must be at least 1")
+    if args.request_max_bytes is not None and not (
+        MIN_REQUEST_BYTES <= args.request_max_bytes <= MAX_REQUEST_BYTES_LIMIT
+    ):
+        parser.error(
+            f"--request-max-bytes must be between {MIN_REQUEST_BYTES:,} and "
+            f"{MAX_REQUEST_BYTES_LIMIT:,}"
+        )
     if not args.source.is_dir():
         parser.error(f"--source {args.source} is not a directory")
     if args.table.count(".") != 2:
@@ -378,6 +393,8 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             .option("row_format", args.row_format)
             .option("checkpointLocation", str(args.checkpoint.resolve()))
         )
+        if args.request_max_bytes is not None:
+            writer = writer.option("request.max_bytes", str(args.request_max_bytes))
         if args.monitor_url:
             writer = writer.option("monitor.url", args.monitor_url)
         if args.monitor_token:

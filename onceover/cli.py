@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from onceover import __version__
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig
@@ -364,6 +364,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0 if code == 200 else 1
 
 
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from onceover.chaos.report import Session
+    from onceover.chaos.schedule import draw_schedules, load_schedule
+    from onceover.chaos.session import run_session
+
+    check_java()
+    if args.replay is not None:
+        try:
+            schedules = [load_schedule(args.replay)]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ConfigurationError(f"--replay {args.replay}: not a schedule ({exc})") from None
+        session = Session(None, 1, [schedules[0].mode], None, replay=str(args.replay))
+    else:
+        schedules = list(
+            draw_schedules(args.seed, args.schedules, modes=args.modes, rows=args.rows)
+        )
+        session = Session(args.seed, args.schedules, args.modes, args.rows)
+    name = f"replay-{schedules[0].name}" if args.replay else f"seed{args.seed}"
+    report_dir = args.report or STATE_DIR / "chaos" / name
+    print(f"Chaos: {len(schedules)} schedules; report in {report_dir}", flush=True)
+    with LocalBigQueryProcess(log_path=report_dir / "local-bigquery.log") as bigquery:
+        results = run_session(
+            session,
+            schedules,
+            bigquery.config,
+            report_dir,
+            sys.stdout,
+            tokens=development_tokens(),
+            parallel=args.parallel,
+        )
+    violations = [r for r in results if not r.ok]
+    print(
+        f"{len(violations)} violations in {len(results)} schedules; "
+        f"report: {report_dir / 'chaos-report.md'}"
+    )
+    return 1 if violations else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="onceover", description="Exactly-once Spark to BigQuery loads."
@@ -428,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=_positive, default=10_000, help="rows to write")
     demo.set_defaults(handler=cmd_demo)
 
+    _add_chaos_parser(commands)
+
     def database_option(command: argparse.ArgumentParser) -> None:
         command.add_argument("--database-url", default=None,
                              help="SQLAlchemy URL (default $ONCEOVER_DATABASE_URL, else an "
@@ -456,11 +496,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_chaos_parser(commands: Any) -> None:
+    chaos = commands.add_parser(
+        "chaos", help="run real jobs under random fault schedules and verify exactly-once"
+    )
+    chaos.add_argument("--schedules", type=_positive, default=20, help="how many (default 20)")
+    chaos.add_argument("--seed", type=int, default=1, help="draws the schedules (default 1)")
+    chaos.add_argument("--rows", type=_positive, default=3_000,
+                       help="rows per schedule (default %(default)s)")  # fmt: skip
+    chaos.add_argument("--modes", type=_modes, default=["pending", "committed"],
+                       help="sink modes, taken in turn (default pending,committed; "
+                            "default mode is the at-least-once baseline)")  # fmt: skip
+    chaos.add_argument("--report", type=Path, default=None,
+                       help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
+    chaos.add_argument("--replay", type=Path, default=None,
+                       help="re-run one schedule from its JSON file")  # fmt: skip
+    chaos.add_argument("--parallel", type=_positive, default=2,
+                       help="schedules run side by side, each with its own control plane "
+                            "(default %(default)s)")  # fmt: skip
+    chaos.set_defaults(handler=cmd_chaos)
+
+
 def _port(value: str) -> int:
     port = int(value) if value.isdigit() else -1
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{value!r} is not a port (0-65535)")
     return port
+
+
+def _modes(value: str) -> list[str]:
+    from onceover.chaos.schedule import MODES
+
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give modes from {', '.join(MODES)}, separated by commas"
+        )
+    return modes
 
 
 def _positive(value: str) -> int:

@@ -11,7 +11,7 @@ import httpx
 from onceover.bigquery import BigQueryConfig
 from onceover.errors import OnceoverError
 from onceover.preflight import check_port_free, free_port
-from onceover.processes import ChildProcess, StartStop, job_environment
+from onceover.processes import STOP_GRACE_S, ChildProcess, StartStop, job_environment
 
 BACKEND_START_TIMEOUT_S = 60.0
 
@@ -64,8 +64,9 @@ class BackendProcess(StartStop):
         self.child.wait_until(f"answering on {self.url}", answering, timeout_s)
         return self
 
-    def stop(self) -> int | None:
-        return self.child.stop()
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (0: an outage, not a shutdown)."""
+        return self.child.stop(grace_s)
 
 
 def check_children(*children: ChildProcess) -> None:

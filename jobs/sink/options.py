@@ -46,6 +46,7 @@ MODES: tuple[Mode, ...] = ("pending", "committed", "default")
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
 DEFAULT_MAX_REQUEST_BYTES = 8_000_000
 MAX_REQUEST_BYTES_LIMIT = 9_500_000
+MIN_REQUEST_BYTES = 10_000
 DEFAULT_BATCH_LEDGER = "onceover-ledger"
 
 KNOWN = frozenset(
@@ -204,7 +205,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
             options,
             "request.max_bytes",
             DEFAULT_MAX_REQUEST_BYTES,
-            10_000,
+            MIN_REQUEST_BYTES,
             MAX_REQUEST_BYTES_LIMIT,
         ),
         max_inflight=_int(options, "append.max_inflight", 4, 1, 64),

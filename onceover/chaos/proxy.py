@@ -1,0 +1,284 @@
+"""A gRPC proxy in front of the Storage Write API that injects faults the sink cannot see.
+
+The sink's own failpoints fire inside its code; these happen on the wire, where a
+real network or a real BigQuery front end would fail. The proxy forwards every
+method of ``google.cloud.bigquery.storage.v1.BigQueryWrite`` as raw bytes (it never
+decodes a message), and a :class:`WireFault` in its plan turns the n-th call of a
+unary method, or the n-th message of ``AppendRows``, into one of:
+
+- ``unavailable``: answer UNAVAILABLE *before* forwarding; the server never sees it.
+- ``drop_response``: forward, wait for the server's answer, then break the call
+  with UNAVAILABLE instead of passing the answer on. The request **was applied**;
+  the client cannot know.
+- ``delay``: hold the request for a while before forwarding it.
+- ``cut``: ``AppendRows`` only: forward the message, then cut the call at once in
+  both directions (upstream cancelled, the client told UNAVAILABLE). Whether the
+  server applied the message, and the ones in flight before it, is left to chance.
+- ``kill``: ``AppendRows`` only: forward the message, then hand the client's
+  address to a callback (the chaos harness kills the Spark task that sent it).
+
+Counters are per proxy, so they run across every restart of a job. What fired is
+kept in :attr:`FaultProxy.fired`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+import grpc
+
+from onceover.processes import StartStop
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "/google.cloud.bigquery.storage.v1.BigQueryWrite/"
+APPEND_ROWS = "AppendRows"
+UNARY_METHODS = (
+    "CreateWriteStream",
+    "GetWriteStream",
+    "FinalizeWriteStream",
+    "BatchCommitWriteStreams",
+    "FlushRows",
+)
+WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill"]
+STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill"})
+
+_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+# Set by gRPC itself; forwarding them is refused or wrong.
+_HOP_BY_HOP = ("user-agent", "grpc-", ":")
+
+
+@dataclass(frozen=True)
+class WireFault:
+    """Do ``action`` to the ``nth`` call (unary) or message (``AppendRows``) of ``method``."""
+
+    action: WireAction
+    method: str
+    nth: int
+    delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.method != APPEND_ROWS and self.method not in UNARY_METHODS:
+            raise ValueError(f"unknown Storage Write method {self.method!r}")
+        if self.action in STREAM_ONLY and self.method != APPEND_ROWS:
+            raise ValueError(f"{self.action} applies to AppendRows only, not {self.method}")
+        if self.nth < 1:
+            raise ValueError("nth counts from 1")
+
+
+@dataclass(frozen=True)
+class FiredWireFault:
+    fault: WireFault
+    at: float
+    """``time.monotonic()`` when it fired."""
+    detail: str = ""
+
+
+class _AbortError(Exception):
+    """The proxy decided to break the call with this status."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class FaultProxy(StartStop):
+    """Forward ``BigQueryWrite`` calls to ``upstream``, injecting the faults of ``plan``."""
+
+    def __init__(
+        self,
+        upstream: str,
+        plan: Sequence[WireFault] = (),
+        *,
+        on_kill: Callable[[str], str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.upstream = upstream
+        self.plan = list(plan)
+        self.on_kill = on_kill
+        """Called with the client's peer address (``ipv4:127.0.0.1:54321``); says what it did."""
+        self.host = host
+        self.port = 0
+        self.fired: list[FiredWireFault] = []
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._channel: grpc.Channel | None = None
+        self._server: grpc.Server | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> Self:
+        self._channel = grpc.insecure_channel(self.upstream, options=_GRPC_OPTIONS)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), options=_GRPC_OPTIONS)
+        server.add_generic_rpc_handlers([_Handler(self)])
+        self.port = server.add_insecure_port(f"{self.host}:0")
+        server.start()
+        self._server = server
+        logger.debug("fault proxy on %s in front of %s", self.endpoint, self.upstream)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None)
+            self._server = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    # -- the plan -----------------------------------------------------------------
+
+    def _next(self, counter: str) -> int:
+        with self._lock:
+            self._counts[counter] = self._counts.get(counter, 0) + 1
+            return self._counts[counter]
+
+    def _faults(self, method: str, nth: int, actions: Sequence[str]) -> list[WireFault]:
+        return [f for f in self.plan if f.method == method and f.nth == nth and f.action in actions]
+
+    def _fire(self, fault: WireFault, detail: str = "") -> None:
+        with self._lock:
+            self.fired.append(FiredWireFault(fault, time.monotonic(), detail))
+        logger.debug("fired: %s %s #%d %s", fault.action, fault.method, fault.nth, detail)
+
+    # -- forwarding ---------------------------------------------------------------
+
+    def _metadata(self, context: grpc.ServicerContext) -> list[tuple[str, str | bytes]]:
+        return [
+            (key, value)
+            for key, value in context.invocation_metadata()
+            if not key.startswith(_HOP_BY_HOP)
+        ]
+
+    def unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+        assert self._channel is not None
+        nth = self._next(method)
+        before = self._faults(method, nth, ("delay", "unavailable"))
+        for fault in before:
+            self._fire(fault)
+            if fault.action == "delay":
+                time.sleep(fault.delay_s)
+            else:
+                context.abort(grpc.StatusCode.UNAVAILABLE, _message(fault, "before forwarding"))
+        call = self._channel.unary_unary(SERVICE + method)
+        try:
+            response: bytes = call(
+                request, metadata=self._metadata(context), timeout=context.time_remaining()
+            )
+        except grpc.RpcError as exc:
+            _pass_on(exc, context)
+            raise  # unreachable: abort raised
+        for fault in self._faults(method, nth, ("drop_response",)):
+            self._fire(fault)
+            context.abort(grpc.StatusCode.UNAVAILABLE, _message(fault, "after the server applied"))
+        return response
+
+    def append_rows(
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
+        assert self._channel is not None
+        abort: list[_AbortError] = []
+        call_ready = threading.Event()
+        upstream: dict[str, Any] = {}
+        sent: list[int] = []  # global message numbers of this call, in order
+
+        def forward() -> Iterator[bytes]:
+            call_ready.wait()
+            try:
+                yield from forward_each()
+            except grpc.RpcError:  # the client went away (killed, or it cancelled)
+                return
+
+        def forward_each() -> Iterator[bytes]:
+            for request in requests:
+                nth = self._next(APPEND_ROWS)
+                for fault in self._faults(APPEND_ROWS, nth, ("delay", "unavailable")):
+                    self._fire(fault)
+                    if fault.action == "delay":
+                        time.sleep(fault.delay_s)
+                    else:
+                        abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
+                        upstream["call"].cancel()
+                        return
+                sent.append(nth)
+                yield request
+                # gRPC asks for the next message only once this one is on the wire.
+                for fault in self._faults(APPEND_ROWS, nth, ("cut", "kill")):
+                    if fault.action == "cut":
+                        self._fire(fault)
+                        abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
+                        upstream["call"].cancel()
+                        return
+                    detail = self.on_kill(context.peer()) if self.on_kill else "no callback"
+                    self._fire(fault, detail)
+
+        call = self._channel.stream_stream(SERVICE + APPEND_ROWS)(
+            forward(), metadata=self._metadata(context)
+        )
+        upstream["call"] = call
+        call_ready.set()
+        context.add_callback(call.cancel)  # the client went away: so does the upstream call
+        answered = 0
+        try:
+            for response in call:
+                if abort:
+                    break
+                nth = sent[answered] if answered < len(sent) else 0
+                answered += 1
+                for fault in self._faults(APPEND_ROWS, nth, ("drop_response",)):
+                    self._fire(fault)
+                    call.cancel()
+                    abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
+                if abort:
+                    break
+                yield response
+        except grpc.RpcError as exc:
+            if not abort:
+                _pass_on(exc, context)
+        if abort:
+            context.abort(abort[0].code, str(abort[0]))
+
+
+def _message(fault: WireFault, when: str) -> str:
+    what = {
+        "unavailable": "UNAVAILABLE injected before forwarding",
+        "drop_response": "response dropped after the server applied the request",
+        "delay": "delayed",
+        "cut": "connection cut mid-stream",
+        "kill": "client killed",
+    }[fault.action]
+    return f"onceover chaos proxy: {what} ({fault.method} #{fault.nth}{' ' + when if when else ''})"
+
+
+def _pass_on(exc: grpc.RpcError, context: grpc.ServicerContext) -> None:
+    """End the client's call with the upstream's status, details and trailers."""
+    call: Any = exc  # a grpc.Call as well as an RpcError
+    trailers = call.trailing_metadata() or ()
+    # grpc-status-details-bin (BigQuery's StorageError) is kept: the sink reads it.
+    context.set_trailing_metadata(
+        [(k, v) for k, v in trailers if k not in ("grpc-status", "grpc-message")]
+    )
+    context.abort(call.code(), call.details() or "")
+
+
+class _Handler(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc ships no types
+    def __init__(self, proxy: FaultProxy) -> None:
+        self.proxy = proxy
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        full: str = details.method
+        if not full.startswith(SERVICE):
+            return None
+        method = full.removeprefix(SERVICE)
+        if method == APPEND_ROWS:
+            return grpc.stream_stream_rpc_method_handler(self.proxy.append_rows)
+        return grpc.unary_unary_rpc_method_handler(
+            lambda request, context: self.proxy.unary(method, request, context)
+        )

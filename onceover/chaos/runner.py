@@ -1,0 +1,385 @@
+"""Runs one schedule: the real job, its faults, its restarts, then the verdict.
+
+For a schedule, in order:
+
+1. write the source files (``rows`` unique keys) and a fresh table;
+2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
+   with the schedule's wire faults and task kills;
+3. run ``python -m jobs.load_files`` against the proxy with the schedule's
+   failpoints armed (hits counted across every process and restart), events going
+   to the control plane, while a timer takes the control plane down and up again
+   for each outage fault;
+4. while the job fails, run it again on the same checkpoint, at most
+   ``max_restarts`` times;
+5. ask BigQuery and the control plane (:mod:`onceover.chaos.verify`).
+
+The stack (local BigQuery, control plane) is shared by every schedule of a chaos
+session: :class:`ChaosStack`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.cloud import bigquery
+
+from jobs.generate import write_files
+from jobs.sink.failpoints import ENV as FAILPOINTS_ENV
+from jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
+from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
+from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.chaos.proxy import FaultProxy
+from onceover.chaos.schedule import Fault, Schedule
+from onceover.chaos.verify import KeyAggregate, compare_keys, control_plane_view, table_aggregate
+from onceover.processes import ChildProcess, job_environment
+from onceover.stack import BackendProcess
+
+logger = logging.getLogger(__name__)
+
+DATASET = "onceover_chaos"
+KEY = "event_id"
+JOB_TIMEOUT_S = 240.0
+"""A run still going after this is killed and counted as hung (a liveness violation)."""
+
+ORDER_SCHEMA = [
+    bigquery.SchemaField("event_id", "INT64"),
+    bigquery.SchemaField("order_id", "STRING"),
+    bigquery.SchemaField("customer_id", "INT64"),
+    bigquery.SchemaField("amount", "FLOAT64"),
+    bigquery.SchemaField("currency", "STRING"),
+    bigquery.SchemaField("event_time", "TIMESTAMP"),
+]
+_FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
+
+
+@dataclass
+class JobRun:
+    exit_code: int | None
+    seconds: float
+    hung: bool = False
+
+
+@dataclass
+class FaultOutcome:
+    fault: Fault
+    fired: int = 0
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScheduleResult:
+    schedule: Schedule
+    runs: list[JobRun]
+    faults: list[FaultOutcome]
+    violations: list[str]
+    seconds: float
+    bigquery: dict[str, int]
+    control_plane: dict[str, Any]
+    work_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def restarts(self) -> int:
+        return max(0, len(self.runs) - 1)
+
+
+class ChaosStack:
+    """A control plane that schedules report to, one after another; restartable for outages.
+
+    Schedules run side by side each get a stack of their own (a *lane*), so an outage
+    hits only the schedule that drew it.
+    """
+
+    def __init__(
+        self,
+        bigquery_config: BigQueryConfig,
+        work_root: Path,
+        tokens: dict[str, str],
+        lane: int = 0,
+    ) -> None:
+        self.bigquery = bigquery_config
+        self.work_root = work_root
+        self.tokens = tokens
+        self.lane = lane
+        self.database_url = f"sqlite:///{(work_root / f'control-plane-{lane}.db').resolve()}"
+        self._backend: BackendProcess | None = None
+        self._port = 0
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        assert self._backend is not None
+        return self._backend.url
+
+    def start(self) -> ChaosStack:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        client = bigquery_client(self.bigquery)
+        client.create_dataset(f"{client.project}.{DATASET}", exists_ok=True)
+        self._start_backend()
+        return self
+
+    def _start_backend(self) -> None:
+        backend = BackendProcess(
+            port=self._port,
+            database_url=self.database_url,
+            bigquery=self.bigquery,
+            tokens=self.tokens,
+            log_path=self.work_root / f"control-plane-{self.lane}.log",
+        )
+        backend.start()
+        self._backend = backend
+        self._port = backend.port
+
+    def outage(self, seconds: float, stop: threading.Event) -> None:
+        """Kill the control plane (SIGKILL), keep it down ``seconds``, start it again."""
+        with self._lock:
+            assert self._backend is not None
+            self._backend.stop(grace_s=0)
+            stop.wait(seconds)
+            self._start_backend()
+
+    def stop(self) -> None:
+        if self._backend is not None:
+            self._backend.stop()
+            self._backend = None
+
+
+def run_schedule(
+    schedule: Schedule, stack: ChaosStack, *, on_run: Callable[[int, JobRun], None] | None = None
+) -> ScheduleResult:
+    """Run ``schedule`` to the end and judge it."""
+    started = time.monotonic()
+    work = stack.work_root / schedule.name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    schedule.save(work / "schedule.json")
+    write_files(work / "source", schedule.rows, schedule.files, "json", seed=schedule.seed)
+    client = bigquery_client(stack.bigquery)
+    table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
+    client.delete_table(table, not_found_ok=True)
+    client.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+
+    outcomes = {id(f): FaultOutcome(f) for f in schedule.faults}
+    assert stack.bigquery.grpc_endpoint is not None
+    proxy = FaultProxy(stack.bigquery.grpc_endpoint, schedule.wire_faults(), on_kill=kill_sender)
+    runs: list[JobRun] = []
+    with proxy, _outages(schedule, stack, outcomes) as job_started:
+        env = _job_environment(schedule, stack, proxy, work)
+        for attempt in range(schedule.max_restarts + 1):
+            run = _run_job(schedule, table, work, env, attempt, job_started)
+            runs.append(run)
+            if on_run is not None:
+                on_run(attempt, run)
+            if run.exit_code == 0 or run.hung:
+                break
+    _count_wire_faults(schedule, proxy, outcomes)
+    _count_failpoints(schedule, work / "failpoints", outcomes)
+
+    violations: list[str] = []
+    if runs[-1].hung:
+        violations.append(f"run {len(runs)} hung: killed after {JOB_TIMEOUT_S:.0f} s")
+    elif runs[-1].exit_code != 0:
+        violations.append(
+            f"the job did not finish in {len(runs)} runs (last exit status {runs[-1].exit_code})"
+        )
+    actual = table_aggregate(client, table, KEY)
+    violations += compare_keys(KeyAggregate.of(range(schedule.rows)), actual)
+    control_plane: dict[str, Any] = {}
+    run_id_path = work / "checkpoint" / "onceover" / "run_id"
+    if run_id_path.exists():
+        run_id = run_id_path.read_text().strip()
+        view = control_plane_view(stack.url, stack.tokens["viewer"], run_id, schedule.rows)
+        violations += view.problems
+        control_plane = {
+            "run_id": run_id,
+            "status": view.status,
+            "rows_committed": view.rows_committed,
+            "attempts": view.attempts,
+            "write_requests": view.write_requests,
+        }
+    else:
+        violations.append("the job never recorded a run id")
+    return ScheduleResult(
+        schedule=schedule,
+        runs=runs,
+        faults=[outcomes[id(f)] for f in schedule.faults],
+        violations=violations,
+        seconds=time.monotonic() - started,
+        bigquery={"rows": actual.rows, "distinct_keys": actual.distinct},
+        control_plane=control_plane,
+        work_dir=work,
+    )
+
+
+def _job_environment(
+    schedule: Schedule, stack: ChaosStack, proxy: FaultProxy, work: Path
+) -> dict[str, str]:
+    through_proxy = BigQueryConfig(
+        stack.bigquery.rest_endpoint, proxy.endpoint, stack.bigquery.project
+    )
+    env = job_environment(through_proxy)
+    for name in (FAILPOINTS_ENV, FAILPOINTS_STATE_ENV, FAILPOINTS_SEED_ENV):
+        env.pop(name, None)
+    spec = schedule.failpoint_spec()
+    if spec:
+        env[FAILPOINTS_ENV] = spec
+    env[FAILPOINTS_STATE_ENV] = str(work / "failpoints")
+    env[FAILPOINTS_SEED_ENV] = f"{schedule.seed}:{schedule.index}"
+    env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
+    env["ONCEOVER_HEARTBEAT_S"] = "2"
+    env["ONCEOVER_MONITOR_URL"] = stack.url
+    env["ONCEOVER_MONITOR_TOKEN"] = stack.tokens["ingest"]
+    env["ONCEOVER_LOG_FORMAT"] = "text"
+    return env
+
+
+def _run_job(  # noqa: PLR0917 - one call site, every argument named there
+    schedule: Schedule,
+    table: str,
+    work: Path,
+    env: dict[str, str],
+    attempt: int,
+    job_started: threading.Event,
+) -> JobRun:
+    argv = [
+        sys.executable, "-m", "jobs.load_files",
+        "--source", str(work / "source"), "--format", "json",
+        "--table", table, "--key", KEY, "--mode", schedule.mode,
+        "--checkpoint", str(work / "checkpoint"), "--job", f"chaos-{schedule.name}",
+        "--max-files-per-trigger", str(schedule.files_per_batch),
+        "--request-max-bytes", str(schedule.request_max_bytes),
+    ]  # fmt: skip
+    child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=work / f"run-{attempt}.log")
+    started = time.monotonic()
+    popen = child.start()
+    job_started.set()
+    try:
+        code = popen.wait(JOB_TIMEOUT_S)
+    except Exception:  # subprocess.TimeoutExpired: hung
+        child.stop(grace_s=5)
+        return JobRun(None, time.monotonic() - started, hung=True)
+    child.stop()  # closes the log
+    return JobRun(code, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _outages(
+    schedule: Schedule, stack: ChaosStack, outcomes: dict[int, FaultOutcome]
+) -> Iterator[threading.Event]:
+    """Take the control plane down for each outage fault, timed from the job's first start."""
+    job_started = threading.Event()
+    done = threading.Event()
+
+    def timeline() -> None:
+        if not job_started.wait(JOB_TIMEOUT_S):
+            return
+        origin = time.monotonic()
+        for fault in sorted(schedule.outages(), key=lambda f: f.at_s):
+            if done.wait(max(0.0, origin + fault.at_s - time.monotonic())):
+                return  # the job finished first: this outage never happened
+            stack.outage(fault.for_s, done)
+            outcome = outcomes[id(fault)]
+            outcome.fired += 1
+            outcome.details.append(f"down at {fault.at_s:.1f} s for {fault.for_s:.1f} s")
+
+    thread = threading.Thread(target=timeline, name="chaos-outages", daemon=True)
+    thread.start()
+    try:
+        yield job_started
+    finally:
+        done.set()
+        job_started.set()
+        thread.join()
+
+
+def _count_wire_faults(
+    schedule: Schedule, proxy: FaultProxy, outcomes: dict[int, FaultOutcome]
+) -> None:
+    for fault in schedule.faults:
+        wire = fault.wire_fault()
+        if wire is None:
+            continue
+        for fired in proxy.fired:
+            if fired.fault == wire:
+                outcomes[id(fault)].fired += 1
+                if fired.detail:
+                    outcomes[id(fault)].details.append(fired.detail)
+
+
+def _count_failpoints(schedule: Schedule, state: Path, outcomes: dict[int, FaultOutcome]) -> None:
+    log = state / "fired.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    for fault in schedule.faults:
+        if not fault.kind.startswith("failpoint/"):
+            continue
+        _, point, action = fault.kind.split("/")
+        for line in lines:
+            match = _FIRED_RE.search(line)
+            if match and match["point"] == point and match["action"] == action:
+                outcomes[id(fault)].fired += 1
+                outcomes[id(fault)].details.append(f"hit {match['hit']}")
+
+
+# -- killing a Spark task mid-append ------------------------------------------------
+
+
+def kill_sender(peer: str) -> str:
+    """SIGKILL the Spark Python worker whose connection is ``peer`` (``ipv4:host:port``).
+
+    The proxy calls this while the worker's append is in flight: the local port of
+    the peer's socket leads to the socket's inode (``/proc/net/tcp``) and the inode
+    to the process holding it (``/proc/<pid>/fd``).
+    """
+    port = int(peer.rsplit(":", 1)[1])
+    pid = _pid_with_local_port(port)
+    if pid is None:
+        return f"no process holds port {port} any more"
+    command = _command(pid)
+    if pid == os.getpid() or "pyspark" not in command:
+        return f"pid {pid} ({command[:60]}) is not a Spark worker; left alone"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return f"killed Spark worker pid {pid}"
+
+
+def _pid_with_local_port(port: int) -> int | None:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(proc.name)
+    return None
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"

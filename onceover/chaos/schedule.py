@@ -1,0 +1,285 @@
+"""Fault schedules: what one chaos run arms, drawn from a seed and replayable from JSON.
+
+A schedule is everything that decides a run: the data (rows, files, batches,
+request size), the sink's mode, and the faults with the exact hit, call or moment
+each one is armed for. The same seed draws the same schedules; a schedule's JSON
+re-runs it (``onceover chaos --replay FILE``).
+
+Fault kinds, each a string in reports:
+
+==============================  ======================================================
+``failpoint/<point>/<action>``  a sink failpoint (``jobs.sink.failpoints``) armed for
+                                its n-th hit, counted across every process and
+                                restart of the run: ``crash``, ``error`` or ``drop``
+``wire/<action>``               the fault proxy in front of the Storage Write API
+                                (:mod:`onceover.chaos.proxy`): ``unavailable``,
+                                ``drop_response``, ``delay``, ``cut``
+``spark/kill_task``             the Spark task sending the n-th append is killed
+                                (SIGKILL) while its request is in flight
+``backend/outage``              the control plane is killed some seconds into the
+                                run and comes back a few seconds later
+==============================  ======================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from jobs.sink.failpoints import POINTS, Action
+from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
+from onceover.chaos.proxy import APPEND_ROWS, WireFault
+
+MODES = ("pending", "committed", "default")
+"""``default`` is the at-least-once baseline: the harness is expected to catch its duplicates."""
+DEFAULT_MODES = ("pending", "committed")
+SCHEMA_VERSION = 1
+
+ROWS = 3_000
+FILES = 6
+FILES_PER_BATCH = 2
+REQUEST_MAX_BYTES = 10_000
+"""Small requests (the sink's minimum), so a task sends several and a fault can land mid-stream."""
+MAX_RESTARTS = 6
+BYTES_PER_ROW = 58
+"""Measured: one generated order event in Arrow IPC (``jobs.generate``), for sizing draws."""
+
+FAILPOINT_KINDS = tuple(
+    f"failpoint/{name}/{action}"
+    for name, point in POINTS.items()
+    for action in Action
+    if action is not Action.DROP or point.has_response
+)
+WIRE_KINDS = ("wire/unavailable", "wire/drop_response", "wire/delay", "wire/cut")
+OTHER_KINDS = ("spark/kill_task", "backend/outage")
+KINDS = FAILPOINT_KINDS + WIRE_KINDS + OTHER_KINDS
+
+# What each mode passes through: committed streams are neither finalized nor committed.
+_PENDING_ONLY_POINTS = frozenset({"finalize.after", "commit.before", "commit.after"})
+_UNARY_BY_MODE = {
+    "pending": ("CreateWriteStream", "FinalizeWriteStream", "BatchCommitWriteStreams"),
+    "committed": ("CreateWriteStream",),
+    "default": (),
+}
+
+
+def kinds_for(mode: str) -> tuple[str, ...]:
+    """The fault kinds a run in ``mode`` can meet."""
+    if mode == "pending":
+        return KINDS
+    return tuple(
+        k
+        for k in KINDS
+        if not (k.startswith("failpoint/") and k.split("/")[1] in _PENDING_ONLY_POINTS)
+    )
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    nth: int = 1
+    """Failpoints: the hit; wire faults and task kills: the call or append message."""
+    method: str | None = None
+    """Wire faults: the Storage Write method."""
+    delay_s: float = 0.0
+    """``wire/delay``: how long the request is held."""
+    at_s: float = 0.0
+    """``backend/outage``: seconds after the run's first start."""
+    for_s: float = 0.0
+    """``backend/outage``: how long the control plane stays down."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(KINDS)}")
+        if self.nth < 1:
+            raise ValueError(f"{self.kind}: nth counts from 1")
+        if self.kind.startswith("wire/") and self.method is None:
+            raise ValueError(f"{self.kind}: a wire fault names its method")
+
+    @property
+    def describe(self) -> str:
+        if self.kind == "backend/outage":
+            return f"{self.kind} at {self.at_s:.1f} s for {self.for_s:.1f} s"
+        if self.kind.startswith("wire/"):
+            extra = f" {self.delay_s:.2f} s" if self.kind == "wire/delay" else ""
+            return f"{self.kind} {self.method} #{self.nth}{extra}"
+        return f"{self.kind} #{self.nth}"
+
+    def wire_fault(self) -> WireFault | None:
+        """This fault as the proxy's plan entry (task kills are the proxy's too)."""
+        if self.kind.startswith("wire/"):
+            assert self.method is not None
+            action: Any = self.kind.removeprefix("wire/")
+            return WireFault(action, self.method, self.nth, self.delay_s)
+        if self.kind == "spark/kill_task":
+            return WireFault("kill", APPEND_ROWS, self.nth)
+        return None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    index: int
+    mode: str
+    faults: tuple[Fault, ...]
+    rows: int = ROWS
+    files: int = FILES
+    files_per_batch: int = FILES_PER_BATCH
+    request_max_bytes: int = REQUEST_MAX_BYTES
+    max_restarts: int = MAX_RESTARTS
+    version: int = field(default=SCHEMA_VERSION)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.rows < 1 or self.files < 1 or self.files_per_batch < 1:
+            raise ValueError("rows, files and files_per_batch must be at least 1")
+        points = [f.kind.split("/")[1] for f in self.faults if f.kind.startswith("failpoint/")]
+        if len(points) != len(set(points)):
+            raise ValueError("a failpoint can be armed once per schedule")
+
+    @property
+    def name(self) -> str:
+        return f"seed{self.seed}-{self.index:04d}"
+
+    def failpoint_spec(self) -> str:
+        """``ONCEOVER_FAILPOINTS`` for this schedule's failpoint faults."""
+        parts = []
+        for fault in self.faults:
+            if fault.kind.startswith("failpoint/"):
+                _, point, action = fault.kind.split("/")
+                parts.append(f"{point}={action}@{fault.nth}")
+        return ";".join(parts)
+
+    def wire_faults(self) -> list[WireFault]:
+        return [w for f in self.faults if (w := f.wire_fault()) is not None]
+
+    def outages(self) -> list[Fault]:
+        return [f for f in self.faults if f.kind == "backend/outage"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "name": self.name}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Schedule:
+        fields = {k: v for k, v in data.items() if k not in ("name", "faults")}
+        if fields.get("version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise ValueError(f"schedule version {fields['version']} is not {SCHEMA_VERSION}")
+        faults = tuple(Fault(**fault) for fault in data.get("faults", ()))
+        return cls(faults=faults, **fields)
+
+    def save(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+
+def load_schedule(path: Path) -> Schedule:
+    """A schedule from its JSON file, or from a report's schedule entry."""
+    data = json.loads(path.read_text())
+    if "schedule" in data:  # one result from a report
+        data = data["schedule"]
+    return Schedule.from_json(data)
+
+
+# -- drawing ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many of each hit one clean run makes: the range ``nth`` is drawn from."""
+
+    batches: int
+    tasks: int
+    appends: int
+
+    @classmethod
+    def of(cls, rows: int, files: int, files_per_batch: int, request_max_bytes: int) -> Shape:
+        per_file = math.ceil(rows / files)
+        per_request = max(1, (request_max_bytes - REQUEST_OVERHEAD_BYTES) // BYTES_PER_ROW)
+        # The sink halves a request until it fits, so a file's rows go in a power of two.
+        pieces = 1
+        while math.ceil(per_file / pieces) > per_request:
+            pieces *= 2
+        return cls(math.ceil(files / files_per_batch), files, files * pieces)
+
+    def hits(self, kind: str, method: str | None = None) -> int:
+        """Hits of ``kind``'s failpoint or wire method in one clean run."""
+        point_or_method = method or kind.split("/")[1]
+        per_batch = ("ledger.after_intent", "commit.before", "commit.after")
+        if point_or_method in per_batch or point_or_method == "BatchCommitWriteStreams":
+            return self.batches
+        if point_or_method in ("finalize.after", "CreateWriteStream", "FinalizeWriteStream"):
+            return self.tasks
+        return self.appends
+
+
+class _Deck:
+    """Fault kinds dealt round-robin in shuffled order: even coverage, random order."""
+
+    def __init__(self, kinds: Sequence[str], rng: random.Random) -> None:
+        self.kinds = list(kinds)
+        self.rng = rng
+        self.cards: list[str] = []
+
+    def deal(self, refuse: set[str]) -> str:
+        if not [c for c in self.cards if c not in refuse]:
+            fresh = self.kinds[:]
+            self.rng.shuffle(fresh)
+            self.cards.extend(fresh)
+        card = next(c for c in self.cards if c not in refuse)
+        self.cards.remove(card)
+        return card
+
+
+def draw_schedules(
+    seed: int,
+    count: int,
+    *,
+    modes: Sequence[str] = DEFAULT_MODES,
+    rows: int = ROWS,
+    faults_per_schedule: tuple[int, int] = (2, 4),
+) -> Iterator[Schedule]:
+    """``count`` schedules from ``seed``, modes taken in turn, fault kinds dealt evenly."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
+    # Kinds only one mode can meet are dealt twice as often there, so they are not
+    # rarer than the rest over a session that alternates modes.
+    decks = {mode: _Deck(_weighted_kinds(mode, modes), rng) for mode in modes}
+    for index in range(count):
+        mode = modes[index % len(modes)]
+        base = Schedule(seed=seed, index=index, mode=mode, faults=(), rows=rows)
+        shape = Shape.of(base.rows, base.files, base.files_per_batch, base.request_max_bytes)
+        faults: list[Fault] = []
+        taken: set[str] = set()
+        for _ in range(rng.randint(*faults_per_schedule)):
+            kind = decks[mode].deal(taken)
+            faults.append(_draw_fault(kind, mode, shape, rng))
+            taken.add(kind)
+            if kind.startswith("failpoint/"):  # one arming per point
+                point = kind.split("/")[1]
+                taken.update(k for k in FAILPOINT_KINDS if k.split("/")[1] == point)
+        yield replace(base, faults=tuple(faults))
+
+
+def _weighted_kinds(mode: str, modes: Sequence[str]) -> list[str]:
+    mine = kinds_for(mode)
+    elsewhere = {k for other in modes if other != mode for k in kinds_for(other)}
+    return [*mine, *(k for k in mine if elsewhere and k not in elsewhere)]
+
+
+def _draw_fault(kind: str, mode: str, shape: Shape, rng: random.Random) -> Fault:
+    if kind == "backend/outage":
+        return Fault(kind, at_s=round(rng.uniform(1.0, 12.0), 1), for_s=round(rng.uniform(2, 8), 1))
+    if kind.startswith("wire/"):
+        unary = () if kind == "wire/cut" else _UNARY_BY_MODE[mode]
+        method = APPEND_ROWS if not unary or rng.random() < 0.6 else rng.choice(unary)
+        delay = round(rng.uniform(0.2, 3.0), 2) if kind == "wire/delay" else 0.0
+        return Fault(kind, nth=rng.randint(1, shape.hits(kind, method)), method=method,
+                     delay_s=delay)  # fmt: skip
+    if kind == "spark/kill_task":
+        return Fault(kind, nth=rng.randint(1, shape.appends))
+    return Fault(kind, nth=rng.randint(1, shape.hits(kind)))
