@@ -12,12 +12,13 @@ export UV_PYTHON_DOWNLOADS := never
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html \
 	frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
 
-.PHONY: help install frontend lint pytest test demo up client clean
+.PHONY: help install frontend lint pytest test demo up chaos client clean
 
 help:
 	@echo "make demo      start the local stack and run the demo job"
 	@echo "make test      lint, type-check and run every test"
 	@echo "make up        run the local BigQuery and the backend until Ctrl-C"
+	@echo "make chaos     200 random fault schedules against real jobs, then verify (long)"
 	@echo "make install   only install the Python environment"
 	@echo "make frontend  only build the dashboard"
 	@echo "make client    regenerate the dashboard's API types from the backend"
@@ -61,6 +62,10 @@ demo: install frontend
 
 up: install frontend
 	$(VENV)/bin/onceover up
+
+chaos: install frontend
+	@scripts/preflight.sh java
+	$(VENV)/bin/onceover chaos --schedules 200 --seed 1
 
 client: install frontend/node_modules/.installed
 	scripts/generate-client.sh

@@ -187,3 +187,18 @@ def test_a_missing_table_without_create_table_is_one_clear_line(load: Load) -> N
     assert result.returncode == 2
     assert f"table {load.table}_absent does not exist" in result.stderr
     assert "--create-table" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["5", "9500001"])
+def test_a_request_cap_outside_the_sinks_range_is_refused_naming_it(
+    value: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.load_files import parse_args
+
+    argv = ["--source", str(source), "--format", "json", "--table", "p.d.t", "--key", "k",
+            "--checkpoint", str(tmp_path), "--request-max-bytes", value]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "--request-max-bytes must be between 10,000 and 9,500,000" in capsys.readouterr().err
+    assert parse_args([*argv[:-1], "10000"]).request_max_bytes == 10_000

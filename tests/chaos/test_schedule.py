@@ -1,0 +1,118 @@
+"""Schedules: drawn reproducibly from a seed, every fault kind dealt, replayable from JSON."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs.sink import failpoints
+from onceover.chaos.proxy import WireFault
+from onceover.chaos.schedule import (
+    KINDS,
+    Fault,
+    Schedule,
+    Shape,
+    draw_schedules,
+    kinds_for,
+    load_schedule,
+)
+
+
+def test_the_same_seed_draws_the_same_schedules_and_another_seed_others() -> None:
+    first = list(draw_schedules(1, 30))
+    assert first == list(draw_schedules(1, 30))
+    assert first != list(draw_schedules(2, 30))
+    assert [s.mode for s in first[:4]] == ["pending", "committed", "pending", "committed"]
+    assert [s.name for s in first[:2]] == ["seed1-0000", "seed1-0001"]
+
+
+def test_two_hundred_schedules_arm_every_fault_kind_at_least_twenty_times() -> None:
+    armed = collections.Counter(f.kind for s in draw_schedules(1, 200) for f in s.faults)
+    assert set(armed) == set(KINDS)
+    assert min(armed.values()) >= 20, armed.most_common()[-3:]
+
+
+def test_a_committed_schedule_never_arms_what_committed_streams_never_pass() -> None:
+    for schedule in draw_schedules(3, 100, modes=["committed"]):
+        for fault in schedule.faults:
+            assert fault.kind in kinds_for("committed")
+            assert fault.method in (None, "AppendRows", "CreateWriteStream"), fault
+    assert "failpoint/commit.after/crash" not in kinds_for("committed")
+
+
+def test_nth_is_drawn_within_what_one_clean_run_hits() -> None:
+    shape = Shape.of(3_000, 6, 2, 10_000)
+    assert (shape.batches, shape.tasks, shape.appends) == (3, 6, 24)
+    for schedule in draw_schedules(5, 100):
+        for fault in schedule.faults:
+            if fault.kind == "backend/outage":
+                assert 1 <= fault.at_s <= 12
+                assert 2 <= fault.for_s <= 8
+            else:
+                assert 1 <= fault.nth <= shape.hits(fault.kind, fault.method), fault
+
+
+def test_failpoints_become_a_spec_the_sink_accepts_and_wire_faults_a_proxy_plan() -> None:
+    schedule = Schedule(
+        seed=9,
+        index=0,
+        mode="pending",
+        faults=(
+            Fault("failpoint/commit.after/crash", nth=2),
+            Fault("failpoint/append.response/drop", nth=5),
+            Fault("wire/cut", nth=7, method="AppendRows"),
+            Fault("spark/kill_task", nth=3),
+            Fault("backend/outage", at_s=2.0, for_s=3.0),
+        ),
+    )
+    spec = schedule.failpoint_spec()
+    assert spec == "commit.after=crash@2;append.response=drop@5"
+    armed = failpoints.parse(spec)
+    assert armed["commit.after"].nth == 2
+    assert armed["append.response"].action == "drop"
+    assert schedule.wire_faults() == [
+        WireFault("cut", "AppendRows", 7),
+        WireFault("kill", "AppendRows", 3),
+    ]
+    assert [f.for_s for f in schedule.outages()] == [3.0]
+
+
+def test_a_schedule_replays_from_its_json_file(tmp_path: Path) -> None:
+    schedule = next(iter(draw_schedules(11, 1)))
+    path = schedule.save(tmp_path / "schedule.json")
+    assert load_schedule(path) == schedule
+    entry = tmp_path / "entry.json"  # one result cut from a report
+    entry.write_text(json.dumps({"schedule": schedule.to_json(), "verdict": "ok"}))
+    assert load_schedule(entry) == schedule
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"mode": "exactly"}, "mode must be one of"),
+        ({"faults": [{"kind": "failpoint/nowhere/crash"}]}, "unknown fault kind"),
+        ({"faults": [{"kind": "wire/delay", "nth": 1}]}, "names its method"),
+        ({"faults": [{"kind": "wire/cut", "nth": 0, "method": "AppendRows"}]}, "counts from 1"),
+        (
+            {
+                "faults": [
+                    {"kind": "failpoint/commit.after/crash", "nth": 1},
+                    {"kind": "failpoint/commit.after/error", "nth": 2},
+                ]
+            },
+            "armed once per schedule",
+        ),
+        ({"version": 99}, "version 99"),
+    ],
+)
+def test_a_bad_schedule_is_refused_saying_what_is_wrong(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    data = {**next(iter(draw_schedules(1, 1))).to_json(), **change}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message):
+        load_schedule(path)

@@ -1,0 +1,69 @@
+"""The verifier catches what counts alone would miss, computing in BigQuery, not here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from google.cloud import bigquery
+
+from onceover.chaos.verify import BUCKETS, KeyAggregate, compare_keys, table_aggregate
+
+SOURCE = range(200)
+
+
+def _table(rest: bigquery.Client, dataset: str, keys: Sequence[int]) -> str:
+    table = f"{dataset}.keys"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("event_id", "INT64")]))
+    rest.insert_rows_json(table, [{"event_id": k} for k in keys])
+    return table
+
+
+def test_the_source_itself_has_no_problems(rest: bigquery.Client, dataset: str) -> None:
+    actual = table_aggregate(rest, _table(rest, dataset, list(SOURCE)), "event_id")
+    assert actual == KeyAggregate.of(SOURCE)
+    assert actual.rows == actual.distinct == 200
+    assert len(actual.buckets) == BUCKETS
+    assert compare_keys(KeyAggregate.of(SOURCE), actual) == []
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        pytest.param(
+            [*SOURCE, 17],
+            ["BigQuery holds 201 rows, expected 200", "differs from the source's in 1 of"],
+            id="a duplicate",
+        ),
+        pytest.param(
+            [k for k in SOURCE if k != 5],
+            ["holds 199 rows", "199 distinct keys", "in 1 of"],
+            id="a lost row",
+        ),
+        pytest.param(
+            [*(k for k in SOURCE if k != 5), 6],
+            ["199 distinct keys, expected 200", "in 2 of"],
+            id="a lost row paired with a duplicate: COUNT(*) matches",
+        ),
+        pytest.param(
+            [*(k for k in SOURCE if k != 5), 5 + BUCKETS * 100],
+            ["in 1 of"],
+            id="a lost key paired with a foreign one in its bucket: both counts match",
+        ),
+    ],
+)
+def test_each_kind_of_damage_is_named(
+    rest: bigquery.Client, dataset: str, keys: list[int], expected: list[str]
+) -> None:
+    actual = table_aggregate(rest, _table(rest, dataset, keys), "event_id")
+    problems = compare_keys(KeyAggregate.of(SOURCE), actual)
+    assert len(problems) == len(expected), problems
+    for problem, words in zip(problems, expected, strict=True):
+        assert words in problem
+
+
+def test_identifiers_are_checked_not_pasted(rest: bigquery.Client) -> None:
+    with pytest.raises(ValueError, match=r"not project\.dataset\.table"):
+        table_aggregate(rest, "p.d.t`; DROP TABLE x; --", "event_id")
+    with pytest.raises(ValueError, match="not a column name"):
+        table_aggregate(rest, "onceover-local.d.t", "event_id`)")
