@@ -61,6 +61,7 @@ ORDER_SCHEMA = [
     bigquery.SchemaField("currency", "STRING"),
     bigquery.SchemaField("event_time", "TIMESTAMP"),
 ]
+KILLED = "killed Spark worker"
 _FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
 
 
@@ -315,10 +316,13 @@ def _count_wire_faults(
         if wire is None:
             continue
         for fired in proxy.fired:
-            if fired.fault == wire:
+            if fired.fault != wire:
+                continue
+            if fired.detail:
+                outcomes[id(fault)].details.append(fired.detail)
+            # A kill counts only when a worker died: its process may be gone already.
+            if fault.kind != "spark/kill_task" or fired.detail.startswith(KILLED):
                 outcomes[id(fault)].fired += 1
-                if fired.detail:
-                    outcomes[id(fault)].details.append(fired.detail)
 
 
 def _count_failpoints(schedule: Schedule, state: Path, outcomes: dict[int, FaultOutcome]) -> None:
@@ -352,9 +356,11 @@ def kill_sender(peer: str) -> str:
     command = _command(pid)
     if pid == os.getpid() or "pyspark" not in command:
         return f"pid {pid} ({command[:60]}) is not a Spark worker; left alone"
-    with contextlib.suppress(ProcessLookupError):
+    try:
         os.kill(pid, signal.SIGKILL)
-    return f"killed Spark worker pid {pid}"
+    except ProcessLookupError:
+        return f"pid {pid} exited before it could be killed"
+    return f"{KILLED} pid {pid}"
 
 
 def _pid_with_local_port(port: int) -> int | None:
