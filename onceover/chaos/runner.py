@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,10 @@ ORDER_SCHEMA = [
 ]
 KILLED = "killed Spark worker"
 _FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
+
+
+class ScheduleInterruptedError(Exception):
+    """The session was stopped (Ctrl-C) while this schedule ran; it has no verdict."""
 
 
 @dataclass
@@ -142,8 +146,8 @@ class ChaosStack:
             tokens=self.tokens,
             log_path=self.work_root / f"control-plane-{self.lane}.log",
         )
+        self._backend = backend  # before start: stop() must find it even if start is cut short
         backend.start()
-        self._backend = backend
         self._port = backend.port
 
     def outage(self, seconds: float, stop: threading.Event) -> None:
@@ -161,9 +165,10 @@ class ChaosStack:
 
 
 def run_schedule(
-    schedule: Schedule, stack: ChaosStack, *, on_run: Callable[[int, JobRun], None] | None = None
+    schedule: Schedule, stack: ChaosStack, *, abort: threading.Event | None = None
 ) -> ScheduleResult:
-    """Run ``schedule`` to the end and judge it."""
+    """Run ``schedule`` to the end and judge it; ``abort`` stops it without a verdict."""
+    abort = abort or threading.Event()
     started = time.monotonic()
     work = stack.work_root / schedule.name
     shutil.rmtree(work, ignore_errors=True)
@@ -182,10 +187,8 @@ def run_schedule(
     with proxy, _outages(schedule, stack, outcomes) as job_started:
         env = _job_environment(schedule, stack, proxy, work)
         for attempt in range(schedule.max_restarts + 1):
-            run = _run_job(schedule, table, work, env, attempt, job_started)
+            run = _run_job(schedule, table, work, env, attempt, job_started, abort)
             runs.append(run)
-            if on_run is not None:
-                on_run(attempt, run)
             if run.exit_code == 0 or run.hung:
                 break
     _count_wire_faults(schedule, proxy, outcomes)
@@ -256,6 +259,7 @@ def _run_job(  # noqa: PLR0917 - one call site, every argument named there
     env: dict[str, str],
     attempt: int,
     job_started: threading.Event,
+    abort: threading.Event,
 ) -> JobRun:
     argv = [
         sys.executable, "-m", "jobs.load_files",
@@ -266,14 +270,18 @@ def _run_job(  # noqa: PLR0917 - one call site, every argument named there
         "--request-max-bytes", str(schedule.request_max_bytes),
     ]  # fmt: skip
     child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=work / f"run-{attempt}.log")
+    if abort.is_set():
+        raise ScheduleInterruptedError(schedule.name)
     started = time.monotonic()
     popen = child.start()
     job_started.set()
-    try:
-        code = popen.wait(JOB_TIMEOUT_S)
-    except Exception:  # subprocess.TimeoutExpired: hung
-        child.stop(grace_s=5)
-        return JobRun(None, time.monotonic() - started, hung=True)
+    while (code := popen.poll()) is None:
+        if abort.wait(0.2):
+            child.stop(grace_s=5)
+            raise ScheduleInterruptedError(schedule.name)
+        if time.monotonic() - started > JOB_TIMEOUT_S:
+            child.stop(grace_s=5)
+            return JobRun(None, time.monotonic() - started, hung=True)
     child.stop()  # closes the log
     return JobRun(code, time.monotonic() - started)
 

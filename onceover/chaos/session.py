@@ -21,7 +21,12 @@ from typing import TextIO
 
 from onceover.bigquery import BigQueryConfig
 from onceover.chaos.report import Session, now, replay_command, write_report
-from onceover.chaos.runner import ChaosStack, ScheduleResult, run_schedule
+from onceover.chaos.runner import (
+    ChaosStack,
+    ScheduleInterruptedError,
+    ScheduleResult,
+    run_schedule,
+)
 from onceover.chaos.schedule import Schedule
 
 
@@ -46,6 +51,7 @@ def run_session(
         for lane in range(max(1, min(parallel, len(schedules))))
     ]
     width = len(str(len(schedules)))
+    abort = threading.Event()
 
     def say(text: str) -> None:
         with lock:
@@ -58,7 +64,11 @@ def run_session(
                 f"[{number:>{width}}/{len(schedules)}] {schedule.name} {schedule.mode}: "
                 + ("; ".join(f.describe for f in schedule.faults) or "no faults")
             )
-            result = run_schedule(schedule, stack)
+            try:
+                result = run_schedule(schedule, stack, abort=abort)
+            except ScheduleInterruptedError:
+                say(f"{'':>{2 * width + 3}} {schedule.name} stopped part-way: no verdict")
+                return
         finally:
             lanes.put(stack)
         fired = sum(1 for o in result.faults if o.fired)
@@ -78,11 +88,19 @@ def run_session(
         for stack in stacks:
             lanes.put(stack.start())
         with ThreadPoolExecutor(len(stacks), thread_name_prefix="chaos-lane") as pool:
-            for future in [
+            futures = [
                 pool.submit(run_one, number, schedule)
                 for number, schedule in enumerate(schedules, 1)
-            ]:
-                future.result()
+            ]
+            try:
+                for future in futures:
+                    future.result()
+            except KeyboardInterrupt:
+                # Stop the jobs now rather than after every queued schedule; the report
+                # keeps the schedules that finished.
+                abort.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     finally:
         for stack in stacks:
             stack.stop()
