@@ -68,6 +68,15 @@ wraps a private function whose shape may change in another release.
     many concurrent connections per project. The patch gives the gRPC server a pool
     of :data:`APPEND_ROWS_WORKERS` threads (each open AppendRows connection holds one).
 
+``one_duckdb_user_at_a_time``
+    bqemulator shares one DuckDB connection between the REST server's event loop
+    and the gRPC threads, and uses it from both at once (queries take no lock;
+    only writes to the same table do). A DuckDB connection is not thread-safe: a
+    query over REST while another table took an append over gRPC deadlocked the
+    whole server (seen in chaos sessions with parallel lanes: every REST and gRPC
+    call then hung). BigQuery serves queries and appends concurrently. The patch
+    takes one process-wide lock around each use of the connection: ``execute``,
+    ``fetch_arrow`` (the query and its fetch), an append's insert, a load's insert.
 ``keep_host_logging``
     At start bqemulator calls ``logging.basicConfig(force=True)``, replacing the
     handlers of whatever process embeds it (pytest, ``onceover up``). The patch
@@ -134,6 +143,7 @@ def install() -> list[str]:
                 sticky_write_stream,
                 record_columns,
                 append_rows_pool,
+                one_duckdb_user_at_a_time,
             ):
                 patch()
                 _installed.append(patch.__name__)
@@ -415,6 +425,33 @@ def shutdown_pool(grpc_server: Any) -> None:
 
         for thread in list(getattr(pool, "_threads", ())):
             pool_threads._threads_queues.pop(thread, None)  # type: ignore[attr-defined]
+
+
+# -- one_duckdb_user_at_a_time -------------------------------------------------------
+
+
+_duckdb_lock = threading.RLock()
+"""Held by whichever thread uses bqemulator's DuckDB connection (re-entrant: a fetch runs
+``execute`` inside, an append's insert reads the catalog inside)."""
+
+
+def one_duckdb_user_at_a_time() -> None:
+    """Serialise every use of bqemulator's one DuckDB connection."""
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from bqemulator.jobs import executor
+    from bqemulator.storage.engine import DuckDBEngine
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with _duckdb_lock:
+                return original(*args, **kwargs)
+
+        return locked
+
+    _wrap(DuckDBEngine, "execute", make)
+    _wrap(DuckDBEngine, "fetch_arrow", make)
+    _wrap(BigQueryWriteHandler, "_flush_to_target", make)
+    _wrap(executor, "_insert_via_arrow_view", make)  # looked up by name at each call
 
 
 # -- keep_host_logging --------------------------------------------------------------

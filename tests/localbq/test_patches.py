@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC
 
@@ -330,6 +331,56 @@ def test_32_appendrows_connections_are_served_at_once(
     assert count(rest, table_id) == (connections * 10, connections * 10)
 
 
+# -- one_duckdb_user_at_a_time -----------------------------------------------------
+
+
+def test_queries_and_appends_on_other_tables_run_at_once_without_hanging(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """BigQuery serves queries and appends concurrently; the emulator used to deadlock.
+
+    Four writers append 40 small requests each to tables of their own while four
+    readers query those tables over REST; everything must finish before the deadline
+    and every row must be counted once.
+    """
+    writers, appends, deadline_s = 4, 40, 120.0
+    tables = [create_table(rest, dataset, f"w{i}") for i in range(writers)]
+    failures: list[BaseException] = []
+    stop_reading = threading.Event()
+
+    def append(index: int) -> None:
+        try:
+            stream = create_stream(write, tables[index], COMMITTED).name
+            for n in range(appends):
+                (response,) = append_all(write, [append_request(stream, rows(n * 5, 5), n * 5)])
+                assert acknowledged_offset(response) == n * 5
+        except BaseException as exc:  # reported below, in the test's thread
+            failures.append(exc)
+
+    def query(index: int) -> None:
+        try:
+            while not stop_reading.is_set():
+                count(rest, tables[index % writers])
+        except BaseException as exc:
+            failures.append(exc)
+
+    appenders = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(writers)]
+    readers = [threading.Thread(target=query, args=(i,), daemon=True) for i in range(4)]
+    deadline = time.monotonic() + deadline_s
+    for thread in (*appenders, *readers):
+        thread.start()
+    for thread in appenders:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stop_reading.set()
+    for thread in readers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in (*appenders, *readers) if t.is_alive()]
+    assert not hung, f"still running after {deadline_s:.0f} s: {hung}"
+    assert not failures, failures
+    for table in tables:
+        assert count(rest, table) == (appends * 5, appends * 5)
+
+
 # -- keep_host_logging ------------------------------------------------------------
 
 
@@ -346,6 +397,8 @@ def test_starting_in_process_leaves_the_host_logging_alone() -> None:
         root.removeHandler(marker)
 
 
-@pytest.mark.parametrize("name", ["stream_times", "append_rows_pool", "optional_spatial"])
+@pytest.mark.parametrize(
+    "name", ["stream_times", "append_rows_pool", "optional_spatial", "one_duckdb_user_at_a_time"]
+)
 def test_every_patch_is_installed_once(name: str) -> None:
     assert patches.install().count(name) == 1
