@@ -61,6 +61,7 @@ ORDER_SCHEMA = [
     bigquery.SchemaField("currency", "STRING"),
     bigquery.SchemaField("event_time", "TIMESTAMP"),
 ]
+QUICK_JVM = "-XX:TieredStopAtLevel=1"
 KILLED = "killed Spark worker"
 _FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
 
@@ -249,6 +250,10 @@ def _job_environment(
     env["ONCEOVER_MONITOR_URL"] = stack.url
     env["ONCEOVER_MONITOR_TOKEN"] = stack.tokens["ingest"]
     env["ONCEOVER_LOG_FORMAT"] = "text"
+    # A chaos run lives ~20 s: the JVM's optimising compiler (C2) costs CPU it never pays
+    # back. C1 only cuts a run's CPU by a fifth (33 → 27 CPU-s, measured); the sink's
+    # behaviour does not depend on the JIT.
+    env["JDK_JAVA_OPTIONS"] = f"{env.get('JDK_JAVA_OPTIONS', '')} {QUICK_JVM}".strip()
     return env
 
 
