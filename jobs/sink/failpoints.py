@@ -144,15 +144,25 @@ _registry = _Registry()
 
 
 def _count_in_file(path: Path) -> int:
+    """Add one to the counter in ``path`` and return it, safe against SIGKILL mid-update.
+
+    A chaos schedule kills processes at any instruction, including inside this function.
+    Rewriting the counter in place (truncate, then write) left an empty file when the
+    kill fell between the two, the count restarted from zero and an ``@n`` fired twice.
+    So the new value goes to a temporary file that replaces the counter in one rename:
+    a reader sees the old value or the new one, never neither. A separate lock file
+    serialises writers, since the counter file itself is swapped under them.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        hits = int(handle.read().strip() or 0) + 1
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(hits))
-        handle.flush()
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            hits = int(path.read_text().strip() or 0) + 1
+        except FileNotFoundError:
+            hits = 1
+        staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        staged.write_text(str(hits))
+        os.replace(staged, path)
         return hits
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -82,6 +86,46 @@ def test_hits_are_shared_across_processes_with_a_state_dir(
     assert not failpoints.hit("append.before")
     failpoints.reset()  # as a new process would: no memory of its own
     assert failpoints.hit("append.before")
+
+
+_COUNT_FOREVER = """
+import sys
+from pathlib import Path
+from jobs.sink.failpoints import _count_in_file
+while True:
+    _count_in_file(Path(sys.argv[1]))
+"""
+
+
+def test_a_counter_survives_its_process_being_killed_mid_update(tmp_path: Path) -> None:
+    # Seen in chaos seed 1: a kill between truncating and rewriting the counter left it
+    # empty, the count restarted and an @n failpoint fired a second time. Kill a process
+    # that does nothing but count, over and over: the counter must always hold a number
+    # that never goes back.
+    counter = tmp_path / "append.before.hits"
+    last = 0
+    for _ in range(25):
+        counting = subprocess.Popen(
+            [sys.executable, "-c", _COUNT_FOREVER, str(counter)], cwd=Path(__file__).parents[2]
+        )
+        deadline = time.monotonic() + 30
+        while _read_count(counter) < last + 50:
+            assert counting.poll() is None, "the counting process died on its own"
+            assert time.monotonic() < deadline, "the counter did not advance"
+        counting.send_signal(signal.SIGKILL)
+        counting.wait()
+        now = counter.read_text()
+        assert now.isdigit(), f"killed mid-update, the counter holds {now!r}"
+        assert int(now) >= last
+        last = int(now)
+
+
+def _read_count(counter: Path) -> int:
+    try:
+        text = counter.read_text()
+    except FileNotFoundError:
+        return 0
+    return int(text) if text.isdigit() else 0
 
 
 def _record(batch_id: int | None = 3) -> BatchRecord:
