@@ -45,7 +45,7 @@ _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$"
 
 # gRPC's default 4 MiB receive cap is below BigQuery's 10 MB request cap; the
 # official transport lifts both limits the same way.
-_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,6 @@ def write_client(config: BigQueryConfig | None = None) -> BigQueryWriteClient:
     import grpc
 
     assert config.grpc_endpoint is not None  # is_local guarantees it
-    channel = grpc.insecure_channel(config.grpc_endpoint, options=_GRPC_OPTIONS)
+    channel = grpc.insecure_channel(config.grpc_endpoint, options=GRPC_OPTIONS)
     transport = BigQueryWriteGrpcTransport(channel=channel)
     return BigQueryWriteClient(transport=transport, client_info=client_info)

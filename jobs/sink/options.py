@@ -73,7 +73,7 @@ _TABLE_RE = re.compile(
     r"(?P<dataset>[A-Za-z0-9_]{1,1024})\.(?P<table>[A-Za-z0-9_$-]{1,1024})$"
 )
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")
+COLUMN_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")
 
 T = TypeVar("T", bound=str)
 
@@ -149,7 +149,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
     table = f"{project}.{match['dataset']}.{match['table']}"
 
     key = options.get("key") or None
-    if key is not None and not _COLUMN_RE.match(key):
+    if key is not None and not COLUMN_NAME_RE.match(key):
         raise SinkOptionError("key", f"{key!r} is not a column name")
     run_id = options.get("run_id") or None
     if run_id is not None and not _RUN_ID_RE.match(run_id):

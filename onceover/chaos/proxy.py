@@ -33,6 +33,7 @@ from typing import Any, Literal, Self
 
 import grpc
 
+from onceover.bigquery import GRPC_OPTIONS
 from onceover.processes import StartStop
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ UNARY_METHODS = (
 WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill"]
 STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill"})
 
-_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 # Set by gRPC itself; forwarding them is refused or wrong.
 _HOP_BY_HOP = ("user-agent", "grpc-", ":")
 
@@ -116,8 +116,8 @@ class FaultProxy(StartStop):
         return f"{self.host}:{self.port}"
 
     def start(self) -> Self:
-        self._channel = grpc.insecure_channel(self.upstream, options=_GRPC_OPTIONS)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), options=_GRPC_OPTIONS)
+        self._channel = grpc.insecure_channel(self.upstream, options=GRPC_OPTIONS)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), options=GRPC_OPTIONS)
         server.add_generic_rpc_handlers([_Handler(self)])
         self.port = server.add_insecure_port(f"{self.host}:0")
         server.start()

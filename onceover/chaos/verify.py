@@ -23,13 +23,14 @@ from typing import Any
 import httpx
 from google.cloud import bigquery
 
+from jobs.sink.options import COLUMN_NAME_RE
+
 BUCKETS = 64
 CONTROL_PLANE_DEADLINE_S = 30.0
 
 _TABLE_RE = re.compile(
     r"^[a-z][a-z0-9.:-]{4,61}[a-z0-9]\.[A-Za-z0-9_]{1,1024}\.[A-Za-z0-9_]{1,1024}$"
 )
-_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def table_aggregate(client: bigquery.Client, table: str, key: str) -> KeyAggrega
     """The aggregate of ``table``'s integer ``key`` column, computed in BigQuery."""
     if not _TABLE_RE.match(table):
         raise ValueError(f"{table!r} is not project.dataset.table")
-    if not _COLUMN_RE.match(key):
+    if not COLUMN_NAME_RE.match(key):
         raise ValueError(f"{key!r} is not a column name")
     totals = next(
         iter(
