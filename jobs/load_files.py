@@ -3,7 +3,7 @@
     python -m jobs.load_files --source DIR --format json|csv|parquet --table P.D.T
         --key COL --checkpoint DIR [--mode pending|committed|default] [--run-id ID]
         [--monitor-url URL --monitor-token T] [--master local[2,4]]
-        [--max-files-per-trigger N] [--request-max-bytes N] [--create-table]
+        [--max-files-per-trigger N] [--request-max-bytes N] [--create-table] [--stamp]
         [--continuous [--interval SECONDS]]
 
 Runs with ``spark-submit jobs/load_files.py ...`` too. By default the trigger is
@@ -18,7 +18,9 @@ committed in BigQuery; 1 when the load failed; 2 for bad arguments or configurat
 
 The table's schema is the read schema when the table exists (so ISO timestamps in
 JSON or CSV load into a TIMESTAMP column); with ``--create-table`` a missing table is
-created from the files' inferred schema. The monitor URL and token also come from
+created from the files' inferred schema. ``--stamp`` writes the run id and batch id
+into ``_onceover_run_id`` / ``_onceover_batch_id`` (the sink's ``stamp=true``; a table
+made with ``--create-table --stamp`` gets the two columns). The monitor URL and token also come from
 ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``; they are never stored in the
 run's spec, which the control plane keeps to resume the run.
 """
@@ -40,12 +42,14 @@ from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
 from onceover.errors import ConfigurationError
+from onceover.stamp import STAMP_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
 logger = logging.getLogger("jobs.load_files")
+STAMP_NAMES = frozenset(name.casefold() for name in STAMP_COLUMNS)
 
 MODULE = "jobs.load_files"
 FORMATS = ("json", "csv", "parquet")
@@ -90,6 +94,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--create-table",
         action="store_true",
         help="create the table from the files' schema if it is missing",
+    )
+    parser.add_argument(
+        "--stamp",
+        action="store_true",
+        help="stamp every row with the run id and batch id (for reconciliation per run and "
+        "per batch)",
     )
     parser.add_argument(
         "--continuous",
@@ -219,13 +229,21 @@ def read_schema(
 
     from jobs.sink.schema import bigquery_schema_from_arrow
 
-    if table is not None:
-        return t.StructType([t.StructField(f.name, spark_type(f)) for f in table.schema])
+    if table is not None:  # the stamp columns are not in the files: the sink fills them
+        return t.StructType(
+            [
+                t.StructField(f.name, spark_type(f))
+                for f in table.schema
+                if f.name.casefold() not in STAMP_NAMES
+            ]
+        )
     client = bigquery_client(config)
     if not any(p.is_file() and not p.name.startswith(".") for p in args.source.iterdir()):
         raise ConfigurationError(f"--create-table needs at least one file in {args.source}")
     inferred = reader(spark, args).load(str(args.source)).schema
     fields = bigquery_schema_from_arrow(to_arrow_schema(inferred, timezone="UTC"))
+    if args.stamp:
+        fields += [bigquery.SchemaField(name, kind) for name, kind in STAMP_COLUMNS.items()]
     project, dataset, _ = args.table.split(".")
     client.create_dataset(f"{project}.{dataset}", exists_ok=True)
     client.create_table(bigquery.Table(args.table, schema=fields), exists_ok=True)
@@ -388,6 +406,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             .option("table", args.table)
             .option("mode", args.mode)
             .option("key", args.key)
+            .option("stamp", "true" if args.stamp else "false")
             .option("run_id", run_id)
             .option("job", args.job)
             .option("row_format", args.row_format)

@@ -29,6 +29,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
+from onceover.identifiers import COLUMN_NAME_RE
+
 SCHEMA_VERSION = 1
 
 Mode = Literal["pending", "committed", "default"]
@@ -135,6 +137,12 @@ class _BatchEvent(_Event):
     mode: Mode
     query_id: _NAME
     batch_id: int | None = Field(default=None, ge=0, description="None for a batch write")
+    key: Annotated[str, Field(pattern=COLUMN_NAME_RE.pattern)] | None = Field(
+        default=None, description="the column identifying a row, if the write named one"
+    )
+    stamped: bool = Field(
+        default=False, description="rows carry _onceover_run_id and _onceover_batch_id"
+    )
 
 
 class BatchIntent(_BatchEvent):

@@ -137,7 +137,7 @@ class BatchCommitter:
                 ),
                 streams=_stream_rows(streams),
                 expected_rows=intent.expected_rows,
-                **self.telemetry.batch_fields(),
+                **self.telemetry.batch_event_fields(),
             )
         )
         failpoints.hit("ledger.after_intent")
@@ -240,7 +240,7 @@ class BatchCommitter:
                 ),
                 rows=sum(s.rows for s in replay),
                 orphaned_streams=[s.stream for s in replay] if record.mode == "pending" else [],
-                **self.telemetry.batch_fields(),
+                **self.telemetry.batch_event_fields(),
             )
         )
         logger.warning("%s is already committed; skipped as a duplicate", self.label)
@@ -253,7 +253,7 @@ class BatchCommitter:
                 rows=record.expected_rows,
                 duration_ms=duration_ms,
                 resolved=record.resolved,
-                **self.telemetry.batch_fields(),
+                **self.telemetry.batch_event_fields(),
             )
         )
 
@@ -297,7 +297,7 @@ class BatchCommitter:
                     ),
                     streams=_stream_rows(streams),
                     reason=reason,
-                    **self.telemetry.batch_fields(),
+                    **self.telemetry.batch_event_fields(),
                 )
             )
         except Exception:

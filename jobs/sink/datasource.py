@@ -19,7 +19,7 @@ Structured Streaming::
 
 Options (see :mod:`jobs.sink.options` for all): ``table`` (required), ``mode``
 (``pending`` default, ``committed``, ``default``), ``key``, ``run_id``, ``ledger``,
-``job``, ``monitor.url``, ``monitor.token``, ``row_format`` (``arrow``/``proto``),
+``stamp``, ``job``, ``monitor.url``, ``monitor.token``, ``row_format`` (``arrow``/``proto``),
 ``request.max_bytes``, ``append.max_inflight``, ``retry.deadline_s``.
 
 Options, the table and the DataFrame's schema are checked on the driver before any
@@ -85,6 +85,13 @@ def prepare_job(
     }:
         raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
     fields = load_table_schema(config, options.table)
+    if options.stamp:
+        from jobs.sink.stamp import check_stamp_columns, with_stamp_fields
+
+        check_stamp_columns(
+            options.table, arrow_schema.names, {f.name: f.field_type for f in fields}
+        )
+        arrow_schema = with_stamp_fields(arrow_schema)
     plan = plan_write(options.table, arrow_schema, fields)
     if streaming:
         assert options.checkpoint is not None

@@ -9,6 +9,10 @@ option                      default     meaning
                                         ``committed`` (exactly-once, visible per
                                         append), ``default`` (at-least-once baseline)
 ``key``                     none        column that identifies a row (reconciliation)
+``stamp``                   false       ``true``: write the run id and batch id into
+                                        ``_onceover_run_id`` / ``_onceover_batch_id``
+                                        (the table must have them) so reconciliation
+                                        counts a run's and a batch's rows in place
 ``run_id``                  see below   the run this write belongs to; streaming: the
                                         query id; batch writes: a new id each time
                                         (set one to make a re-run a no-op)
@@ -38,6 +42,7 @@ from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
 from jobs.sink.errors import SinkOptionError
+from onceover.identifiers import COLUMN_NAME_RE
 
 Mode = Literal["pending", "committed", "default"]
 RowFormat = Literal["arrow", "proto"]
@@ -54,6 +59,7 @@ KNOWN = frozenset(
         "table",
         "mode",
         "key",
+        "stamp",
         "run_id",
         "ledger",
         "job",
@@ -73,7 +79,6 @@ _TABLE_RE = re.compile(
     r"(?P<dataset>[A-Za-z0-9_]{1,1024})\.(?P<table>[A-Za-z0-9_$-]{1,1024})$"
 )
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-COLUMN_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")
 
 T = TypeVar("T", bound=str)
 
@@ -84,6 +89,7 @@ class SinkOptions:
     """Always fully qualified: ``project.dataset.table``."""
     mode: Mode = "pending"
     key: str | None = None
+    stamp: bool = False
     run_id: str | None = None
     ledger: str | None = None
     checkpoint: str | None = None
@@ -126,6 +132,17 @@ def _choice(options: Mapping[str, str], name: str, choices: tuple[T, ...]) -> T:
     if text not in choices:
         raise SinkOptionError(name, f"{text!r} is not one of {', '.join(choices)}")
     return text  # type: ignore[return-value,unused-ignore]  # one of choices
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _bool(options: Mapping[str, str], name: str) -> bool:
+    text = options.get(name, "false").strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise SinkOptionError(name, f"{text!r} is not true or false")
+    return text in _TRUE
 
 
 def parse_options(  # noqa: PLR0912 - one check per option, in order
@@ -194,6 +211,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         table=table,
         mode=_choice(options, "mode", MODES),
         key=key,
+        stamp=_bool(options, "stamp"),
         run_id=run_id,
         ledger=ledger,
         checkpoint=checkpoint,

@@ -82,12 +82,16 @@ def encoder_for(job: SinkJob) -> RowEncoder:
     return ArrowEncoder(job.plan.arrow_schema)
 
 
-def converted(batches: Iterable[pa.RecordBatch], job: SinkJob) -> Iterator[pa.RecordBatch]:
+def converted(
+    batches: Iterable[pa.RecordBatch], job: SinkJob, batch_id: int | None
+) -> Iterator[pa.RecordBatch]:
     from jobs.sink.schema import to_bigquery_arrow
+    from jobs.sink.stamp import stamped
 
     for batch in batches:
         if batch.num_rows:
-            yield to_bigquery_arrow(batch, job.plan)
+            rows = stamped(batch, job.run_id, batch_id) if job.options.stamp else batch
+            yield to_bigquery_arrow(rows, job.plan)
 
 
 def write_partition(
@@ -117,7 +121,7 @@ def write_partition(
             )
         client = write_client(job.bigquery)
         writer = _WRITERS[job.options.mode]
-        return writer(job, client, converted(batches, job), task, telemetry)
+        return writer(job, client, converted(batches, job, task.batch_id), task, telemetry)
     finally:
         telemetry.flush(EVENT_FLUSH_S)
 

@@ -47,6 +47,14 @@ class Telemetry:
             "batch_id": self.batch_id,
         }
 
+    def batch_event_fields(self) -> dict[str, Any]:
+        """What every batch event carries: the batch, and how reconciliation counts it."""
+        return {
+            **self.batch_fields(),
+            "key": self.job.options.key,
+            "stamped": self.job.options.stamp,
+        }
+
     def emit(self, event: Any) -> None:
         try:
             self.emitter.emit(event)

@@ -14,7 +14,6 @@ outage), so it is asked until it agrees or a deadline passes.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,14 +22,10 @@ from typing import Any
 import httpx
 from google.cloud import bigquery
 
-from jobs.sink.options import COLUMN_NAME_RE
+from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
 
 BUCKETS = 64
 CONTROL_PLANE_DEADLINE_S = 30.0
-
-_TABLE_RE = re.compile(
-    r"^[a-z][a-z0-9.:-]{4,61}[a-z0-9]\.[A-Za-z0-9_]{1,1024}\.[A-Za-z0-9_]{1,1024}$"
-)
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,7 @@ class KeyAggregate:
 
 def table_aggregate(client: bigquery.Client, table: str, key: str) -> KeyAggregate:
     """The aggregate of ``table``'s integer ``key`` column, computed in BigQuery."""
-    if not _TABLE_RE.match(table):
+    if not TABLE_ID_RE.match(table):
         raise ValueError(f"{table!r} is not project.dataset.table")
     if not COLUMN_NAME_RE.match(key):
         raise ValueError(f"{key!r} is not a column name")

@@ -87,6 +87,7 @@ def test_the_same_run_id_twice_commits_once_and_reports_the_duplicate(
         ("monitor.url", "ftp://x", "onceover option 'monitor.url'"),
         ("key", "missing_column", "onceover option 'key': 'missing_column' is not a column"),
         ("tabel", "x", "onceover option 'tabel': unknown option"),
+        ("stamp", "maybe", "onceover option 'stamp': 'maybe' is not true or false"),
     ],
 )
 def test_a_bad_option_fails_before_any_write_naming_it(
@@ -142,3 +143,54 @@ def test_overwrite_is_refused(
     writer = frame(spark, 10).write.format("onceover").mode("overwrite")
     with pytest.raises(Exception, match="only appends"):
         writer.option("table", table).option("ledger", str(tmp_path)).save()
+
+
+STAMP_SCHEMA = [
+    *SCHEMA,
+    bigquery.SchemaField("_onceover_run_id", "STRING"),
+    bigquery.SchemaField("_onceover_batch_id", "INTEGER"),  # the REST API's legacy name
+]
+
+
+@pytest.mark.parametrize("row_format", ["arrow", "proto"])
+def test_a_stamped_write_carries_its_run_id_on_every_row(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    receiver: Receiver,
+    row_format: str,
+) -> None:
+    table = f"{dataset}.stamped"
+    rest.create_table(bigquery.Table(table, schema=STAMP_SCHEMA))
+    monitor = {"monitor_url": receiver.url, "monitor_token": TOKEN}
+    stamping = {"run_id": "nightly-7", "key": "id", "stamp": "true", "row_format": row_format}
+    write(frame(spark, 3000, partitions=3), table, tmp_path, **stamping, **monitor)
+    stamps = rest.query(
+        f"SELECT _onceover_run_id, _onceover_batch_id, COUNT(*) AS n, COUNT(DISTINCT id) AS d "
+        f"FROM `{table}` GROUP BY 1, 2"
+    ).result()
+    # A batch write has no micro-batch id: NULL.
+    assert [tuple(row.values()) for row in stamps] == [("nightly-7", None, 3000, 3000)]
+    committed = receiver.of_type("batch_committed")
+    assert [(e["stamped"], e["key"]) for e in committed] == [(True, "id")]
+
+
+def test_stamping_names_what_the_table_or_the_dataframe_gets_wrong(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    plain = make_table(rest, dataset)
+    with pytest.raises(Exception, match="onceover option 'stamp'") as unstampable:
+        write(frame(spark, 10), plain, tmp_path, stamp="true")
+    text = str(unstampable.value)
+    assert "lacks _onceover_run_id STRING and _onceover_batch_id INT64" in text
+    assert f"ALTER TABLE `{plain}` ADD COLUMN _onceover_run_id STRING" in text
+
+    table = f"{dataset}.stamped"
+    rest.create_table(bigquery.Table(table, schema=STAMP_SCHEMA))
+    clashing = frame(spark, 10).selectExpr("id", "name", "'mine' AS _ONCEOVER_RUN_ID")
+    with pytest.raises(Exception, match="onceover option 'stamp'") as clash:
+        write(clashing, table, tmp_path, stamp="true")
+    assert "the DataFrame has column '_ONCEOVER_RUN_ID'" in str(clash.value)
+    assert count(rest, plain) == (0, 0)
+    assert count(rest, table) == (0, 0)
