@@ -6,7 +6,11 @@ The tree::
     ├── NotAuthenticatedError   no bearer token, or one nobody issued (401)
     ├── NotAllowedError         a valid token whose role may not do this (403)
     ├── NotFoundError           the run (or other thing) named does not exist (404)
-    └── InvalidParameterError   a query parameter is wrong; names it (422)
+    ├── InvalidParameterError   a query parameter is wrong; names it (422)
+    └── ReconciliationFailedError  BigQuery could not answer a reconciliation: the table
+                                is gone, a column is missing, BigQuery is unreachable.
+                                Never an HTTP error: the check is stored as an ``error``
+                                result with this reason, and the answer is 200.
 
 Routes raise these; one handler in :mod:`backend.main` turns each into JSON
 ``{"detail": ...}`` with its status, the shape FastAPI uses for its own errors.
@@ -47,3 +51,9 @@ class InvalidParameterError(ControlPlaneError):
     def __init__(self, name: str, message: str, value: Any = None, where: str = "query") -> None:
         loc = [where] if name == where else [where, name]
         super().__init__([{"loc": loc, "msg": message, "type": "value_error", "input": value}])
+
+
+class ReconciliationFailedError(ControlPlaneError):
+    """Why a reconciliation could not compare; its message is the stored reason."""
+
+    status_code = 502

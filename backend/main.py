@@ -20,6 +20,7 @@ from backend.core.security import TokenVerifier
 from backend.errors import ControlPlaneError, NotAuthenticatedError
 from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
+from backend.services.reconciliation import Reconciler
 from backend.services.stalled import sweep_forever
 from onceover import __version__
 from onceover.bigquery import BigQueryConfig
@@ -63,7 +64,9 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.engine = build_engine(settings.database_url)
     app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
     app.state.change_feed = ChangeFeed()
-    app.state.bigquery_probe = BigQueryProbe(bigquery or BigQueryConfig.from_env())
+    bigquery = bigquery or BigQueryConfig.from_env()
+    app.state.bigquery_probe = BigQueryProbe(bigquery)
+    app.state.reconciler = Reconciler(app.state.engine, bigquery, settings.reconcile_timeout_s)
     app.add_middleware(RequestContextMiddleware)
     app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
     app.include_router(api_router)

@@ -92,6 +92,7 @@ class RunPublic(BaseModel):
     rows_committed: int = Field(description="rows of committed batches, each batch once")
     batches_committed: int
     rows_reported: int | None = Field(description="rows the job's own ledger reports committed")
+    key_column: str | None = Field(description="the column identifying a row, if named")
     error: str | None
     updated_at: AwareDatetime
 
@@ -136,6 +137,7 @@ class BatchPublic(BaseModel):
     rows: int | None
     streams: list[BatchStreamPublic]
     resolved: bool = Field(description="committed by an earlier attempt, found on replay")
+    stamped: bool = Field(description="its rows carry _onceover_run_id and _onceover_batch_id")
     replays: int = Field(description="times a replay of it was skipped as a duplicate")
     rows_rewritten: int
     abort_reason: str | None
@@ -226,6 +228,99 @@ class AuditEntryPublic(BaseModel):
 class AuditLogPublic(BaseModel):
     data: list[AuditEntryPublic]
     count: int
+
+
+# -- reconciliation -----------------------------------------------------------------
+
+ReconciliationStatus = Literal["ok", "mismatch", "error"]
+
+
+class DuplicateKeyPublic(BaseModel):
+    """A key found more than once in the table."""
+
+    key: str = Field(description="the key as text (INT64 keys past 2**53 keep every digit)")
+    count: int = Field(description="rows holding it in the whole table")
+    batch_id: int | None = Field(
+        default=None, description="the run's batch holding it (stamped runs)"
+    )
+    run_id: str | None = Field(
+        default=None, description="the stamped run holding it (table checks)"
+    )
+
+
+class BatchReconciliationPublic(BaseModel):
+    """One batch of a stamped run: what the control plane recorded against BigQuery."""
+
+    batch_id: int | None = Field(description="None for a batch write")
+    status: Literal["ok", "mismatch"]
+    expected_rows: int = Field(description="rows of the batch's commit (0: never committed)")
+    actual_rows: int = Field(description="rows stamped with this run and batch")
+    distinct_keys: int | None
+    duplicate_keys: int = Field(description="keys of the batch found more than once")
+    duplicate_rows: int
+
+
+class RunReconciliationPublic(BaseModel):
+    """One run's rows within a table check (stamped runs; ``run_id`` None: unstamped rows)."""
+
+    run_id: str | None
+    status: Literal["ok", "mismatch"]
+    expected_rows: int
+    actual_rows: int
+    distinct_keys: int | None
+    duplicate_keys: int
+    duplicate_rows: int
+
+
+class ReconciliationPublic(BaseModel):
+    """Expected rows (committed batches the control plane recorded) against BigQuery.
+
+    ``ok`` means every count agrees: rows = distinct keys = expected, no key twice in
+    the table, every batch (or run) agreeing. ``mismatch`` names what differs; ``error``
+    means BigQuery could not answer (``error`` says why) and nothing was compared.
+    """
+
+    id: int
+    scope: Literal["run", "table"]
+    run_id: str | None
+    table: str
+    key: str | None = Field(description="the key column compared; None: rows counted only")
+    stamped: bool = Field(description="the run's rows were counted in place by their stamps")
+    status: ReconciliationStatus
+    expected_rows: int | None
+    actual_rows: int | None
+    distinct_keys: int | None
+    rows_without_key: int | None = Field(description="rows whose key is NULL")
+    duplicate_key_count: int | None = Field(description="keys found more than once")
+    duplicate_rows: int | None = Field(description="copies of those keys beyond the first")
+    duplicate_keys: list[DuplicateKeyPublic] = Field(
+        description="up to 20 duplicated keys, most copies first"
+    )
+    missing_rows: int | None = Field(description="expected rows whose key is absent")
+    extra_rows: int | None = Field(description="rows beyond the expected: copies and unknown keys")
+    batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
+    runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
+    mismatched_batches: list[int | None] = Field(description="batch ids that differ")
+    warnings: list[str]
+    error: str | None
+    trigger: Literal["api", "run_succeeded"]
+    actor: str
+    checked_at: AwareDatetime
+    duration_ms: float
+
+
+class ReconciliationsPublic(BaseModel):
+    data: list[ReconciliationPublic]
+    count: int
+
+
+class TableReconcileRequest(BaseModel):
+    """``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own."""
+
+    key: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")] | None = Field(
+        default=None,
+        description="column identifying a row; default: the key of the table's latest run",
+    )
 
 
 # -- changes ------------------------------------------------------------------------

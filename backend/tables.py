@@ -3,7 +3,8 @@
 ``Event`` keeps every event as received (unique by its deterministic id); ``Run``,
 ``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
 up to date in the same transaction that stores them (:mod:`backend.services.projection`);
-``WriteRollup`` counts append requests per minute for the rate charts. ``AuditLog``
+``WriteRollup`` counts append requests per minute for the rate charts;
+``Reconciliation`` keeps every check of expected against actual rows. ``AuditLog``
 records every mutating call and ``ApiToken`` the tokens created with
 ``onceover token create`` (hashes only).
 """
@@ -57,6 +58,9 @@ class Run(SQLModel, table=True):
     rows_committed: int = _count()
     batches_committed: int = 0
     rows_reported: int | None = _maybe_count("rows the job's own ledger counts as committed")
+    key_column: str | None = Field(
+        default=None, max_length=300, description="the column identifying a row, if named"
+    )
     error: str | None = Field(default=None, sa_type=Text)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
 
@@ -97,6 +101,7 @@ class Batch(SQLModel, table=True):
     rows: int | None = _maybe_count()
     streams: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     resolved: bool = Field(default=False, description="found committed on replay")
+    stamped: bool = Field(default=False, description="its rows carry the run and batch ids")
     replays: int = Field(default=0, description="replays skipped as duplicates")
     rows_rewritten: int = _count("rows replays wrote on orphaned streams")
     abort_reason: str | None = Field(default=None, sa_type=Text)
@@ -168,6 +173,45 @@ class WriteRollup(SQLModel, table=True):
     requests: int = _count()
     rows: int = _count()
     bytes: int = _count()
+
+
+class Reconciliation(SQLModel, table=True):
+    """One check of expected against actual rows in BigQuery, for a run or a table.
+
+    Written once, whole, when the check ends (``status`` ``ok``, ``mismatch`` or
+    ``error``); never updated. The per-batch (run) or per-run (table) breakdown and the
+    duplicate-key samples are JSON lists in the shape the API returns them.
+    """
+
+    __table_args__ = (
+        Index("ix_reconciliation_run_id_checked_at", "run_id", "checked_at"),
+        Index("ix_reconciliation_table_id_checked_at", "table_id", "checked_at"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    scope: str = Field(max_length=10, description="run or table")
+    run_id: str | None = Field(default=None, max_length=_NAME)
+    table_id: str = Field(max_length=_TABLE)
+    key_column: str | None = Field(default=None, max_length=300)
+    stamped: bool = False
+    status: str = Field(max_length=20)
+    expected_rows: int | None = _maybe_count()
+    actual_rows: int | None = _maybe_count()
+    distinct_keys: int | None = _maybe_count()
+    rows_without_key: int | None = _maybe_count()
+    duplicate_key_count: int | None = _maybe_count()
+    duplicate_rows: int | None = _maybe_count("copies beyond the first of duplicated keys")
+    missing_rows: int | None = _maybe_count()
+    extra_rows: int | None = _maybe_count()
+    duplicate_keys: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    batches: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    runs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    warnings: list[str] = Field(default_factory=list, sa_type=JSON)
+    error: str | None = Field(default=None, sa_type=Text)
+    trigger: str = Field(max_length=20, description="api, or run_succeeded")
+    actor: str = Field(max_length=_NAME)
+    checked_at: datetime = Field(sa_type=UTCDateTime)
+    duration_ms: float
 
 
 class AuditLog(SQLModel, table=True):

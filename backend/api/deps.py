@@ -20,6 +20,7 @@ from backend.core.security import Principal, TokenVerifier
 from backend.errors import NotAllowedError, NotAuthenticatedError
 from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
+from backend.services.reconciliation import Reconciler
 
 
 def get_settings(request: Request) -> Settings:
@@ -40,6 +41,11 @@ def get_session(request: Request) -> Iterator[Session]:
 def get_bigquery_probe(request: Request) -> BigQueryProbe:
     probe: BigQueryProbe = request.app.state.bigquery_probe
     return probe
+
+
+def get_reconciler(request: Request) -> Reconciler:
+    reconciler: Reconciler = request.app.state.reconciler
+    return reconciler
 
 
 def get_change_feed(request: Request) -> ChangeFeed:
@@ -79,6 +85,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 BigQueryProbeDep = Annotated[BigQueryProbe, Depends(get_bigquery_probe)]
+ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]

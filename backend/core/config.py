@@ -60,6 +60,15 @@ class Settings(BaseSettings):
     health_timeout_s: float = Field(
         default=5.0, gt=0, description="Deadline of each dependency check in /api/health"
     )
+    reconcile_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Deadline of each BigQuery query a reconciliation runs (an unanswered "
+        "query ends the check as an error result)",
+    )
+    reconcile_on_success: bool = Field(
+        default=True, description="Reconcile every run automatically when it succeeds"
+    )
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: Cloud Logging structured lines; text: for a terminal"
     )

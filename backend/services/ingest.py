@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,7 +74,14 @@ def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
     return errors
 
 
-def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResultPublic:
+@dataclass(frozen=True)
+class Ingested:
+    result: IngestResultPublic
+    succeeded: list[str]
+    """Runs these events took to ``succeeded``: each is reconciled once they are stored."""
+
+
+def ingest_events(engine: Engine, events: list[ev.Event]) -> Ingested:
     """Store the new events of ``events`` and apply them, in one transaction.
 
     Retried whole when concurrent ingests collide (two first events of one run both
@@ -92,7 +100,7 @@ def ingest_events(engine: Engine, events: list[ev.Event]) -> IngestResultPublic:
     raise AssertionError("unreachable")
 
 
-def _ingest(session: Session, events: list[ev.Event]) -> IngestResultPublic:
+def _ingest(session: Session, events: list[ev.Event]) -> Ingested:
     unique: dict[str, ev.Event] = {}
     for event in events:
         unique.setdefault(event.id, event)
@@ -124,9 +132,10 @@ def _ingest(session: Session, events: list[ev.Event]) -> IngestResultPublic:
         for event in sorted(new, key=lambda e: e.time):
             projector.apply(event)
         projector.finish()
-    return IngestResultPublic(
+    result = IngestResultPublic(
         received=len(events),
         stored=len(new),
         duplicates=len(events) - len(new),
         run_ids=sorted({event.run_id for event in new}),
     )
+    return Ingested(result, sorted(projector.succeeded))

@@ -68,6 +68,9 @@ class Projector:
     _streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
     _rollups: dict[RollupKey, _Rollup] = field(default_factory=dict)
     _heard_later: set[str] = field(default_factory=set)
+    _status_before: dict[str, str] = field(default_factory=dict)
+    succeeded: set[str] = field(default_factory=set)
+    """Runs these events took to ``succeeded`` (reconciled automatically once stored)."""
 
     def lock_runs(self, run_ids: Iterable[str]) -> None:
         """Load (and on PostgreSQL lock, in a fixed order) the runs this batch touches:
@@ -83,6 +86,7 @@ class Projector:
         )
         for run in self.session.exec(query):
             self.runs[run.run_id] = run
+            self._status_before[run.run_id] = run.status
 
     def apply(self, event: ev.Event) -> None:
         # Everything this session added is in the caches above, so lookups need not
@@ -100,6 +104,7 @@ class Projector:
             self._apply_run_event(run, event)
         elif isinstance(event, ev.BatchEvent):
             run.mode = run.mode or event.mode
+            run.key_column = event.key or run.key_column
             self._apply_batch_event(event)
         else:
             run.mode = run.mode or event.mode
@@ -111,6 +116,8 @@ class Projector:
         for run in self.runs.values():
             self._recompute(run)
             run.updated_at = self.received_at
+            if run.status == "succeeded" and self._status_before.get(run.run_id) != "succeeded":
+                self.succeeded.add(run.run_id)
         self._upsert_rollups()
         self.session.flush()
 
@@ -240,6 +247,7 @@ class Projector:
 
     def _apply_batch_event(self, event: ev.BatchEvent) -> None:
         batch = self._batch(event)
+        batch.stamped = batch.stamped or event.stamped
         if isinstance(event, ev.BatchIntent):
             if batch.intent_at is None or event.time >= batch.intent_at:
                 batch.expected_rows = event.expected_rows

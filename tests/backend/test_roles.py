@@ -47,6 +47,7 @@ DUMMY_PATH_VALUE = "no-such-thing"
 # entry here (the matrix says so), otherwise a 422 could hide behind "not 401/403".
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/events"): f.as_json([f.started("roles", "a1", 0)]),
+    ("POST", "/api/tables/{table}/reconcile"): {"key": "order_id"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/api/metrics/write-errors"): {"run_id": DUMMY_PATH_VALUE},

@@ -12,8 +12,6 @@ token cannot post.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,31 +27,13 @@ from backend.main import create_app
 from backend.tables import Event
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
-from onceover.processes import job_environment
 from tests.backend.conftest import INGEST, TOKENS, VIEWER, bearer
 from tests.backend.live import serving, wait_for_status
+from tests.jobs.orders import load_orders
 
 pytestmark = pytest.mark.spark
 
 ROWS = 20_000
-
-
-def _load(
-    bq_config: BigQueryConfig, url: str, source: Path, table: str, work: Path, failpoints: str = ""
-) -> subprocess.CompletedProcess[str]:
-    env = job_environment(bq_config)
-    env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
-    env["ONCEOVER_FAILPOINTS_STATE"] = str(work / "failpoints")
-    env["ONCEOVER_HEARTBEAT_S"] = "2"
-    if failpoints:
-        env["ONCEOVER_FAILPOINTS"] = failpoints
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.load_files", "--source", str(source), "--format", "json",
-         "--table", table, "--key", "event_id", "--checkpoint", str(work / "ckpt"),
-         "--create-table", "--max-files-per-trigger", "2", "--job", "orders",
-         "--monitor-url", url, "--monitor-token", INGEST],
-        env=env, capture_output=True, text=True, timeout=480, check=False,
-    )  # fmt: skip
 
 
 def test_the_api_agrees_with_the_ledger_and_bigquery_after_a_crash_and_a_rerun(
@@ -71,7 +51,7 @@ def test_the_api_agrees_with_the_ledger_and_bigquery_after_a_crash_and_a_rerun(
     app = create_app(settings, bigquery=bq_config)
 
     with serving(app) as url:
-        crashed = _load(bq_config, url, source, table, tmp_path,
+        crashed = load_orders(bq_config, url, source, table, tmp_path,
                         # The third append's response is lost (its retry meets ALREADY_EXISTS);
         # the driver dies right after committing the second batch.
                         "append.response=drop@3;commit.after=crash@2")  # fmt: skip
@@ -80,7 +60,7 @@ def test_the_api_agrees_with_the_ledger_and_bigquery_after_a_crash_and_a_rerun(
         assert "append.response fired: drop" in fired
         assert "commit.after fired: crash" in fired
 
-        again = _load(bq_config, url, source, table, tmp_path)
+        again = load_orders(bq_config, url, source, table, tmp_path)
         assert again.returncode == 0, again.stderr[-3000:]
 
         run_id = (tmp_path / "ckpt" / "onceover" / "run_id").read_text().strip()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, BackgroundTasks, Body, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
-from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, SettingsDep
+from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, ReconcilerDep, SettingsDep
 from backend.errors import InvalidParameterError
 from backend.models import IngestResultPublic
 from backend.services.ingest import ingest_events, unstorable_values
+from backend.services.reconciliation import reconcile_after_success
 from onceover.events import Event
 
 router = APIRouter(prefix="/events", tags=["events"])
@@ -26,6 +27,8 @@ async def ingest(
     engine: EngineDep,
     settings: SettingsDep,
     feed: ChangeFeedDep,
+    reconciler: ReconcilerDep,
+    background: BackgroundTasks,
 ) -> IngestResultPublic:
     """Store a batch of events, all or none.
 
@@ -43,7 +46,13 @@ async def ingest(
     # Values the schema allows but the database cannot store (a 500 before): 422 as well.
     if errors := unstorable_values(events):
         raise RequestValidationError(errors)
-    result = await run_in_threadpool(ingest_events, engine, events)
+    ingested = await run_in_threadpool(ingest_events, engine, events)
+    result = ingested.result
+    if ingested.succeeded and settings.reconcile_on_success:
+        # After the answer: a job's last flush must not wait for BigQuery's counts.
+        background.add_task(
+            reconcile_after_success, reconciler, ingested.succeeded, request.state.request_id
+        )
     request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None
     request.state.audit_outcome = (
         f"ok: stored {result.stored} of {result.received} events ({result.duplicates} duplicates)"

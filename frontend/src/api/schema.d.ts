@@ -152,6 +152,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/reconcile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reconcile Run
+         * @description Check the run's committed rows against BigQuery now; the result is stored.
+         *
+         *     Stamped runs are counted in place (their ``_onceover_run_id``) and per batch;
+         *     otherwise the whole table stands for the run, and ``warnings`` says so.
+         */
+        post: operations["reconcileRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/reconciliations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Run Reconciliations
+         * @description The run's checks, newest first, whether asked for or automatic.
+         */
+        get: operations["listRunReconciliations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tables/{table}/reconcile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reconcile Table
+         * @description Check the whole table against every run recorded for it (per run when stamped).
+         *
+         *     Inexact by nature when anything but onceover writes the table; ``warnings`` says so.
+         */
+        post: operations["reconcileTable"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tables/{table}/reconciliations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Table Reconciliations
+         * @description The table's whole-table checks, newest first.
+         */
+        get: operations["listTableReconciliations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -494,6 +579,11 @@ export interface components {
             /** Job */
             job?: string | null;
             /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
+            /**
              * Mode
              * @enum {string}
              */
@@ -510,6 +600,12 @@ export interface components {
              * @constant
              */
             schema_version: 1;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
             /** Streams */
             streams: components["schemas"]["StreamRows"][];
             /**
@@ -545,6 +641,11 @@ export interface components {
             /** Job */
             job?: string | null;
             /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
+            /**
              * Mode
              * @enum {string}
              */
@@ -567,6 +668,12 @@ export interface components {
              * @constant
              */
             schema_version: 1;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
             /** Streams */
             streams: components["schemas"]["StreamRows"][];
             /**
@@ -602,6 +709,11 @@ export interface components {
             /** Job */
             job?: string | null;
             /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
+            /**
              * Mode
              * @enum {string}
              */
@@ -616,6 +728,12 @@ export interface components {
              * @constant
              */
             schema_version: 1;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
             /** Streams */
             streams: components["schemas"]["StreamRows"][];
             /**
@@ -674,6 +792,11 @@ export interface components {
             /** Skipped At */
             skipped_at: string | null;
             /**
+             * Stamped
+             * @description its rows carry _onceover_run_id and _onceover_batch_id
+             */
+            stamped: boolean;
+            /**
              * State
              * @enum {string}
              */
@@ -682,6 +805,41 @@ export interface components {
             streams: components["schemas"]["BatchStreamPublic"][];
             /** Table */
             table: string;
+        };
+        /**
+         * BatchReconciliationPublic
+         * @description One batch of a stamped run: what the control plane recorded against BigQuery.
+         */
+        BatchReconciliationPublic: {
+            /**
+             * Actual Rows
+             * @description rows stamped with this run and batch
+             */
+            actual_rows: number;
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id: number | null;
+            /** Distinct Keys */
+            distinct_keys: number | null;
+            /**
+             * Duplicate Keys
+             * @description keys of the batch found more than once
+             */
+            duplicate_keys: number;
+            /** Duplicate Rows */
+            duplicate_rows: number;
+            /**
+             * Expected Rows
+             * @description rows of the batch's commit (0: never committed)
+             */
+            expected_rows: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "mismatch";
         };
         /** BatchSkippedDuplicate */
         BatchSkippedDuplicate: {
@@ -697,6 +855,11 @@ export interface components {
             id: string;
             /** Job */
             job?: string | null;
+            /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
             /**
              * Mode
              * @enum {string}
@@ -722,6 +885,12 @@ export interface components {
              * @constant
              */
             schema_version: 1;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
             /**
              * Table
              * @description project.dataset.table
@@ -779,6 +948,32 @@ export interface components {
              * @description What was checked (database URL without password, endpoint)
              */
             target: string;
+        };
+        /**
+         * DuplicateKeyPublic
+         * @description A key found more than once in the table.
+         */
+        DuplicateKeyPublic: {
+            /**
+             * Batch Id
+             * @description the run's batch holding it (stamped runs)
+             */
+            batch_id?: number | null;
+            /**
+             * Count
+             * @description rows holding it in the whole table
+             */
+            count: number;
+            /**
+             * Key
+             * @description the key as text (INT64 keys past 2**53 keep every digit)
+             */
+            key: string;
+            /**
+             * Run Id
+             * @description the stamped run holding it (table checks)
+             */
+            run_id?: string | null;
         };
         /**
          * ErrorPublic
@@ -843,6 +1038,118 @@ export interface components {
             module: string;
         };
         /**
+         * ReconciliationPublic
+         * @description Expected rows (committed batches the control plane recorded) against BigQuery.
+         *
+         *     ``ok`` means every count agrees: rows = distinct keys = expected, no key twice in
+         *     the table, every batch (or run) agreeing. ``mismatch`` names what differs; ``error``
+         *     means BigQuery could not answer (``error`` says why) and nothing was compared.
+         */
+        ReconciliationPublic: {
+            /** Actor */
+            actor: string;
+            /** Actual Rows */
+            actual_rows: number | null;
+            /**
+             * Batches
+             * @description per batch (stamped runs)
+             */
+            batches: components["schemas"]["BatchReconciliationPublic"][];
+            /**
+             * Checked At
+             * Format: date-time
+             */
+            checked_at: string;
+            /** Distinct Keys */
+            distinct_keys: number | null;
+            /**
+             * Duplicate Key Count
+             * @description keys found more than once
+             */
+            duplicate_key_count: number | null;
+            /**
+             * Duplicate Keys
+             * @description up to 20 duplicated keys, most copies first
+             */
+            duplicate_keys: components["schemas"]["DuplicateKeyPublic"][];
+            /**
+             * Duplicate Rows
+             * @description copies of those keys beyond the first
+             */
+            duplicate_rows: number | null;
+            /** Duration Ms */
+            duration_ms: number;
+            /** Error */
+            error: string | null;
+            /** Expected Rows */
+            expected_rows: number | null;
+            /**
+             * Extra Rows
+             * @description rows beyond the expected: copies and unknown keys
+             */
+            extra_rows: number | null;
+            /** Id */
+            id: number;
+            /**
+             * Key
+             * @description the key column compared; None: rows counted only
+             */
+            key: string | null;
+            /**
+             * Mismatched Batches
+             * @description batch ids that differ
+             */
+            mismatched_batches: (number | null)[];
+            /**
+             * Missing Rows
+             * @description expected rows whose key is absent
+             */
+            missing_rows: number | null;
+            /**
+             * Rows Without Key
+             * @description rows whose key is NULL
+             */
+            rows_without_key: number | null;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Runs
+             * @description per run (table checks)
+             */
+            runs: components["schemas"]["RunReconciliationPublic"][];
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "run" | "table";
+            /**
+             * Stamped
+             * @description the run's rows were counted in place by their stamps
+             */
+            stamped: boolean;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "mismatch" | "error";
+            /** Table */
+            table: string;
+            /**
+             * Trigger
+             * @enum {string}
+             */
+            trigger: "api" | "run_succeeded";
+            /** Warnings */
+            warnings: string[];
+        };
+        /** ReconciliationsPublic */
+        ReconciliationsPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["ReconciliationPublic"][];
+        };
+        /**
          * RunDetailPublic
          * @description ``GET /api/runs/{run_id}``: the run with its attempts, batches and streams.
          */
@@ -867,6 +1174,11 @@ export interface components {
             finished_at: string | null;
             /** Job */
             job: string | null;
+            /**
+             * Key Column
+             * @description the column identifying a row, if named
+             */
+            key_column: string | null;
             /** Last Event At */
             last_event_at: string | null;
             /** Last Heartbeat At */
@@ -1051,6 +1363,11 @@ export interface components {
             finished_at: string | null;
             /** Job */
             job: string | null;
+            /**
+             * Key Column
+             * @description the column identifying a row, if named
+             */
+            key_column: string | null;
             /** Last Event At */
             last_event_at: string | null;
             /** Last Heartbeat At */
@@ -1091,6 +1408,29 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+        };
+        /**
+         * RunReconciliationPublic
+         * @description One run's rows within a table check (stamped runs; ``run_id`` None: unstamped rows).
+         */
+        RunReconciliationPublic: {
+            /** Actual Rows */
+            actual_rows: number;
+            /** Distinct Keys */
+            distinct_keys: number | null;
+            /** Duplicate Keys */
+            duplicate_keys: number;
+            /** Duplicate Rows */
+            duplicate_rows: number;
+            /** Expected Rows */
+            expected_rows: number;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "mismatch";
         };
         /** RunStarted */
         RunStarted: {
@@ -1395,6 +1735,17 @@ export interface components {
             rows: number;
             /** Stream */
             stream: string;
+        };
+        /**
+         * TableReconcileRequest
+         * @description ``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own.
+         */
+        TableReconcileRequest: {
+            /**
+             * Key
+             * @description column identifying a row; default: the key of the table's latest run
+             */
+            key?: string | null;
         };
         /** ValidationError */
         ValidationError: {
@@ -1827,6 +2178,241 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    reconcileRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReconciliationPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run, or no run wrote to the table */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listRunReconciliations: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReconciliationsPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run, or no run wrote to the table */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    reconcileTable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description project.dataset.table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["TableReconcileRequest"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReconciliationPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run, or no run wrote to the table */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listTableReconciliations: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description project.dataset.table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReconciliationsPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
             };
             /** @description Validation Error */
             422: {

@@ -1,0 +1,380 @@
+"""Reconciliation: what the control plane recorded as committed against what BigQuery holds.
+
+Expected rows are the rows of the committed batches the run (or every run of a table)
+reported; actual rows are counted in BigQuery by :mod:`backend.services.bigquery_counts`.
+Counts alone hide a lost row paired with a duplicated one, so with a key column the
+check also compares distinct keys and looks for keys held more than once.
+
+Each check is stored whole, once it has ended (``ok``, ``mismatch``, or ``error`` with the
+reason BigQuery could not answer); a check that cannot start (an unknown run, a table no
+run wrote) raises :class:`~backend.errors.NotFoundError` and stores nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from backend.core.db import write_transaction
+from backend.errors import NotFoundError, ReconciliationFailedError
+from backend.models import ReconciliationPublic, ReconciliationsPublic
+from backend.services import audit
+from backend.services.bigquery_counts import Counts, Scope, TableCounter
+from backend.services.paging import page
+from backend.tables import AuditLog, Batch, Reconciliation, Run, utcnow
+from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.errors import ConfigurationError
+from onceover.identifiers import TABLE_ID_RE
+from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN
+
+logger = logging.getLogger(__name__)
+
+Trigger = Literal["api", "run_succeeded"]
+
+NOT_FINISHED = "the run is {status}: batches it commits after this check are not counted"
+NOT_STAMPED = (
+    "the run's rows are not stamped, so the whole table is compared with this run's rows: "
+    "rows other runs or writers put there count as extra (write with stamp=true to count "
+    "a run's rows in place)"
+)
+PARTLY_STAMPED = (
+    "only some of the run's batches are stamped: rows of the unstamped ones are not counted "
+    "as the run's"
+)
+NO_KEY = (
+    "no key column: only rows are counted, so a lost row paired with a duplicated one "
+    "would go unseen (name one with the sink's key option)"
+)
+OTHER_WRITERS = (
+    "a table check counts every row of the table: rows written by anything but onceover "
+    "count as extra, and rows deleted, expired or truncated since count as missing"
+)
+UNCOMMITTED_VISIBLE = (
+    "{count} batch(es) of committed-mode writes never committed: their rows can be "
+    "visible all the same"
+)
+
+
+@dataclass
+class _Expected:
+    """What the control plane recorded, read before BigQuery is asked."""
+
+    rows: int
+    per_group: dict[Any, int]
+    stamped: bool
+    key: str | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _is_committed(batch: Batch) -> bool:
+    return batch.state == "committed"
+
+
+def _batch_rows(batch: Batch) -> int:
+    return int(batch.rows if batch.rows is not None else batch.expected_rows or 0)
+
+
+class Reconciler:
+    """Runs checks against BigQuery and stores each result."""
+
+    def __init__(self, engine: Engine, bigquery: BigQueryConfig, timeout_s: float) -> None:
+        self.engine = engine
+        self.bigquery = bigquery
+        self.timeout_s = timeout_s
+
+    # -- a run ----------------------------------------------------------------------
+
+    def reconcile_run(self, run_id: str, *, trigger: Trigger, actor: str) -> ReconciliationPublic:
+        """Check one run; :class:`NotFoundError` when the control plane has no such run."""
+        with Session(self.engine) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                raise NotFoundError(f"no run {run_id!r}")
+            table = run.table_id
+            expected = _expected_of_run(session, run)
+
+        def make_scope() -> Scope:  # after the table id is checked: Scope validates it too
+            return Scope(
+                table,
+                expected.key,
+                run_id=run_id if expected.stamped else None,
+                group_by=BATCH_ID_COLUMN if expected.stamped else None,
+            )
+
+        return self._check("run", run_id, table, expected, make_scope, trigger=trigger, actor=actor)
+
+    # -- a table --------------------------------------------------------------------
+
+    def reconcile_table(
+        self, table: str, key: str | None, *, trigger: Trigger, actor: str
+    ) -> ReconciliationPublic:
+        """Check a whole table against every run recorded for it."""
+        with Session(self.engine) as session:
+            expected = _expected_of_table(session, table, key)
+
+        def make_scope() -> Scope:
+            return Scope(table, expected.key, group_by=RUN_ID_COLUMN if expected.stamped else None)
+
+        return self._check("table", None, table, expected, make_scope, trigger=trigger, actor=actor)
+
+    # -- the check ------------------------------------------------------------------
+
+    def _check(
+        self,
+        kind: Literal["run", "table"],
+        run_id: str | None,
+        table: str,
+        expected: _Expected,
+        make_scope: Callable[[], Scope],
+        *,
+        trigger: Trigger,
+        actor: str,
+    ) -> ReconciliationPublic:
+        started = time.perf_counter()
+        checked_at = utcnow()
+        record = Reconciliation(
+            scope=kind,
+            run_id=run_id,
+            table_id=table,
+            key_column=expected.key,
+            stamped=expected.stamped,
+            status="error",
+            expected_rows=expected.rows,
+            warnings=expected.warnings,
+            trigger=trigger,
+            actor=actor,
+            checked_at=checked_at,
+            duration_ms=0.0,
+        )
+        try:
+            if not TABLE_ID_RE.match(table):
+                raise ReconciliationFailedError(
+                    f"table id {table!r} cannot be checked: it is not project.dataset.table"
+                )
+            scope = make_scope()
+            counts = self._count(scope)
+        except ReconciliationFailedError as exc:
+            record.error = str(exc)
+        else:
+            _compare(record, expected, counts, kind)
+        record.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        with write_transaction(self.engine) as session:
+            session.add(record)
+            session.flush()
+            stored = public(record)
+        logger.info("reconciled %s %s: %s", kind, run_id or table, record.error or record.status)
+        return stored
+
+    def _count(self, scope: Scope) -> Counts:
+        try:
+            client = bigquery_client(self.bigquery)
+        except ConfigurationError as exc:
+            raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
+        try:
+            counter = TableCounter(client, self.timeout_s)
+            counter.check_scope(scope, counter.columns(scope.table))
+            return counter.count(scope)
+        finally:
+            client.close()
+
+
+def _expected_of_run(session: Session, run: Run) -> _Expected:
+    batches = list(
+        session.exec(
+            select(Batch).where(Batch.run_id == run.run_id, Batch.table_id == run.table_id)
+        )
+    )
+    committed = [b for b in batches if _is_committed(b)]
+    stamped_flags = {b.stamped for b in batches}
+    stamped = True in stamped_flags
+    warnings: list[str] = []
+    if run.status != "succeeded":
+        warnings.append(NOT_FINISHED.format(status=run.status))
+    if not stamped:
+        warnings.append(NOT_STAMPED)
+    elif len(stamped_flags) > 1:
+        warnings.append(PARTLY_STAMPED)
+    if run.key_column is None:
+        warnings.append(NO_KEY)
+    stuck = [b for b in batches if b.mode == "committed" and not _is_committed(b)]
+    if stuck:
+        warnings.append(UNCOMMITTED_VISIBLE.format(count=len(stuck)))
+    return _Expected(
+        rows=sum(_batch_rows(b) for b in committed),
+        per_group={b.batch_id: _batch_rows(b) for b in committed} if stamped else {},
+        stamped=stamped,
+        key=run.key_column,
+        warnings=warnings,
+    )
+
+
+def _expected_of_table(session: Session, table: str, key: str | None) -> _Expected:
+    runs = list(
+        session.exec(select(Run).where(Run.table_id == table).order_by(col(Run.started_at)))
+    )
+    if not runs:
+        raise NotFoundError(f"no run has written to table {table!r}")
+    batches = list(session.exec(select(Batch).where(Batch.table_id == table)))
+    committed = [b for b in batches if _is_committed(b)]
+    stamped_runs = {b.run_id for b in batches if b.stamped}
+    per_run: dict[Any, int] = {}
+    for batch in committed:
+        group = batch.run_id if batch.run_id in stamped_runs else None
+        per_run[group] = per_run.get(group, 0) + _batch_rows(batch)
+    key = key or next((r.key_column for r in reversed(runs) if r.key_column), None)
+    warnings = [OTHER_WRITERS]
+    if key is None:
+        warnings.append(NO_KEY)
+    return _Expected(
+        rows=sum(_batch_rows(b) for b in committed),
+        per_group=per_run if stamped_runs else {},
+        stamped=bool(stamped_runs),
+        key=key,
+        warnings=warnings,
+    )
+
+
+def _compare(
+    record: Reconciliation, expected: _Expected, counts: Counts, kind: Literal["run", "table"]
+) -> None:
+    """Fill ``record`` with the counts and the verdict."""
+    record.actual_rows = counts.rows
+    record.distinct_keys = counts.distinct_keys
+    record.rows_without_key = counts.rows_without_key
+    record.duplicate_key_count = counts.duplicate_keys
+    record.duplicate_rows = counts.duplicate_rows
+    group_field = "batch_id" if kind == "run" else "run_id"
+    record.duplicate_keys = [
+        {"key": s.key, "count": s.count, group_field: s.group} for s in counts.samples
+    ]
+    present = counts.distinct_keys if counts.distinct_keys is not None else counts.rows
+    record.missing_rows = max(expected.rows - present, 0)
+    if counts.distinct_keys is None:
+        record.extra_rows = max(counts.rows - expected.rows, 0)
+    else:
+        record.extra_rows = counts.duplicate_rows + max(counts.distinct_keys - expected.rows, 0)
+    groups = _compare_groups(expected, counts, group_field) if expected.stamped else []
+    if kind == "run":
+        record.batches = groups
+    else:
+        record.runs = groups
+    agrees = (
+        counts.rows == expected.rows
+        and counts.duplicate_keys == 0
+        and (counts.distinct_keys is None or counts.distinct_keys == expected.rows)
+        and not counts.rows_without_key
+        and all(g["status"] == "ok" for g in groups)
+    )
+    record.status = "ok" if agrees else "mismatch"
+
+
+def _compare_groups(expected: _Expected, counts: Counts, name: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for group in sorted(
+        set(expected.per_group) | set(counts.groups), key=lambda g: (g is not None, str(g))
+    ):
+        want = expected.per_group.get(group, 0)
+        got = counts.groups.get(group)
+        actual = got.rows if got else 0
+        distinct = got.distinct_keys if got else (0 if counts.distinct_keys is not None else None)
+        duplicate_keys = got.duplicate_keys if got else 0
+        ok = actual == want and duplicate_keys == 0 and (distinct is None or distinct == want)
+        rows.append(
+            {
+                name: group,
+                "status": "ok" if ok else "mismatch",
+                "expected_rows": want,
+                "actual_rows": actual,
+                "distinct_keys": distinct,
+                "duplicate_keys": duplicate_keys,
+                "duplicate_rows": got.duplicate_rows if got else 0,
+            }
+        )
+    return rows
+
+
+def public(record: Reconciliation) -> ReconciliationPublic:
+    assert record.id is not None  # stored
+    fields = record.model_dump()
+    fields["table"] = fields.pop("table_id")
+    fields["key"] = fields.pop("key_column")
+    fields["mismatched_batches"] = [b["batch_id"] for b in record.batches if b["status"] != "ok"]
+    return ReconciliationPublic.model_validate(fields)
+
+
+def list_reconciliations(
+    session: Session,
+    *,
+    run_id: str | None = None,
+    table: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> ReconciliationsPublic:
+    """Newest first: a run's checks, or a table's whole-table checks."""
+    query = select(Reconciliation)
+    if run_id is not None:
+        if session.get(Run, run_id) is None:
+            raise NotFoundError(f"no run {run_id!r}")
+        query = query.where(Reconciliation.run_id == run_id)
+    if table is not None:
+        query = query.where(Reconciliation.table_id == table, Reconciliation.scope == "table")
+    records, count = page(
+        session,
+        query,
+        [col(Reconciliation.checked_at).desc(), col(Reconciliation.id).desc()],
+        limit=limit,
+        offset=offset,
+    )
+    return ReconciliationsPublic(data=[public(r) for r in records], count=count)
+
+
+AUTO_ACTOR = "onceover"
+"""Who the audit log names for the check that follows a run's success."""
+
+
+def summary(result: ReconciliationPublic) -> str:
+    """One line for the audit log and the logs: the verdict and its numbers."""
+    if result.status == "error":
+        return f"reconciliation error, {result.error}"
+    parts = [f"expected {result.expected_rows:,} rows", f"found {result.actual_rows:,}"]
+    if result.distinct_keys is not None:
+        parts.append(f"{result.distinct_keys:,} distinct keys")
+    if result.duplicate_key_count:
+        parts.append(f"{result.duplicate_key_count:,} keys duplicated")
+    if result.missing_rows:
+        parts.append(f"{result.missing_rows:,} missing")
+    if result.mismatched_batches:
+        parts.append(f"batches differing: {result.mismatched_batches}")
+    return f"reconciliation {result.status}, " + ", ".join(parts)
+
+
+def reconcile_after_success(reconciler: Reconciler, run_ids: list[str], request_id: str) -> None:
+    """Check each run that just succeeded, auditing each check under the ingest request
+    whose events finished the run. Runs after the answer is sent: failures are logged."""
+    for run_id in run_ids:
+        try:
+            result = reconciler.reconcile_run(run_id, trigger="run_succeeded", actor=AUTO_ACTOR)
+        except Exception as exc:  # a background check must not fail silently
+            logger.exception("automatic reconciliation of run %s failed", run_id)
+            status_code, outcome = 500, f"error: {type(exc).__name__}: {exc}"
+        else:
+            status_code, outcome = 200, f"ok: {summary(result)}"
+        audit.record(
+            reconciler.engine,
+            AuditLog(
+                actor=AUTO_ACTOR,
+                action="reconcileRun",
+                method="POST",
+                path=f"/api/runs/{run_id}/reconcile",
+                target=f"run {run_id} (succeeded)",
+                request_id=request_id,
+                status_code=status_code,
+                outcome=outcome,
+            ),
+        )

@@ -1,0 +1,345 @@
+"""Reconciliation against the real local BigQuery: what the control plane recorded as
+committed (from events) against the rows a table holds, changed by hand between checks.
+
+The rows are put in with DML, as a data engineer fixing things by hand would; the
+events are those a job sends (tests/jobs/test_reconcile_job.py runs the real job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from google.cloud import bigquery
+
+from backend.core.config import Settings
+from backend.main import create_app
+from backend.services.reconciliation import Reconciler
+from onceover import events as ev
+from onceover.bigquery import BigQueryConfig
+from onceover.preflight import free_port
+from tests.backend import factory as f
+from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
+
+KEY = "order_id"
+STAMPED_SCHEMA = [
+    bigquery.SchemaField(KEY, "INT64"),
+    bigquery.SchemaField("amount", "INT64"),
+    bigquery.SchemaField("_onceover_run_id", "STRING"),
+    bigquery.SchemaField("_onceover_batch_id", "INT64"),
+]
+
+
+@pytest.fixture
+def app(settings: Settings, bq_config: BigQueryConfig) -> FastAPI:
+    settings = settings.model_copy(update={"reconcile_on_success": True})  # the default
+    return create_app(settings, bigquery=bq_config)
+
+
+@pytest.fixture
+def table(rest: bigquery.Client, dataset: str) -> str:
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=STAMPED_SCHEMA))
+    return table
+
+
+def insert(rest: bigquery.Client, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Rows ``(key, amount, run_id, batch_id)`` by DML, every value a query parameter."""
+    values, params = [], []
+    for i, row in enumerate(rows):
+        values.append(f"(@k{i}, @a{i}, @r{i}, @b{i})")
+        for name, kind, value in zip(
+            "karb", ("INT64", "INT64", "STRING", "INT64"), row, strict=True
+        ):
+            params.append(bigquery.ScalarQueryParameter(f"{name}{i}", kind, value))
+    rest.query(
+        f"INSERT INTO `{table}` ({KEY}, amount, _onceover_run_id, _onceover_batch_id) "
+        f"VALUES {', '.join(values)}",
+        job_config=bigquery.QueryJobConfig(query_parameters=params),
+    ).result()
+
+
+def run_events(
+    run: str, table: str, batches: dict[int, int], *, key: str | None = KEY, stamped: bool = True
+) -> list[dict[str, Any]]:
+    """The events of a run that committed ``batches`` (batch id -> rows) and succeeded."""
+    events: list[ev.Event] = [f.started(run, "a1", 0)]
+    for batch, rows in batches.items():
+        events += [
+            f.intent(run, batch, 1 + batch, [f"{run}/b{batch}"], rows),
+            f.committed(run, batch, 1.5 + batch, [f"{run}/b{batch}"], rows),
+        ]
+    events.append(f.finished(run, "a1", 10, sum(batches.values())))
+    shaped = []
+    for event in events:
+        update: dict[str, Any] = {"table": table}
+        if isinstance(event, ev.BatchEvent):
+            update |= {"key": key, "stamped": stamped}
+        shaped.append(event.model_copy(update=update).model_dump(mode="json"))
+    return shaped
+
+
+def load_run(
+    client: TestClient,
+    rest: bigquery.Client,
+    table: str,
+    run: str,
+    batches: dict[int, int],
+    *,
+    first_key: int = 0,
+    key: str | None = KEY,
+    stamped: bool = True,
+) -> None:
+    """``batches`` of consecutive keys into ``table``, stamped as ``run``'s, and its events."""
+    rows, next_key = [], first_key
+    for batch, count in batches.items():
+        for _ in range(count):
+            rows.append((next_key, 10, run if stamped else None, batch if stamped else None))
+            next_key += 1
+    insert(rest, table, rows)
+    posted = client.post(
+        "/api/events", json=run_events(run, table, batches, key=key, stamped=stamped),
+        headers=bearer(INGEST),
+    )  # fmt: skip
+    assert posted.status_code == 200, posted.text
+
+
+def reconcile(client: TestClient, run: str) -> dict[str, Any]:
+    response = client.post(f"/api/runs/{run}/reconcile", headers=bearer(OPERATOR))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_clean_stamped_run_is_ok_with_every_count_equal(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30, 1: 20})
+    body = reconcile(client, "r1")
+    assert body["status"] == "ok", body
+    assert (body["expected_rows"], body["actual_rows"], body["distinct_keys"]) == (50, 50, 50)
+    assert (body["missing_rows"], body["extra_rows"], body["duplicate_key_count"]) == (0, 0, 0)
+    assert body["duplicate_keys"] == []
+    assert body["stamped"] is True
+    assert body["key"] == KEY
+    assert [(b["batch_id"], b["status"], b["expected_rows"], b["actual_rows"])
+            for b in body["batches"]] == [(0, "ok", 30, 30), (1, "ok", 20, 20)]  # fmt: skip
+    assert body["mismatched_batches"] == []
+    assert body["warnings"] == []
+
+
+def test_duplicates_inserted_by_hand_are_listed_with_their_counts_and_batches(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30, 1: 20})  # keys 0-29 in batch 0, 30-49 in 1
+    insert(rest, table, [(35, 10, "r1", 1), (35, 10, "r1", 1)])  # a stamped copy, twice
+    insert(rest, table, [(7, 99, None, None)])  # an unstamped copy: still a duplicate
+    body = reconcile(client, "r1")
+    assert body["status"] == "mismatch"
+    assert body["duplicate_keys"] == [
+        {"key": "35", "count": 3, "batch_id": 1, "run_id": None},
+        {"key": "7", "count": 2, "batch_id": 0, "run_id": None},
+    ]
+    assert (body["duplicate_key_count"], body["duplicate_rows"], body["extra_rows"]) == (2, 3, 3)
+    assert (body["actual_rows"], body["distinct_keys"], body["missing_rows"]) == (52, 50, 0)
+    assert body["mismatched_batches"] == [0, 1]
+    batch1 = body["batches"][1]
+    assert (batch1["actual_rows"], batch1["duplicate_keys"], batch1["duplicate_rows"]) == (22, 1, 2)
+
+
+def test_rows_deleted_by_hand_are_missing_rows(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30, 1: 20})
+    rest.query(f"DELETE FROM `{table}` WHERE {KEY} IN (3, 4, 40)").result()
+    body = reconcile(client, "r1")
+    assert body["status"] == "mismatch"
+    assert (body["expected_rows"], body["actual_rows"], body["missing_rows"]) == (50, 47, 3)
+    assert body["extra_rows"] == 0
+    assert [(b["batch_id"], b["actual_rows"]) for b in body["batches"]] == [(0, 28), (1, 19)]
+    assert body["mismatched_batches"] == [0, 1]
+
+
+def test_a_lost_row_paired_with_a_duplicated_one_is_a_mismatch_though_counts_agree(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 50}, stamped=False)
+    rest.query(f"UPDATE `{table}` SET {KEY} = 12 WHERE {KEY} = 13").result()
+    body = reconcile(client, "r1")
+    assert (body["expected_rows"], body["actual_rows"]) == (50, 50)  # COUNT(*) alone: fine
+    assert body["status"] == "mismatch"
+    assert (body["distinct_keys"], body["missing_rows"], body["extra_rows"]) == (49, 1, 1)
+    assert body["duplicate_keys"] == [{"key": "12", "count": 2, "batch_id": None, "run_id": None}]
+    assert body["stamped"] is False
+    assert any("not stamped" in w for w in body["warnings"])
+
+
+def test_a_key_value_with_quotes_is_a_query_parameter(
+    client: TestClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = f"{dataset}.named"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("name", "STRING")]))
+    nasty = 'it\'s a "quote" `tick`; DROP TABLE x; --'
+    rest.query(
+        f"INSERT INTO `{table}` (name) VALUES (@v), (@v), ('plain')",
+        job_config=bigquery.QueryJobConfig(
+            query_parameters=[bigquery.ScalarQueryParameter("v", "STRING", nasty)]
+        ),
+    ).result()
+    posted = client.post(
+        "/api/events", json=run_events("r1", table, {0: 2}, key="name", stamped=False),
+        headers=bearer(INGEST),
+    )  # fmt: skip
+    assert posted.status_code == 200
+    body = reconcile(client, "r1")
+    assert body["duplicate_keys"] == [{"key": nasty, "count": 2, "batch_id": None, "run_id": None}]
+    assert body["status"] == "mismatch"
+    still = next(iter(rest.query(f"SELECT COUNT(*) AS n FROM `{table}`").result()))
+    assert still["n"] == 3  # nothing was dropped
+
+
+def test_a_table_name_with_bad_characters_is_refused_naming_it(client: TestClient) -> None:
+    for bad in ["p-roject.d.t`; DROP TABLE x", "onceover-local.d.t$20260101", "d.t"]:
+        response = client.post(f"/api/tables/{bad}/reconcile", headers=bearer(OPERATOR))
+        assert response.status_code == 422, (bad, response.text)
+        assert response.json()["detail"][0]["loc"] == ["path", "table"]
+    # A run whose events name a table id that cannot go into SQL: stored as an error.
+    events = run_events("r1", "onceover-local.d.t$20260101", {0: 1})
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).status_code == 200
+    body = reconcile(client, "r1")
+    assert body["status"] == "error"
+    assert "is not project.dataset.table" in body["error"]
+
+
+def test_an_unknown_run_is_404_and_stores_nothing(client: TestClient) -> None:
+    response = client.post("/api/runs/nope/reconcile", headers=bearer(OPERATOR))
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no run 'nope'"}
+    history = client.get("/api/runs/nope/reconciliations", headers=bearer(VIEWER))
+    assert history.status_code == 404
+    missing = client.post("/api/tables/onceover-local.d.never/reconcile", headers=bearer(OPERATOR))
+    assert missing.status_code == 404
+    assert "no run has written to table" in missing.json()["detail"]
+
+
+def test_a_table_gone_or_a_key_column_missing_is_a_stored_error(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 5})
+    posted = client.post(
+        "/api/events", json=run_events("r2", table, {0: 5}, key="no_such_column"),
+        headers=bearer(INGEST),
+    )  # fmt: skip
+    assert posted.status_code == 200
+    body = reconcile(client, "r2")
+    assert body["status"] == "error"
+    assert "key column 'no_such_column' is not in table" in body["error"]
+    assert body["actual_rows"] is None
+
+    rest.delete_table(table)
+    body = reconcile(client, "r1")
+    assert body["status"] == "error"
+    assert f"table {table} does not exist" in body["error"]
+    history = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert [r["status"] for r in history["data"]] == ["error", "ok"]  # newest first
+
+
+def test_an_unreachable_bigquery_is_a_stored_error_within_the_deadline(
+    engine: Any, client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 5})
+    port = free_port()  # nothing listens there
+    nowhere = BigQueryConfig(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}")
+    result = Reconciler(engine, nowhere, timeout_s=3).reconcile_run("r1", trigger="api", actor="t")
+    assert result.status == "error"
+    assert result.error is not None
+    assert "BigQuery did not answer" in result.error
+    stored = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert stored["data"][0]["error"] == result.error
+
+
+def test_a_run_is_reconciled_and_audited_when_it_succeeds(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 8})  # its last event finishes the run
+    history = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert history["count"] == 1
+    (auto,) = history["data"]
+    assert (auto["trigger"], auto["actor"], auto["status"]) == ("run_succeeded", "onceover", "ok")
+    audit = client.get("/api/audit?action=reconcileRun", headers=bearer(OPERATOR)).json()
+    assert [(e["actor"], e["outcome"]) for e in audit["data"]] == [
+        ("onceover", "ok: reconciliation ok, expected 8 rows, found 8, 8 distinct keys")
+    ]
+    # The same events again change nothing, so the run is not checked twice.
+    again = run_events("r1", table, {0: 8})
+    assert client.post("/api/events", json=again, headers=bearer(INGEST)).json()["stored"] == 0
+    assert client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()["count"] == 1
+
+
+def test_reconciling_needs_an_operator_and_is_audited(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 4})
+    refused = client.post("/api/runs/r1/reconcile", headers=bearer(VIEWER))
+    assert refused.status_code == 403
+    reconcile(client, "r1")
+    audit = client.get("/api/audit?action=reconcileRun", headers=bearer(OPERATOR)).json()
+    newest = audit["data"][0]
+    assert (newest["role"], newest["target"], newest["status_code"]) == ("operator", "run r1", 200)
+    assert newest["outcome"] == "ok: reconciliation ok, expected 4 rows, found 4, 4 distinct keys"
+    assert audit["data"][1]["outcome"].startswith("forbidden")
+
+
+def test_a_table_check_counts_every_run_and_the_rows_no_run_wrote(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 10, 1: 10})
+    load_run(client, rest, table, "r2", {0: 5}, first_key=100)
+    body = client.post(f"/api/tables/{table}/reconcile", headers=bearer(OPERATOR)).json()
+    assert body["status"] == "ok", body
+    assert (body["scope"], body["expected_rows"], body["actual_rows"]) == ("table", 25, 25)
+    assert [(r["run_id"], r["status"], r["actual_rows"]) for r in body["runs"]] == [
+        ("r1", "ok", 20), ("r2", "ok", 5)
+    ]  # fmt: skip
+    assert any("written by anything but onceover" in w for w in body["warnings"])
+
+    insert(rest, table, [(500, 1, None, None)])  # another writer's row
+    body = client.post(
+        f"/api/tables/{table}/reconcile", json={"key": KEY}, headers=bearer(OPERATOR)
+    ).json()
+    assert body["status"] == "mismatch"
+    assert (body["actual_rows"], body["extra_rows"], body["missing_rows"]) == (26, 1, 0)
+    assert body["runs"][0] == {
+        "run_id": None, "status": "mismatch", "expected_rows": 0, "actual_rows": 1,
+        "distinct_keys": 1, "duplicate_keys": 0, "duplicate_rows": 0,
+    }  # fmt: skip
+    history = client.get(f"/api/tables/{table}/reconciliations", headers=bearer(VIEWER)).json()
+    assert [r["status"] for r in history["data"]] == ["mismatch", "ok"]
+
+
+def test_without_a_key_only_rows_are_counted_and_the_answer_says_so(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 6}, key=None)
+    body = reconcile(client, "r1")
+    assert body["status"] == "ok"
+    assert (body["key"], body["distinct_keys"], body["actual_rows"]) == (None, None, 6)
+    assert any("no key column" in w for w in body["warnings"])
+
+
+@pytest.fixture
+def quiet_app(settings: Settings, bq_config: BigQueryConfig) -> Iterator[TestClient]:
+    assert settings.reconcile_on_success is False  # as tests/backend/conftest.py sets it
+    with TestClient(create_app(settings, bigquery=bq_config)) as client:
+        yield client
+
+
+def test_automatic_reconciliation_can_be_turned_off(
+    quiet_app: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(quiet_app, rest, table, "r1", {0: 3})
+    history = quiet_app.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert history == {"data": [], "count": 0}
