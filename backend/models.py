@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field
 
+from onceover.identifiers import COLUMN_NAME_RE
+
 HealthStatus = Literal["ok", "error"]
 
 
@@ -317,7 +319,7 @@ class ReconciliationsPublic(BaseModel):
 class TableReconcileRequest(BaseModel):
     """``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own."""
 
-    key: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,299}$")] | None = Field(
+    key: Annotated[str, Field(pattern=COLUMN_NAME_RE.pattern)] | None = Field(
         default=None,
         description="column identifying a row; default: the key of the table's latest run",
     )

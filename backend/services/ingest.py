@@ -78,7 +78,8 @@ def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
 class Ingested:
     result: IngestResultPublic
     succeeded: list[str]
-    """Runs these events took to ``succeeded``: each is reconciled once they are stored."""
+    """Runs these events made complete (succeeded, every reported row heard of): each
+    is reconciled once they are stored."""
 
 
 def ingest_events(engine: Engine, events: list[ev.Event]) -> Ingested:

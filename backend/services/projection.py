@@ -39,6 +39,18 @@ def _earlier(current: datetime | None, new: datetime) -> datetime:
     return new if current is None or new < current else current
 
 
+def is_complete(run: Run) -> bool:
+    """The run succeeded and every row its job reports committed has been heard of.
+
+    Run events come from the job and batch events from the sink, in different processes
+    with emitters of their own, so a spooled ``batch_committed`` can arrive after
+    ``run_finished``; a check made before it would report rows missing that are not.
+    """
+    return run.status == "succeeded" and (
+        run.rows_reported is None or run.rows_committed >= run.rows_reported
+    )
+
+
 def _batch_key(batch_id: int | None) -> str:
     return "-" if batch_id is None else str(batch_id)
 
@@ -68,9 +80,9 @@ class Projector:
     _streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
     _rollups: dict[RollupKey, _Rollup] = field(default_factory=dict)
     _heard_later: set[str] = field(default_factory=set)
-    _status_before: dict[str, str] = field(default_factory=dict)
+    _complete_before: dict[str, bool] = field(default_factory=dict)
     succeeded: set[str] = field(default_factory=set)
-    """Runs these events took to ``succeeded`` (reconciled automatically once stored)."""
+    """Runs these events made complete (reconciled automatically once stored)."""
 
     def lock_runs(self, run_ids: Iterable[str]) -> None:
         """Load (and on PostgreSQL lock, in a fixed order) the runs this batch touches:
@@ -86,7 +98,7 @@ class Projector:
         )
         for run in self.session.exec(query):
             self.runs[run.run_id] = run
-            self._status_before[run.run_id] = run.status
+            self._complete_before[run.run_id] = is_complete(run)
 
     def apply(self, event: ev.Event) -> None:
         # Everything this session added is in the caches above, so lookups need not
@@ -116,7 +128,7 @@ class Projector:
         for run in self.runs.values():
             self._recompute(run)
             run.updated_at = self.received_at
-            if run.status == "succeeded" and self._status_before.get(run.run_id) != "succeeded":
+            if is_complete(run) and not self._complete_before.get(run.run_id, False):
                 self.succeeded.add(run.run_id)
         self._upsert_rollups()
         self.session.flush()

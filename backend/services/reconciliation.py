@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 Trigger = Literal["api", "run_succeeded"]
 
 NOT_FINISHED = "the run is {status}: batches it commits after this check are not counted"
+NOT_HEARD = (
+    "the job reports {reported:,} rows committed and the control plane has heard of "
+    "{committed:,}: some batch events may still be on their way"
+)
 NOT_STAMPED = (
     "the run's rows are not stamped, so the whole table is compared with this run's rows: "
     "rows other runs or writers put there count as extra (write with stamp=true to count "
@@ -196,6 +200,8 @@ def _expected_of_run(session: Session, run: Run) -> _Expected:
     warnings: list[str] = []
     if run.status != "succeeded":
         warnings.append(NOT_FINISHED.format(status=run.status))
+    elif run.rows_reported is not None and run.rows_reported != run.rows_committed:
+        warnings.append(NOT_HEARD.format(reported=run.rows_reported, committed=run.rows_committed))
     if not stamped:
         warnings.append(NOT_STAMPED)
     elif len(stamped_flags) > 1:

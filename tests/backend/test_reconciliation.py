@@ -279,6 +279,25 @@ def test_a_run_is_reconciled_and_audited_when_it_succeeds(
     assert client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()["count"] == 1
 
 
+def test_the_automatic_check_waits_for_the_batches_the_job_reports(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    # The sink's batch events come from another process than the job's run events: a
+    # spooled batch_committed can arrive after run_finished.
+    insert(rest, table, [(k, 1, "r1", 0) for k in range(8)])
+    events = run_events("r1", table, {0: 8})
+    batch_events = [e for e in events if e["type"].startswith("batch_")]
+    run_events_first = [e for e in events if not e["type"].startswith("batch_")]
+    assert client.post("/api/events", json=run_events_first, headers=bearer(INGEST)).is_success
+    run = client.get("/api/runs/r1", headers=bearer(VIEWER)).json()
+    assert (run["status"], run["rows_reported"], run["rows_committed"]) == ("succeeded", 8, 0)
+    history = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert history["count"] == 0  # not yet: 8 rows reported, none heard of
+    assert client.post("/api/events", json=batch_events, headers=bearer(INGEST)).is_success
+    history = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
+    assert [(c["trigger"], c["status"]) for c in history["data"]] == [("run_succeeded", "ok")]
+
+
 def test_reconciling_needs_an_operator_and_is_audited(
     client: TestClient, rest: bigquery.Client, table: str
 ) -> None:
