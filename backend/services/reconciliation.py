@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,6 +68,7 @@ UNCOMMITTED_VISIBLE = (
 class _Expected:
     """What the control plane recorded, read before BigQuery is asked."""
 
+    table: str
     rows: int
     per_group: dict[Any, int]
     stamped: bool
@@ -100,18 +100,8 @@ class Reconciler:
             run = session.get(Run, run_id)
             if run is None:
                 raise NotFoundError(f"no run {run_id!r}")
-            table = run.table_id
             expected = _expected_of_run(session, run)
-
-        def make_scope() -> Scope:  # after the table id is checked: Scope validates it too
-            return Scope(
-                table,
-                expected.key,
-                run_id=run_id if expected.stamped else None,
-                group_by=BATCH_ID_COLUMN if expected.stamped else None,
-            )
-
-        return self._check("run", run_id, table, expected, make_scope, trigger=trigger, actor=actor)
+        return self._check("run", run_id, expected, trigger=trigger, actor=actor)
 
     # -- a table --------------------------------------------------------------------
 
@@ -121,11 +111,7 @@ class Reconciler:
         """Check a whole table against every run recorded for it."""
         with Session(self.engine) as session:
             expected = _expected_of_table(session, table, key)
-
-        def make_scope() -> Scope:
-            return Scope(table, expected.key, group_by=RUN_ID_COLUMN if expected.stamped else None)
-
-        return self._check("table", None, table, expected, make_scope, trigger=trigger, actor=actor)
+        return self._check("table", None, expected, trigger=trigger, actor=actor)
 
     # -- the check ------------------------------------------------------------------
 
@@ -133,9 +119,7 @@ class Reconciler:
         self,
         kind: Literal["run", "table"],
         run_id: str | None,
-        table: str,
         expected: _Expected,
-        make_scope: Callable[[], Scope],
         *,
         trigger: Trigger,
         actor: str,
@@ -145,7 +129,7 @@ class Reconciler:
         record = Reconciliation(
             scope=kind,
             run_id=run_id,
-            table_id=table,
+            table_id=expected.table,
             key_column=expected.key,
             stamped=expected.stamped,
             status="error",
@@ -157,12 +141,7 @@ class Reconciler:
             duration_ms=0.0,
         )
         try:
-            if not TABLE_ID_RE.match(table):
-                raise ReconciliationFailedError(
-                    f"table id {table!r} cannot be checked: it is not project.dataset.table"
-                )
-            scope = make_scope()
-            counts = self._count(scope)
+            counts = self._count(_scope(kind, run_id, expected))
         except ReconciliationFailedError as exc:
             record.error = str(exc)
         else:
@@ -172,7 +151,9 @@ class Reconciler:
             session.add(record)
             session.flush()
             stored = public(record)
-        logger.info("reconciled %s %s: %s", kind, run_id or table, record.error or record.status)
+        logger.info(
+            "reconciled %s %s: %s", kind, run_id or expected.table, record.error or record.status
+        )
         return stored
 
     def _count(self, scope: Scope) -> Counts:
@@ -186,6 +167,19 @@ class Reconciler:
             return counter.count(scope)
         finally:
             client.close()
+
+
+def _scope(kind: Literal["run", "table"], run_id: str | None, expected: _Expected) -> Scope:
+    """What to count: a stamped run's own rows by batch, a table's by run, else all."""
+    if not TABLE_ID_RE.match(expected.table):  # nothing else may go between backticks
+        raise ReconciliationFailedError(
+            f"table id {expected.table!r} cannot be checked: it is not project.dataset.table"
+        )
+    if not expected.stamped:
+        return Scope(expected.table, expected.key)
+    if kind == "run":
+        return Scope(expected.table, expected.key, run_id=run_id, group_by=BATCH_ID_COLUMN)
+    return Scope(expected.table, expected.key, group_by=RUN_ID_COLUMN)
 
 
 def _expected_of_run(session: Session, run: Run) -> _Expected:
@@ -212,6 +206,7 @@ def _expected_of_run(session: Session, run: Run) -> _Expected:
     if stuck:
         warnings.append(UNCOMMITTED_VISIBLE.format(count=len(stuck)))
     return _Expected(
+        table=run.table_id,
         rows=sum(_batch_rows(b) for b in committed),
         per_group={b.batch_id: _batch_rows(b) for b in committed} if stamped else {},
         stamped=stamped,
@@ -238,6 +233,7 @@ def _expected_of_table(session: Session, table: str, key: str | None) -> _Expect
     if key is None:
         warnings.append(NO_KEY)
     return _Expected(
+        table=table,
         rows=sum(_batch_rows(b) for b in committed),
         per_group=per_run if stamped_runs else {},
         stamped=bool(stamped_runs),
