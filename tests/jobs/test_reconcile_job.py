@@ -47,7 +47,9 @@ def _automatic_check(url: str, run_id: str) -> dict[str, Any]:
     to the job's last event batch, so it may land a moment later)."""
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
-        checks = [c for c in _history(url, run_id)["data"] if c["trigger"] == "run_succeeded"]
+        checks: list[dict[str, Any]] = [
+            c for c in _history(url, run_id)["data"] if c["trigger"] == "run_succeeded"
+        ]
         if checks:
             return checks[0]
         time.sleep(0.2)
