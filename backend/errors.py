@@ -7,6 +7,13 @@ The tree::
     ├── NotAllowedError         a valid token whose role may not do this (403)
     ├── NotFoundError           the run (or other thing) named does not exist (404)
     ├── InvalidParameterError   a query parameter is wrong; names it (422)
+    ├── ResumeConflictError     the run cannot be resumed now: it is not failed or
+    │                           stalled, or an attempt of it is live (409)
+    ├── UnresumableError        the run's stored spec or checkpoint cannot be used to
+    │                           resume it: no spec, a module outside the allowlist, a
+    │                           checkpoint missing, unreadable or another run's (422)
+    ├── LaunchFailedError       the control plane is not set up to launch jobs, or the
+    │                           process did not start (503)
     └── ReconciliationFailedError  BigQuery could not answer a reconciliation: the table
                                 is gone, a column is missing, BigQuery is unreachable.
                                 Never an HTTP error: the check is stored as an ``error``
@@ -51,6 +58,18 @@ class InvalidParameterError(ControlPlaneError):
     def __init__(self, name: str, message: str, value: Any = None, where: str = "query") -> None:
         loc = [where] if name == where else [where, name]
         super().__init__([{"loc": loc, "msg": message, "type": "value_error", "input": value}])
+
+
+class ResumeConflictError(ControlPlaneError):
+    status_code = 409
+
+
+class UnresumableError(ControlPlaneError):
+    status_code = 422
+
+
+class LaunchFailedError(ControlPlaneError):
+    status_code = 503
 
 
 class ReconciliationFailedError(ControlPlaneError):

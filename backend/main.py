@@ -18,9 +18,12 @@ from backend.core.config import Settings, get_settings
 from backend.core.db import build_engine
 from backend.core.security import TokenVerifier
 from backend.errors import ControlPlaneError, NotAuthenticatedError
+from backend.services.auto_resume import auto_resume_forever
 from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
+from backend.services.launcher import Launcher
 from backend.services.reconciliation import Reconciler
+from backend.services.resume import Resumer
 from backend.services.stalled import sweep_forever
 from onceover import __version__
 from onceover.bigquery import BigQueryConfig
@@ -47,9 +50,13 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
                 app.state.change_feed.notify,
             )
         )
+        resumer = asyncio.create_task(
+            auto_resume_forever(app.state.resumer, settings.auto_resume_interval_s, stop)
+        )
         yield
         stop.set()
         await sweeper
+        await resumer
         app.state.engine.dispose()
 
     app = FastAPI(
@@ -67,6 +74,10 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     bigquery = bigquery or BigQueryConfig.from_env()
     app.state.bigquery_probe = BigQueryProbe(bigquery)
     app.state.reconciler = Reconciler(app.state.engine, bigquery, settings.reconcile_timeout_s)
+    app.state.launcher = Launcher(settings, bigquery)
+    app.state.resumer = Resumer(
+        app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
+    )
     app.add_middleware(RequestContextMiddleware)
     app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
     app.include_router(api_router)

@@ -104,11 +104,29 @@ class RunsPublic(BaseModel):
     count: int = Field(description="runs matching the filters, before paging")
 
 
+AttemptStatus = Literal["resuming", "running", "succeeded", "failed", "stalled"]
+
+
+class LaunchPublic(BaseModel):
+    """How the control plane launched an attempt (a resume)."""
+
+    trigger: Literal["api", "auto"]
+    actor: str = Field(description="who asked (the token's name; onceover for auto-resume)")
+    requested_at: AwareDatetime
+    command: list[str]
+    host: str = Field(description="the backend host that started the process (and has its log)")
+    pid: int | None
+    live: bool = Field(description="the process has not been seen to exit")
+    exit_code: int | None
+    ended_at: AwareDatetime | None
+
+
 class AttemptPublic(BaseModel):
     """One launch of the run."""
 
     attempt_id: str
-    status: Literal["running", "succeeded", "failed", "stalled"]
+    number: int = Field(description="1, 2, ... (the attempt's log is .../attempts/{number}/log)")
+    status: AttemptStatus
     started: bool = Field(description="its run_started event has arrived")
     started_at: AwareDatetime
     finished_at: AwareDatetime | None
@@ -117,6 +135,9 @@ class AttemptPublic(BaseModel):
     rows_reported: int | None
     error: str | None
     spec: dict[str, Any] | None
+    launch: LaunchPublic | None = Field(
+        default=None, description="set when the control plane launched this attempt"
+    )
 
 
 class BatchStreamPublic(BaseModel):
@@ -339,3 +360,67 @@ class RunChangesPublic(BaseModel):
     """The data of a ``runs`` event on ``/api/changes``."""
 
     runs: list[RunChangePublic]
+
+
+# -- resume -------------------------------------------------------------------------
+
+
+class PendingIntentPublic(BaseModel):
+    """A batch the ledger holds as intended but not known committed: the resumed job
+    asks BigQuery whether its streams were committed and records or redoes it."""
+
+    query_id: str
+    batch_id: int | None = Field(description="None for a batch write")
+    expected_rows: int
+    streams: list[str]
+    intent_at: str
+
+
+class ResumePlanPublic(BaseModel):
+    """What a resume would do, read from the run's spec and its checkpoint."""
+
+    run_id: str
+    status: RunStatus = Field(description="the run's status now")
+    attempt: int = Field(description="the number the new attempt gets")
+    checkpoint: str | None
+    ledger: str
+    queries: list[str] = Field(description="streaming query ids the ledger holds batches of")
+    last_committed_batch: int | None = Field(description="highest batch the ledger committed")
+    committed_batches: int
+    committed_rows: int
+    pending_intents: list[PendingIntentPublic]
+    spark_last_planned_batch: int | None = Field(
+        description="highest batch in Spark's offset log (replayed first if not in its commit log)"
+    )
+    spark_last_finished_batch: int | None = Field(description="highest batch in the commit log")
+    module: str
+    command: list[str] = Field(description="the argument list that runs (never through a shell)")
+    cwd: str | None
+    log_path: str = Field(description="where the attempt's output will go")
+    warnings: list[str]
+
+
+class ResumeAcceptedPublic(BaseModel):
+    """``202``: the attempt is launched; the run is ``resuming`` until its job reports."""
+
+    run_id: str
+    attempt: int
+    attempt_id: str
+    status: Literal["resuming"]
+    requested_at: AwareDatetime
+    idempotency_key: str | None
+    log_url: str = Field(description="the attempt's log: GET this path")
+    plan: ResumePlanPublic
+
+
+class AttemptLogPublic(BaseModel):
+    """The end of an attempt's log."""
+
+    run_id: str
+    attempt: int
+    path: str
+    host: str
+    live: bool = Field(description="the process is still running; the log may grow")
+    size_bytes: int
+    lines: list[str] = Field(description="the last lines, oldest first")
+    truncated: bool = Field(description="the log holds more before these lines")

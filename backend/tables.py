@@ -4,7 +4,8 @@
 ``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
 up to date in the same transaction that stores them (:mod:`backend.services.projection`);
 ``WriteRollup`` counts append requests per minute for the rate charts;
-``Reconciliation`` keeps every check of expected against actual rows. ``AuditLog``
+``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
+job process the control plane started to resume a run. ``AuditLog``
 records every mutating call and ``ApiToken`` the tokens created with
 ``onceover token create`` (hashes only).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from backend.core.types import BigIntegerPK, UTCDateTime
@@ -66,13 +67,18 @@ class Run(SQLModel, table=True):
 
 
 class Attempt(SQLModel, table=True):
-    """One launch of a run (a ``run_started`` event and what followed it)."""
+    """One launch of a run (a ``run_started`` event and what followed it), or a resume
+    the control plane launched (``resuming`` until its job reports)."""
 
-    __table_args__ = (UniqueConstraint("run_id", "attempt_id"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "attempt_id"),
+        UniqueConstraint("run_id", "number", name="uq_attempt_run_id_number"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
     attempt_id: str = Field(max_length=_NAME)
+    number: int = Field(description="1, 2, ... in the order the run's attempts became known")
     status: str = Field(max_length=20)
     started: bool = Field(default=False, description="its run_started event has arrived")
     started_at: datetime = Field(sa_type=UTCDateTime)
@@ -82,6 +88,48 @@ class Attempt(SQLModel, table=True):
     spec: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     rows_reported: int | None = _maybe_count()
     error: str | None = Field(default=None, sa_type=Text)
+
+
+class Launch(SQLModel, table=True):
+    """A job process the control plane started to resume a run: the attempt it runs,
+    who asked, the plan and command, and how it ended.
+
+    ``live`` is true from the launch until the process is seen to exit. At most one
+    live launch per run, enforced by a partial unique index, so two backend replicas
+    answering two resume calls at once cannot both start a job on one checkpoint.
+    """
+
+    __table_args__ = (
+        Index(
+            "uq_launch_live_run",
+            "run_id",
+            unique=True,
+            sqlite_where=text("live"),
+            postgresql_where=text("live"),
+        ),
+        UniqueConstraint("run_id", "attempt_number"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
+    attempt_id: str = Field(max_length=_NAME)
+    attempt_number: int
+    idempotency_key: str | None = Field(default=None, max_length=_NAME, unique=True)
+    live: bool = True
+    trigger: str = Field(max_length=20, description="api, or auto (the job's auto-resume)")
+    actor: str = Field(max_length=_NAME)
+    requested_at: datetime = Field(sa_type=UTCDateTime)
+    command: list[str] = Field(default_factory=list, sa_type=JSON)
+    cwd: str | None = Field(default=None, sa_type=Text)
+    log_path: str = Field(sa_type=Text)
+    host: str = Field(max_length=_NAME, description="the backend host that started it")
+    pid: int | None = None
+    exit_code: int | None = None
+    ended_at: datetime | None = _when()
+    plan: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    answer: dict[str, Any] = Field(
+        default_factory=dict, sa_type=JSON, description="the 202 body, replayed for its key"
+    )
 
 
 class Batch(SQLModel, table=True):

@@ -5,6 +5,7 @@
         [--monitor-url URL --monitor-token T] [--master local[2,4]]
         [--max-files-per-trigger N] [--request-max-bytes N] [--create-table] [--stamp]
         [--continuous [--interval SECONDS]]
+        [--auto-resume ATTEMPTS [--auto-resume-backoff SECONDS]]
 
 Runs with ``spark-submit jobs/load_files.py ...`` too. By default the trigger is
 ``availableNow``: every file present is loaded, then the job ends. ``--continuous``
@@ -22,7 +23,10 @@ created from the files' inferred schema. ``--stamp`` writes the run id and batch
 into ``_onceover_run_id`` / ``_onceover_batch_id`` (the sink's ``stamp=true``; a table
 made with ``--create-table --stamp`` gets the two columns). The monitor URL and token also come from
 ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``; they are never stored in the
-run's spec, which the control plane keeps to resume the run.
+run's spec, which the control plane keeps to resume the run. ``--auto-resume 3`` asks the
+control plane to resume the run by itself after a failure, up to 3 attempts in all
+(see docs/resume.md). A launch by the control plane names its attempt in
+``ONCEOVER_ATTEMPT_ID``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -42,6 +47,7 @@ from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
 from onceover.errors import ConfigurationError
+from onceover.job_env import ATTEMPT_ID_ENV, MONITOR_TOKEN_ENV, MONITOR_URL_ENV, SPARK_MASTER_ENV
 from onceover.stamp import STAMP_COLUMNS
 
 if TYPE_CHECKING:
@@ -57,6 +63,7 @@ DEFAULT_MASTER = "local[2,4]"
 """Two cores; each task may be tried 4 times, as on a cluster (plain local[2] never retries)."""
 HEARTBEAT_S = float(os.environ.get("ONCEOVER_HEARTBEAT_S", "30"))
 _SECRET_ARGS = ("--monitor-token", "--monitor-url")
+_ATTEMPT_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mode", choices=("pending", "committed", "default"), default="pending")
     parser.add_argument("--run-id", help="run id (default: kept in the checkpoint)")
     parser.add_argument("--job", default="load_files", help="job name shown by the dashboard")
-    parser.add_argument("--monitor-url", default=os.environ.get("ONCEOVER_MONITOR_URL"))
-    parser.add_argument("--monitor-token", default=os.environ.get("ONCEOVER_MONITOR_TOKEN"))
+    parser.add_argument("--monitor-url", default=os.environ.get(MONITOR_URL_ENV))
+    parser.add_argument("--monitor-token", default=os.environ.get(MONITOR_TOKEN_ENV))
     parser.add_argument(
         "--master",
         help="Spark master (default: $ONCEOVER_SPARK_MASTER, else spark-submit's --master, "
@@ -114,6 +121,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--row-format", choices=("arrow", "proto"), default="arrow")
     parser.add_argument(
+        "--auto-resume",
+        type=int,
+        metavar="ATTEMPTS",
+        default=None,
+        help="let the control plane resume a failed run by itself, up to ATTEMPTS attempts "
+        "in all (default: never)",
+    )
+    parser.add_argument(
+        "--auto-resume-backoff",
+        type=float,
+        metavar="SECONDS",
+        default=30.0,
+        help="wait before the first automatic resume, doubled before each next one",
+    )
+    parser.add_argument(
         "--request-max-bytes",
         type=int,
         default=None,
@@ -129,6 +151,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             f"--request-max-bytes must be between {MIN_REQUEST_BYTES:,} and "
             f"{MAX_REQUEST_BYTES_LIMIT:,}"
         )
+    if args.auto_resume is not None and not 1 <= args.auto_resume <= 100:
+        parser.error("--auto-resume must be between 1 and 100 attempts")
+    if not 0 <= args.auto_resume_backoff <= 86_400:
+        parser.error("--auto-resume-backoff must be between 0 and 86400 seconds")
     if not args.source.is_dir():
         parser.error(f"--source {args.source} is not a directory")
     if args.table.count(".") != 2:
@@ -151,6 +177,18 @@ def spec_args(argv: list[str]) -> list[str]:
             continue
         kept.append(arg)
     return kept
+
+
+def attempt_id() -> str:
+    """The id the control plane gave this attempt when it launched it, else a new one."""
+    given = os.environ.get(ATTEMPT_ID_ENV, "")
+    if not given:
+        return uuid.uuid4().hex
+    if not _ATTEMPT_ID.match(given):
+        raise ConfigurationError(
+            f"{ATTEMPT_ID_ENV}={given[:50]!r} is not an attempt id (letters, digits, . _ -)"
+        )
+    return given
 
 
 def run_id_for(checkpoint: Path, given: str | None) -> str:
@@ -287,7 +325,7 @@ class RunReporter:
         self.args = args
         self.argv = argv
         self.run_id = run_id
-        self.attempt_id = uuid.uuid4().hex
+        self.attempt_id = attempt_id()
         self.emitter = emitter_for(args.monitor_url, args.monitor_token)
         self.query_id: str | None = None
         self._stop = threading.Event()
@@ -306,13 +344,18 @@ class RunReporter:
         }
 
     def started(self) -> None:
-        from onceover.events import JobSpec, RunStarted
+        from onceover.events import AutoResume, JobSpec, RunStarted
 
+        auto = self.args.auto_resume
         spec = JobSpec(
             module=MODULE,
             args=spec_args(self.argv),
             checkpoint=str(self.args.checkpoint.resolve()),
             ledger=str((self.args.checkpoint / "onceover").resolve()),
+            cwd=os.getcwd(),
+            auto_resume=None
+            if auto is None
+            else AutoResume(max_attempts=auto, backoff_s=self.args.auto_resume_backoff),
         )
         self.emitter.emit(RunStarted(mode=self.args.mode, spec=spec, **self._common("started")))
 
@@ -393,7 +436,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
     run_id = run_id_for(args.checkpoint, args.run_id)
     reporter = RunReporter(args, argv, run_id)
     reporter.started()
-    master = args.master or os.environ.get("ONCEOVER_SPARK_MASTER")
+    master = args.master or os.environ.get(SPARK_MASTER_ENV)
     if master is None and not submitted():
         master = DEFAULT_MASTER
     spark = spark_session(f"onceover-{args.job}", master)

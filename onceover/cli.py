@@ -136,6 +136,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     check_port_free(args.host, args.port, "--port")
     settings = _backend_settings(args)
+    if not settings.launch_monitor_url:  # resumed jobs post their events back here
+        wildcard = args.host in ("0.0.0.0", "::", "")  # noqa: S104 (a comparison)
+        host = "127.0.0.1" if wildcard else args.host
+        settings.launch_monitor_url = f"http://{host}:{args.port}"
     configure_backend_logging(settings.log_format)
     _upgraded(settings)
     app = create_app(settings)

@@ -75,8 +75,24 @@ class _Event(BaseModel):
     job: Annotated[str, Field(max_length=200)] | None = None
 
 
+class AutoResume(BaseModel):
+    """The job's own policy: the control plane resumes it after a failure by itself."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(
+        ge=1, le=100, description="attempts in all, the first one included, before giving up"
+    )
+    backoff_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description="wait before the first automatic resume; doubled before each one after it",
+    )
+
+
 class JobSpec(BaseModel):
-    """How to launch the job again: ``python -m <module> <args...>``."""
+    """How to launch the job again: ``python -m <module> <args...>`` in ``cwd``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -84,6 +100,10 @@ class JobSpec(BaseModel):
     args: list[Annotated[str, Field(max_length=4096)]] = Field(max_length=200)
     checkpoint: str | None = None
     ledger: str | None = None
+    cwd: Annotated[str, Field(max_length=4096)] | None = Field(
+        default=None, description="the directory the job was started in (relative arguments)"
+    )
+    auto_resume: AutoResume | None = None
 
 
 class StreamRows(BaseModel):

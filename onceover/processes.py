@@ -54,12 +54,14 @@ class ChildProcess:
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
         capture_stdout: bool = False,
+        cwd: str | None = None,
     ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = dict(os.environ if env is None else env)
         self.log_path = log_path
         self.capture_stdout = capture_stdout
+        self.cwd = cwd
         self.popen: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
 
@@ -71,6 +73,7 @@ class ChildProcess:
         self.popen = subprocess.Popen(
             self.argv,
             env=self.env,
+            cwd=self.cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if self.capture_stdout else output,
             stderr=output,
@@ -105,6 +108,12 @@ class ChildProcess:
                     f"{self.name} did not get {what} within {timeout_s:.0f} s{self._see_log()}"
                 )
             time.sleep(0.05)
+
+    def wait(self) -> int:
+        """Wait until it exits by itself; its exit status (negative: the signal)."""
+        status = self._popen().wait()
+        self.stop()  # closes the log
+        return status
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM, wait up to ``grace_s``, then SIGKILL. Returns the exit status."""

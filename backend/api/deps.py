@@ -21,6 +21,7 @@ from backend.errors import NotAllowedError, NotAuthenticatedError
 from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
 from backend.services.reconciliation import Reconciler
+from backend.services.resume import Resumer
 
 
 def get_settings(request: Request) -> Settings:
@@ -46,6 +47,11 @@ def get_bigquery_probe(request: Request) -> BigQueryProbe:
 def get_reconciler(request: Request) -> Reconciler:
     reconciler: Reconciler = request.app.state.reconciler
     return reconciler
+
+
+def get_resumer(request: Request) -> Resumer:
+    resumer: Resumer = request.app.state.resumer
+    return resumer
 
 
 def get_change_feed(request: Request) -> ChangeFeed:
@@ -86,6 +92,7 @@ EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 BigQueryProbeDep = Annotated[BigQueryProbe, Depends(get_bigquery_probe)]
 ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
+ResumerDep = Annotated[Resumer, Depends(get_resumer)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]

@@ -4,7 +4,16 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from backend.api.routes import audit, changes, events, health, metrics, reconciliations, runs
+from backend.api.routes import (
+    audit,
+    changes,
+    events,
+    health,
+    metrics,
+    reconciliations,
+    resume,
+    runs,
+)
 from backend.models import ErrorPublic
 
 # Every router but health checks a bearer token (backend/api/deps.py).
@@ -15,5 +24,5 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 api_router = APIRouter(prefix="/api")
 api_router.include_router(health.router)
-for guarded in (events, runs, reconciliations, metrics, changes, audit):
+for guarded in (events, runs, resume, reconciliations, metrics, changes, audit):
     api_router.include_router(guarded.router, responses=AUTH_RESPONSES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -69,6 +70,51 @@ class Settings(BaseSettings):
     reconcile_on_success: bool = Field(
         default=True, description="Reconcile every run automatically when it succeeds"
     )
+    launch_modules: list[str] = Field(
+        default=["jobs."],
+        description="Module prefixes a resume may launch (JSON list); a run whose spec names "
+        "any other module is refused",
+    )
+    launch_with: Literal["python", "spark-submit"] = Field(
+        default="python",
+        description="python: `python -m MODULE ARGS`; spark-submit: `spark-submit --master "
+        "MASTER [spark_submit_args] MODULE_FILE ARGS`",
+    )
+    launch_python: str = Field(
+        default=sys.executable, description="The interpreter of launched jobs (and their workers)"
+    )
+    spark_submit: str = Field(
+        default="",
+        description="spark-submit to use (default: on PATH, else the one PySpark ships)",
+    )
+    spark_master: str = Field(
+        default="",
+        description="Spark master for launched jobs (replaces a --master the run was started "
+        "with); empty: the job's own default",
+    )
+    spark_submit_args: list[str] = Field(
+        default=[], description="Extra spark-submit arguments (JSON list), e.g. --conf pairs"
+    )
+    launch_monitor_url: str = Field(
+        default="",
+        description="The URL launched jobs post their events to (`onceover serve` fills in "
+        "its own address when empty)",
+    )
+    launch_ingest_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="The ingest token launched jobs post with (default: the first ingest "
+        "token in ONCEOVER_TOKENS)",
+    )
+    launch_log_dir: Path | None = Field(
+        default=None,
+        description="Where each launched attempt's log goes (default: data_dir/attempts)",
+    )
+    auto_resume_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often the backend looks for runs to resume by "
+        "their jobs' auto-resume policy",
+    )
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: Cloud Logging structured lines; text: for a terminal"
     )
@@ -95,6 +141,16 @@ class Settings(BaseSettings):
 
     def token_pairs(self) -> list[tuple[str, str]]:
         return parse_tokens(self.tokens.get_secret_value())
+
+    def launch_token(self) -> str | None:
+        """The token launched jobs post events with, if one is configured."""
+        given = self.launch_ingest_token.get_secret_value().strip()
+        if given:
+            return given
+        return next((token for role, token in self.token_pairs() if role == "ingest"), None)
+
+    def attempt_log_dir(self) -> Path:
+        return self.launch_log_dir or self.data_dir / "attempts"
 
 
 def parse_tokens(text: str) -> list[tuple[str, str]]:

@@ -80,6 +80,7 @@ class Projector:
     _streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
     _rollups: dict[RollupKey, _Rollup] = field(default_factory=dict)
     _heard_later: set[str] = field(default_factory=set)
+    _next_number: dict[str, int] = field(default_factory=dict)
     _complete_before: dict[str, bool] = field(default_factory=dict)
     succeeded: set[str] = field(default_factory=set)
     """Runs these events made complete (reconciled automatically once stored)."""
@@ -168,6 +169,7 @@ class Projector:
             attempt = Attempt(
                 run_id=event.run_id,
                 attempt_id=event.attempt_id,
+                number=self._number(event.run_id),
                 status="running",
                 started_at=event.time,
                 last_event_at=event.time,
@@ -176,9 +178,22 @@ class Projector:
         self._attempts[key] = attempt
         return attempt
 
+    def _number(self, run_id: str) -> int:
+        """The next attempt number of a run (its row is locked, so numbers never clash)."""
+        if run_id not in self._next_number:
+            highest = self.session.exec(
+                select(func.max(Attempt.number)).where(Attempt.run_id == run_id)
+            ).one()
+            self._next_number[run_id] = int(highest or 0) + 1
+        number = self._next_number[run_id]
+        self._next_number[run_id] = number + 1
+        return number
+
     def _apply_run_event(self, run: Run, event: ev.RunEvent) -> None:
         attempt = self._attempt(event)
         attempt.last_event_at = _later(attempt.last_event_at, event.time)
+        if attempt.status == "resuming":  # a launched attempt's job has started reporting
+            attempt.status = "running"
         if isinstance(event, ev.RunStarted):
             attempt.started = True
             attempt.started_at = event.time

@@ -11,13 +11,14 @@ from backend.errors import NotFoundError
 from backend.models import (
     AttemptPublic,
     BatchPublic,
+    LaunchPublic,
     RunDetailPublic,
     RunPublic,
     RunsPublic,
     StreamPublic,
 )
 from backend.services.paging import page
-from backend.tables import Attempt, Batch, Run, Stream, WriteRollup
+from backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
 def _run_fields(run: Run) -> dict[str, Any]:
@@ -62,10 +63,12 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
     if run is None:
         raise NotFoundError(f"no run {run_id!r}")
     attempts = session.exec(
-        select(Attempt)
-        .where(Attempt.run_id == run_id)
-        .order_by(col(Attempt.started_at), col(Attempt.attempt_id))
+        select(Attempt).where(Attempt.run_id == run_id).order_by(col(Attempt.number))
     )
+    launches = {
+        launch.attempt_id: LaunchPublic.model_validate(launch.model_dump())
+        for launch in session.exec(select(Launch).where(Launch.run_id == run_id))
+    }
     batches = session.exec(
         select(Batch)
         .where(Batch.run_id == run_id)
@@ -83,7 +86,10 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
     )
     return RunDetailPublic(
         **_run_fields(run),
-        attempts=[AttemptPublic.model_validate(a.model_dump()) for a in attempts],
+        attempts=[
+            AttemptPublic.model_validate({**a.model_dump(), "launch": launches.get(a.attempt_id)})
+            for a in attempts
+        ],
         batches=[
             BatchPublic.model_validate({**b.model_dump(), "table": b.table_id}) for b in batches
         ],

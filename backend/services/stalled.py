@@ -1,4 +1,5 @@
-"""Stalled runs: a running run that has sent nothing for too long becomes ``stalled``.
+"""Stalled runs: a running run that has sent nothing for too long becomes ``stalled``,
+and so does a resuming run whose launched job has not reported for as long.
 
 Safe with several backend replicas on one PostgreSQL: each sweep runs in a
 transaction holding a transaction-scoped advisory lock, and a replica that cannot get
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, text
-from sqlmodel import col, select
+from sqlmodel import and_, col, or_, select
 
 from backend.core.db import write_transaction
 from backend.tables import Attempt, Run
@@ -41,7 +42,18 @@ def mark_stalled(
         runs = list(
             session.exec(
                 select(Run)
-                .where(Run.status == "running", col(Run.last_event_at) < now - stalled_after)
+                .where(
+                    or_(
+                        and_(
+                            col(Run.status) == "running",
+                            col(Run.last_event_at) < now - stalled_after,
+                        ),
+                        and_(
+                            col(Run.status) == "resuming",
+                            col(Run.updated_at) < now - stalled_after,
+                        ),
+                    )
+                )
                 .with_for_update(skip_locked=True)  # an ingest holding a run decides it
             )
         )
@@ -53,7 +65,7 @@ def mark_stalled(
                     Attempt.run_id == run.run_id, Attempt.attempt_id == run.current_attempt_id
                 )
             ).first()
-            if attempt is not None and attempt.status == "running":
+            if attempt is not None and attempt.status in ("running", "resuming"):
                 attempt.status = "stalled"
         if runs:
             logger.warning(

@@ -152,6 +152,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/attempts/{number}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Attempt Log
+         * @description The end of the output of an attempt the control plane launched.
+         */
+        get: operations["getAttemptLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs/{run_id}/reconcile": {
         parameters: {
             query?: never;
@@ -189,6 +209,29 @@ export interface paths {
         get: operations["listRunReconciliations"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume Run
+         * @description Launch the run's job again on its checkpoint (``failed`` or ``stalled`` runs only).
+         *
+         *     The run goes ``resuming``, then ``running`` when the job reports, then ``succeeded``
+         *     or ``failed``; a run that succeeds is reconciled automatically.
+         */
+        post: operations["resumeRun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -493,6 +536,37 @@ export interface components {
             type: "append_out_of_range";
         };
         /**
+         * AttemptLogPublic
+         * @description The end of an attempt's log.
+         */
+        AttemptLogPublic: {
+            /** Attempt */
+            attempt: number;
+            /** Host */
+            host: string;
+            /**
+             * Lines
+             * @description the last lines, oldest first
+             */
+            lines: string[];
+            /**
+             * Live
+             * @description the process is still running; the log may grow
+             */
+            live: boolean;
+            /** Path */
+            path: string;
+            /** Run Id */
+            run_id: string;
+            /** Size Bytes */
+            size_bytes: number;
+            /**
+             * Truncated
+             * @description the log holds more before these lines
+             */
+            truncated: boolean;
+        };
+        /**
          * AttemptPublic
          * @description One launch of the run.
          */
@@ -507,6 +581,13 @@ export interface components {
             last_event_at: string | null;
             /** Last Heartbeat At */
             last_heartbeat_at: string | null;
+            /** @description set when the control plane launched this attempt */
+            launch?: components["schemas"]["LaunchPublic"] | null;
+            /**
+             * Number
+             * @description 1, 2, ... (the attempt's log is .../attempts/{number}/log)
+             */
+            number: number;
             /** Rows Reported */
             rows_reported: number | null;
             /** Spec */
@@ -527,7 +608,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "running" | "succeeded" | "failed" | "stalled";
+            status: "resuming" | "running" | "succeeded" | "failed" | "stalled";
         };
         /** AuditEntryPublic */
         AuditEntryPublic: {
@@ -563,6 +644,23 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["AuditEntryPublic"][];
+        };
+        /**
+         * AutoResume
+         * @description The job's own policy: the control plane resumes it after a failure by itself.
+         */
+        AutoResume: {
+            /**
+             * Backoff S
+             * @description wait before the first automatic resume; doubled before each one after it
+             * @default 30
+             */
+            backoff_s: number;
+            /**
+             * Max Attempts
+             * @description attempts in all, the first one included, before giving up
+             */
+            max_attempts: number;
         };
         /** BatchAborted */
         BatchAborted: {
@@ -1025,17 +1123,82 @@ export interface components {
         };
         /**
          * JobSpec
-         * @description How to launch the job again: ``python -m <module> <args...>``.
+         * @description How to launch the job again: ``python -m <module> <args...>`` in ``cwd``.
          */
         JobSpec: {
             /** Args */
             args: string[];
+            auto_resume?: components["schemas"]["AutoResume"] | null;
             /** Checkpoint */
             checkpoint?: string | null;
+            /**
+             * Cwd
+             * @description the directory the job was started in (relative arguments)
+             */
+            cwd?: string | null;
             /** Ledger */
             ledger?: string | null;
             /** Module */
             module: string;
+        };
+        /**
+         * LaunchPublic
+         * @description How the control plane launched an attempt (a resume).
+         */
+        LaunchPublic: {
+            /**
+             * Actor
+             * @description who asked (the token's name; onceover for auto-resume)
+             */
+            actor: string;
+            /** Command */
+            command: string[];
+            /** Ended At */
+            ended_at: string | null;
+            /** Exit Code */
+            exit_code: number | null;
+            /**
+             * Host
+             * @description the backend host that started the process (and has its log)
+             */
+            host: string;
+            /**
+             * Live
+             * @description the process has not been seen to exit
+             */
+            live: boolean;
+            /** Pid */
+            pid: number | null;
+            /**
+             * Requested At
+             * Format: date-time
+             */
+            requested_at: string;
+            /**
+             * Trigger
+             * @enum {string}
+             */
+            trigger: "api" | "auto";
+        };
+        /**
+         * PendingIntentPublic
+         * @description A batch the ledger holds as intended but not known committed: the resumed job
+         *     asks BigQuery whether its streams were committed and records or redoes it.
+         */
+        PendingIntentPublic: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id: number | null;
+            /** Expected Rows */
+            expected_rows: number;
+            /** Intent At */
+            intent_at: string;
+            /** Query Id */
+            query_id: string;
+            /** Streams */
+            streams: string[];
         };
         /**
          * ReconciliationPublic
@@ -1148,6 +1311,101 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["ReconciliationPublic"][];
+        };
+        /**
+         * ResumeAcceptedPublic
+         * @description ``202``: the attempt is launched; the run is ``resuming`` until its job reports.
+         */
+        ResumeAcceptedPublic: {
+            /** Attempt */
+            attempt: number;
+            /** Attempt Id */
+            attempt_id: string;
+            /** Idempotency Key */
+            idempotency_key: string | null;
+            /**
+             * Log Url
+             * @description the attempt's log: GET this path
+             */
+            log_url: string;
+            plan: components["schemas"]["ResumePlanPublic"];
+            /**
+             * Requested At
+             * Format: date-time
+             */
+            requested_at: string;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Status
+             * @constant
+             */
+            status: "resuming";
+        };
+        /**
+         * ResumePlanPublic
+         * @description What a resume would do, read from the run's spec and its checkpoint.
+         */
+        ResumePlanPublic: {
+            /**
+             * Attempt
+             * @description the number the new attempt gets
+             */
+            attempt: number;
+            /** Checkpoint */
+            checkpoint: string | null;
+            /**
+             * Command
+             * @description the argument list that runs (never through a shell)
+             */
+            command: string[];
+            /** Committed Batches */
+            committed_batches: number;
+            /** Committed Rows */
+            committed_rows: number;
+            /** Cwd */
+            cwd: string | null;
+            /**
+             * Last Committed Batch
+             * @description highest batch the ledger committed
+             */
+            last_committed_batch: number | null;
+            /** Ledger */
+            ledger: string;
+            /**
+             * Log Path
+             * @description where the attempt's output will go
+             */
+            log_path: string;
+            /** Module */
+            module: string;
+            /** Pending Intents */
+            pending_intents: components["schemas"]["PendingIntentPublic"][];
+            /**
+             * Queries
+             * @description streaming query ids the ledger holds batches of
+             */
+            queries: string[];
+            /** Run Id */
+            run_id: string;
+            /**
+             * Spark Last Finished Batch
+             * @description highest batch in the commit log
+             */
+            spark_last_finished_batch: number | null;
+            /**
+             * Spark Last Planned Batch
+             * @description highest batch in Spark's offset log (replayed first if not in its commit log)
+             */
+            spark_last_planned_batch: number | null;
+            /**
+             * Status
+             * @description the run's status now
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stalled" | "resuming";
+            /** Warnings */
+            warnings: string[];
         };
         /**
          * RunDetailPublic
@@ -2190,6 +2448,69 @@ export interface operations {
             };
         };
     };
+    getAttemptLog: {
+        parameters: {
+            query?: {
+                /** @description lines from the end */
+                tail?: number;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+                /** @description the attempt's number */
+                number: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttemptLogPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run (or no such launched attempt, or its log is not on this host) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     reconcileRun: {
         parameters: {
             query?: never;
@@ -2305,6 +2626,97 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    resumeRun: {
+        parameters: {
+            query?: {
+                /** @description only show what would run */
+                dry_run?: boolean;
+            };
+            header?: {
+                /** @description the same key again answers with the first answer and launches nothing */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description dry_run=true: the plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResumePlanPublic"];
+                };
+            };
+            /** @description The attempt is launched */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResumeAcceptedPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run (or no such launched attempt, or its log is not on this host) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Not resumable now: the run is not failed or stalled, or an attempt is live */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The run's stored spec or checkpoint cannot be used (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description This backend cannot launch jobs (the detail names the missing setting) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
                 };
             };
         };

@@ -1,0 +1,13 @@
+"""Environment variables a job reads and whoever starts it sets: the contract between
+the jobs (:mod:`jobs.load_files`) and their launchers (the control plane's resume,
+``onceover demo``, the tests)."""
+
+MONITOR_URL_ENV = "ONCEOVER_MONITOR_URL"
+"""The control plane the job posts its events to."""
+MONITOR_TOKEN_ENV = "ONCEOVER_MONITOR_TOKEN"  # noqa: S105 (a name)
+"""An ingest token for it."""
+ATTEMPT_ID_ENV = "ONCEOVER_ATTEMPT_ID"
+"""The attempt id the control plane recorded for a launch it made (a resume): the job's
+run events carry it, so they update that attempt rather than a new one."""
+SPARK_MASTER_ENV = "ONCEOVER_SPARK_MASTER"
+"""The Spark master, when the job's arguments name none."""
