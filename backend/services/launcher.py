@@ -143,7 +143,7 @@ class Launcher:
         name = _UNSAFE.sub("_", run_id)
         if name != run_id:  # two ids that differ only in unsafe characters stay apart
             name += "-" + hashlib.sha256(run_id.encode()).hexdigest()[:8]
-        return self.settings.attempt_log_dir() / name / f"attempt-{number}.log"
+        return self.settings.attempt_log_dir().resolve() / name / f"attempt-{number}.log"
 
     def monitor(self) -> tuple[str, str]:
         """Where launched jobs post events, and with which token; refused if unset."""

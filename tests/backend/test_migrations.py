@@ -8,7 +8,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 import backend.tables  # noqa: F401  (the models, registered on SQLModel.metadata)
@@ -52,3 +52,38 @@ def test_upgrading_twice_changes_nothing_and_downgrade_removes_everything(
         assert set(inspect(engine).get_table_names()) == {"alembic_version"}
     finally:
         engine.dispose()
+
+
+def test_attempts_stored_before_0003_are_numbered_in_the_order_they_started(
+    empty_database: str,
+) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0002")
+    engine = build_engine(empty_database)
+    try:
+        with engine.begin() as connection:
+            for run in ("r1", "r2"):
+                connection.execute(
+                    text("INSERT INTO run (run_id, table_id, status, started_at, rows_expected, "
+                         "rows_committed, batches_committed, updated_at) VALUES (:run, 't', "
+                         "'failed', '2026-11-01 12:00:00+00:00', 0, 0, 0, "
+                         "'2026-11-01 12:00:00+00:00')"),
+                    {"run": run},
+                )  # fmt: skip
+            for run, attempt, minute in (("r1", "late", 9), ("r1", "early", 1), ("r2", "only", 5)):
+                connection.execute(
+                    text("INSERT INTO attempt (run_id, attempt_id, status, started, started_at) "
+                         "VALUES (:run, :attempt, 'failed', true, :at)"),
+                    {"run": run, "attempt": attempt, "at": f"2026-11-01 12:0{minute}:00+00:00"},
+                )  # fmt: skip
+
+        command.upgrade(config, "head")
+
+        with engine.connect() as connection:
+            numbered = connection.execute(
+                text("SELECT run_id, attempt_id, number FROM attempt ORDER BY run_id, number")
+            ).all()
+    finally:
+        engine.dispose()
+    assert [tuple(row) for row in numbered] == [("r1", "early", 1), ("r1", "late", 2),
+                                                ("r2", "only", 1)]  # fmt: skip

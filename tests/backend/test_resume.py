@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -149,7 +150,7 @@ def failed_run(
 
 def resume(
     client: TestClient, run_id: str, *, token: str = OPERATOR, **params: Any
-) -> httpx.Response:
+) -> httpx2.Response:  # what TestClient answers with
     headers = bearer(token)
     if key := params.pop("key", None):
         headers["Idempotency-Key"] = key
@@ -284,9 +285,7 @@ def test_the_launched_job_gets_bigquery_and_monitor_settings_but_no_backend_secr
     assert "ONCEOVER_TOKENS" not in env
 
 
-def test_a_configured_spark_master_replaces_the_runs_own(
-    settings: Settings, app: FastAPI
-) -> None:
+def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app: FastAPI) -> None:
     from backend.services.launcher import Launcher
 
     spec = ev.JobSpec(module="jobs.load_files", args=["--master", "local[1]", "--x", "y"])

@@ -1,0 +1,189 @@
+"""Resume after real crashes: the issue's must-show.
+
+A real job (``python -m jobs.load_files``, Spark ``local``, the local BigQuery) crashes
+at a failpoint; the run becomes ``failed``. One ``POST /api/runs/{id}/resume`` makes
+the control plane launch attempt 2 from the run's stored spec, with no failpoints (the
+backend never passes its own ``ONCEOVER_*`` variables on). The run ends ``succeeded``,
+the control plane reconciles it by itself with ``ok``, and BigQuery holds exactly N
+rows with N distinct keys, counted here with our own query.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from google.cloud import bigquery
+
+from backend.core.config import Settings
+from backend.core.migrate import upgrade_to_head
+from backend.main import create_app
+from jobs.generate import write_files
+from onceover.bigquery import BigQueryConfig
+from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
+from tests.backend.live import serving, wait_for_status
+from tests.jobs.orders import load_orders
+
+pytestmark = pytest.mark.spark
+
+ROWS = 4_000
+RESUME_DEADLINE_S = 240.0
+
+
+@pytest.fixture
+def app(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[FastAPI]:
+    database = f"sqlite:///{tmp_path / 'onceover.db'}"
+    upgrade_to_head(database)
+    settings = Settings(
+        database_url=database,
+        tokens=TOKENS,
+        frontend_dist=tmp_path / "none",
+        launch_log_dir=tmp_path / "attempt-logs",
+    )
+    app = create_app(settings, bigquery=bq_config)
+    yield app
+    app.state.launcher.stop_all()
+
+
+def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
+    return httpx.post(
+        f"{url}/api/runs/{run_id}/resume", headers={**bearer(token), **headers}, timeout=60
+    )
+
+
+def _crashed(
+    app: FastAPI, url: str, bq_config: BigQueryConfig, tmp_path: Path, table: str, where: str
+) -> str:
+    source = tmp_path / "orders"
+    write_files(source, ROWS, 4, "json")
+    app.state.settings.launch_monitor_url = url  # what `onceover serve` sets to its address
+    crashed = load_orders(bq_config, url, source, table, tmp_path, f"{where}=crash@1", ["--stamp"])
+    assert crashed.returncode != 0, crashed.stdout[-2000:]
+    assert f"{where} fired: crash" in (tmp_path / "failpoints" / "fired.log").read_text()
+    run_id = (tmp_path / "ckpt" / "onceover" / "run_id").read_text().strip()
+    assert wait_for_status(url, VIEWER, run_id, "failed")["status"] == "failed"
+    return run_id
+
+
+def _succeeded(url: str, run_id: str) -> dict[str, Any]:
+    body = wait_for_status(url, VIEWER, run_id, "succeeded", timeout_s=RESUME_DEADLINE_S)
+    assert body.get("status") == "succeeded", body
+    return body
+
+
+def _automatic_check(url: str, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = httpx.get(
+            f"{url}/api/runs/{run_id}/reconciliations", headers=bearer(VIEWER), timeout=10
+        )
+        checks = [c for c in response.json()["data"] if c["trigger"] == "run_succeeded"]
+        if checks:
+            check: dict[str, Any] = checks[0]
+            return check
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} was not reconciled within 60 s of succeeding")
+
+
+def _counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
+    row = next(iter(rest.query(f"SELECT COUNT(*), COUNT(DISTINCT event_id) FROM `{table}`")))
+    return int(row[0]), int(row[1])
+
+
+def _assert_exactly_once(
+    url: str, rest: bigquery.Client, table: str, run_id: str, log_tail: str
+) -> dict[str, Any]:
+    body = _succeeded(url, run_id)
+    assert [a["status"] for a in body["attempts"]] == ["failed", "succeeded"], log_tail
+    assert body["attempts"][1]["launch"]["exit_code"] in (None, 0)
+    check = _automatic_check(url, run_id)
+    assert check["status"] == "ok", check
+    assert (check["expected_rows"], check["actual_rows"], check["distinct_keys"]) == (
+        ROWS, ROWS, ROWS
+    )  # fmt: skip
+    assert _counted(rest, table) == (ROWS, ROWS)
+    return body
+
+
+def _log(url: str, run_id: str, number: int) -> str:
+    response = httpx.get(
+        f"{url}/api/runs/{run_id}/attempts/{number}/log?tail=40", headers=bearer(VIEWER)
+    )
+    return "\n".join(response.json().get("lines", [])) if response.status_code == 200 else ""
+
+
+@pytest.mark.parametrize("where", ["ledger.after_intent", "commit.before"])
+def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
+    app: FastAPI,
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    where: str,
+) -> None:
+    table = f"{dataset}.orders"
+    with serving(app) as url:
+        run_id = _crashed(app, url, bq_config, tmp_path, table, where)
+
+        resumed = _post_resume(url, run_id)
+
+        assert resumed.status_code == 202, resumed.text
+        assert resumed.json()["attempt"] == 2
+        _assert_exactly_once(url, rest, table, run_id, _log(url, run_id, 2))
+
+
+def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
+    app: FastAPI,
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+) -> None:
+    """The must-show, with the API's guards around the one call that matters."""
+    table = f"{dataset}.orders"
+    with serving(app) as url:
+        run_id = _crashed(app, url, bq_config, tmp_path, table, "commit.after")
+
+        assert _post_resume(url, run_id, VIEWER).status_code == 403
+        dry = httpx.post(
+            f"{url}/api/runs/{run_id}/resume?dry_run=true", headers=bearer(OPERATOR), timeout=60
+        )
+        assert dry.status_code == 200, dry.text
+        plan = dry.json()
+        # The crash came after BatchCommit and before the ledger heard of it: batch 0
+        # waits as an intent, its streams committed in BigQuery.
+        assert [i["batch_id"] for i in plan["pending_intents"]] == [0]
+        assert plan["pending_intents"][0]["streams"]
+        assert plan["last_committed_batch"] is None
+        assert plan["checkpoint"] == str((tmp_path / "ckpt").resolve())
+
+        answers: list[httpx.Response] = []
+        gate = threading.Barrier(2)
+
+        def call(key: str) -> None:
+            gate.wait()
+            answers.append(_post_resume(url, run_id, **{"Idempotency-Key": key}))
+
+        threads = [threading.Thread(target=call, args=(k,)) for k in ("first", "second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(a.status_code for a in answers) == [202, 409], [a.text for a in answers]
+        accepted = next(a for a in answers if a.status_code == 202)
+        assert accepted.json()["attempt"] == 2
+        again = _post_resume(url, run_id, **{"Idempotency-Key": accepted.json()["idempotency_key"]})
+        assert (again.status_code, again.json()) == (202, accepted.json())
+
+        body = _assert_exactly_once(url, rest, table, run_id, _log(url, run_id, 2))
+        assert len(body["attempts"]) == 2
+        after = _post_resume(url, run_id)
+        assert after.status_code == 409
+        assert "is succeeded" in after.json()["detail"]
+        assert "Committed" in _log(url, run_id, 2)
