@@ -1,5 +1,7 @@
 """Resume after real crashes: the issue's must-show.
 
+(One case resumes through ``spark-submit``, the others through ``python -m``.)
+
 A real job (``python -m jobs.load_files``, Spark ``local``, the local BigQuery) crashes
 at a failpoint; the run becomes ``failed``. One ``POST /api/runs/{id}/resume`` makes
 the control plane launch attempt 2 from the run's stored spec, with no failpoints (the
@@ -14,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -118,7 +120,10 @@ def _log(url: str, run_id: str, number: int) -> str:
     return "\n".join(response.json().get("lines", [])) if response.status_code == 200 else ""
 
 
-@pytest.mark.parametrize("where", ["ledger.after_intent", "commit.before"])
+@pytest.mark.parametrize(
+    ("where", "launch_with"),
+    [("ledger.after_intent", "python"), ("commit.before", "spark-submit")],
+)
 def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
     app: FastAPI,
     bq_config: BigQueryConfig,
@@ -126,8 +131,10 @@ def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
     dataset: str,
     tmp_path: Path,
     where: str,
+    launch_with: Literal["python", "spark-submit"],
 ) -> None:
     table = f"{dataset}.orders"
+    app.state.settings.launch_with = launch_with
     with serving(app) as url:
         run_id = _crashed(app, url, bq_config, tmp_path, table, where)
 
@@ -135,6 +142,8 @@ def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
 
         assert resumed.status_code == 202, resumed.text
         assert resumed.json()["attempt"] == 2
+        launcher = Path(resumed.json()["plan"]["command"][0]).name
+        assert (launcher == "spark-submit") == (launch_with == "spark-submit"), launcher
         _assert_exactly_once(url, rest, table, run_id, _log(url, run_id, 2))
 
 
