@@ -176,7 +176,15 @@ class Resumer:
         with Session(self.engine) as session:
             run = _run(session, run_id)
             number = _next_number(session, run_id)
-        return self._plan(run, number)
+            try:
+                self._check_resumable(session, run, release_stale=False)
+                refusal = None
+            except ResumeConflictError as exc:
+                refusal = f"a resume now would be refused: {exc.detail}"
+        plan = self._plan(run, number)
+        if refusal:
+            plan.warnings.append(refusal)
+        return plan
 
     def _plan(self, run: Run, number: int) -> ResumePlanPublic:
         spec = _spec(run)
@@ -184,8 +192,6 @@ class Resumer:
         cwd = self.launcher.cwd(spec)
         state = read_checkpoint(spec, run.run_id)
         warnings = list(state.warnings)
-        if run.status not in RESUMABLE:
-            warnings.append(f"the run is {run.status}: a resume now would be refused")
         if spec.checkpoint is None:
             warnings.append("the spec names a ledger but no Spark checkpoint")
         status: RunStatus = run.status  # type: ignore[assignment]

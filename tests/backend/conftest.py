@@ -52,6 +52,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         tokens=TOKENS,
         frontend_dist=tmp_path / "no-dashboard",
         stall_check_interval_s=3600,  # tests sweep by calling mark_stalled themselves
+        auto_resume_interval_s=3600,  # and call resume_due themselves
         change_poll_s=0.5,
         # Checks BigQuery after each run that succeeds: tests/backend/test_reconciliation.py
         # turns it on against the local BigQuery; elsewhere there is no BigQuery to ask.

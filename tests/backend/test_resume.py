@@ -393,6 +393,11 @@ def test_a_live_launch_refuses_a_resume_until_its_process_is_gone(
         refused = resume(client, "r1")
         assert refused.status_code == 409
         assert f"pid {process.pid}" in refused.json()["detail"]
+        dry = resume(client, "r1", dry_run="true")
+        assert dry.status_code == 200
+        assert dry.json()["warnings"] == [
+            f"a resume now would be refused: {refused.json()['detail']}"
+        ]
     finally:
         process.kill()
         process.wait()
