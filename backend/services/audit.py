@@ -11,10 +11,39 @@ from backend.core.db import write_transaction
 from backend.services.paging import page
 from backend.tables import AuditLog
 
+SYSTEM_ACTOR = "onceover"
+"""Who the control plane's own actions (automatic reconciliations and resumes) are by."""
+
 
 def record(engine: Engine, entry: AuditLog) -> None:
     with write_transaction(engine) as session:
         session.add(entry)
+
+
+def record_automatic(
+    engine: Engine,
+    *,
+    action: str,
+    path: str,
+    target: str,
+    request_id: str,
+    status_code: int,
+    outcome: str,
+) -> None:
+    """An action the control plane took by itself, written as the API call it stands for."""
+    record(
+        engine,
+        AuditLog(
+            actor=SYSTEM_ACTOR,
+            action=action,
+            method="POST",
+            path=path,
+            target=target,
+            request_id=request_id,
+            status_code=status_code,
+            outcome=outcome,
+        ),
+    )
 
 
 def list_entries(

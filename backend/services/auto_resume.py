@@ -19,8 +19,9 @@ from sqlmodel import Session, col, select
 
 from backend.errors import ControlPlaneError
 from backend.services import audit
-from backend.services.resume import AUTO_ACTOR, Resumer, next_auto_resume
-from backend.tables import Attempt, AuditLog, Run
+from backend.services.periodic import every
+from backend.services.resume import Resumer, next_auto_resume
+from backend.tables import Attempt, Run
 
 logger = logging.getLogger(__name__)
 
@@ -48,39 +49,27 @@ def resume_due(resumer: Resumer, now: datetime | None = None) -> list[str]:
     for run_id, number in due_runs(resumer.engine, now or datetime.now(UTC)):
         key = f"auto:{run_id}:{number}"
         try:
-            answer = resumer.resume(run_id, actor=AUTO_ACTOR, idempotency_key=key, trigger="auto")
+            answer = resumer.resume(
+                run_id, actor=audit.SYSTEM_ACTOR, idempotency_key=key, trigger="auto"
+            )
         except ControlPlaneError as exc:
             # Another replica got there first (409), or the checkpoint is unusable (422):
             # logged each round until the run is resumed by hand or its status changes.
             logger.warning("auto-resume of run %s refused: %s", run_id, exc.detail)
             continue
         launched.append(run_id)
-        audit.record(
+        audit.record_automatic(
             resumer.engine,
-            AuditLog(
-                actor=AUTO_ACTOR,
-                role=None,
-                action="autoResumeRun",
-                method="-",
-                path=f"/api/runs/{run_id}/resume",
-                target=f"run {run_id}",
-                request_id=key,
-                status_code=202,
-                outcome=f"ok: attempt {answer.attempt} launched: {answer.plan.model_dump_json()}",
-            ),
+            action="autoResumeRun",
+            path=f"/api/runs/{run_id}/resume",
+            target=f"run {run_id}",
+            request_id=key,
+            status_code=202,
+            outcome=f"ok: attempt {answer.attempt} launched: {answer.plan.model_dump_json()}",
         )
     return launched
 
 
 async def auto_resume_forever(resumer: Resumer, interval_s: float, stop: asyncio.Event) -> None:
     """Look for due runs every ``interval_s`` until ``stop`` is set; errors are logged."""
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), interval_s)
-            return
-        except TimeoutError:
-            pass
-        try:
-            await asyncio.to_thread(resume_due, resumer)
-        except Exception:  # the database may be down for a while; try again next time
-            logger.exception("the auto-resume round failed")
+    await every(interval_s, stop, lambda: resume_due(resumer), "the auto-resume round")

@@ -77,6 +77,7 @@ class Launcher:
         self.settings = settings
         self.bigquery = bigquery
         self._children: dict[str, ChildProcess] = {}
+        self._watchers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # -- what would run ---------------------------------------------------------------
@@ -205,11 +206,13 @@ class Launcher:
             popen = child.start()
         except OSError as exc:
             raise LaunchFailedError(f"could not start {argv[0]}: {exc}") from exc
+        watcher = threading.Thread(
+            target=self._watch, args=(key, child, on_exit), name=f"watch-{key}", daemon=True
+        )
         with self._lock:
             self._children[key] = child
-        threading.Thread(
-            target=self._watch, args=(key, child, on_exit), name=f"watch-{key}", daemon=True
-        ).start()
+            self._watchers = [w for w in self._watchers if w.is_alive()] + [watcher]
+        watcher.start()
         return popen.pid
 
     def _watch(self, key: str, child: ChildProcess, on_exit: Callable[[int], None]) -> None:
@@ -226,12 +229,15 @@ class Launcher:
             return list(self._children)
 
     def stop_all(self, grace_s: float = 10.0) -> None:
-        """Stop every process this launcher started and still runs (tests, not shutdown:
-        a backend restart leaves launched jobs running)."""
+        """Stop every process this launcher started and still runs, and wait until each
+        exit is recorded (tests, not shutdown: a backend restart leaves jobs running)."""
         with self._lock:
             children = list(self._children.values())
+            watchers = list(self._watchers)
         for child in children:
             child.stop(grace_s)
+        for watcher in watchers:
+            watcher.join(grace_s + 30)
 
 
 def log_header(run_id: str, number: int, actor: str, when: datetime, argv: list[str]) -> str:

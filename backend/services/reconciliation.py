@@ -26,7 +26,7 @@ from backend.models import ReconciliationPublic, ReconciliationsPublic
 from backend.services import audit
 from backend.services.bigquery_counts import Counts, Scope, TableCounter
 from backend.services.paging import page
-from backend.tables import AuditLog, Batch, Reconciliation, Run, utcnow
+from backend.tables import Batch, Reconciliation, Run, utcnow
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.errors import ConfigurationError
 from onceover.identifiers import TABLE_ID_RE
@@ -336,7 +336,6 @@ def list_reconciliations(
     return ReconciliationsPublic(data=[public(r) for r in records], count=count)
 
 
-AUTO_ACTOR = "onceover"
 """Who the audit log names for the check that follows a run's success."""
 
 
@@ -361,22 +360,20 @@ def reconcile_after_success(reconciler: Reconciler, run_ids: list[str], request_
     whose events finished the run. Runs after the answer is sent: failures are logged."""
     for run_id in run_ids:
         try:
-            result = reconciler.reconcile_run(run_id, trigger="run_succeeded", actor=AUTO_ACTOR)
+            result = reconciler.reconcile_run(
+                run_id, trigger="run_succeeded", actor=audit.SYSTEM_ACTOR
+            )
         except Exception as exc:  # a background check must not fail silently
             logger.exception("automatic reconciliation of run %s failed", run_id)
             status_code, outcome = 500, f"error: {type(exc).__name__}: {exc}"
         else:
             status_code, outcome = 200, f"ok: {summary(result)}"
-        audit.record(
+        audit.record_automatic(
             reconciler.engine,
-            AuditLog(
-                actor=AUTO_ACTOR,
-                action="reconcileRun",
-                method="POST",
-                path=f"/api/runs/{run_id}/reconcile",
-                target=f"run {run_id} (succeeded)",
-                request_id=request_id,
-                status_code=status_code,
-                outcome=outcome,
-            ),
+            action="reconcileRun",
+            path=f"/api/runs/{run_id}/reconcile",
+            target=f"run {run_id} (succeeded)",
+            request_id=request_id,
+            status_code=status_code,
+            outcome=outcome,
         )

@@ -54,7 +54,6 @@ from onceover.events import JobSpec
 logger = logging.getLogger(__name__)
 
 RESUMABLE = frozenset({"failed", "stalled"})
-AUTO_ACTOR = "onceover"
 ENDED_ELSEWHERE_AFTER = timedelta(minutes=2)
 """A live launch on another host whose attempt reported its end this long ago is over
 (that replica stopped before it saw the process exit)."""
@@ -154,19 +153,20 @@ class Resumer:
         )
 
     def _check_resumable(self, session: Session, run: Run, *, release_stale: bool) -> None:
-        live = self._live_launch(session, run, release_stale=release_stale)
-        if live is not None:
-            raise ResumeConflictError(
-                f"run {run.run_id!r} has a live attempt: attempt {live.attempt_number} "
-                f"(pid {live.pid} on {live.host}, launched {live.requested_at.isoformat()}) "
-                "has not exited; one attempt at a time"
-            )
         if run.status not in RESUMABLE:
             number = _attempt_number(session, run)
             which = f" (attempt {number})" if number is not None else ""
             raise ResumeConflictError(
                 f"run {run.run_id!r} is {run.status}{which}; only failed or stalled runs "
                 "can be resumed"
+            )
+        # Failed by its events, its process may still be stopping (or hung): wait for it.
+        live = self._live_launch(session, run, release_stale=release_stale)
+        if live is not None:
+            raise ResumeConflictError(
+                f"run {run.run_id!r} has a live attempt: attempt {live.attempt_number} "
+                f"(pid {live.pid} on {live.host}, launched {live.requested_at.isoformat()}) "
+                "has not exited; one attempt at a time"
             )
 
     # -- 2. the plan ------------------------------------------------------------------

@@ -19,6 +19,7 @@ from sqlalchemy import Engine, text
 from sqlmodel import and_, col, or_, select
 
 from backend.core.db import write_transaction
+from backend.services.periodic import every
 from backend.tables import Attempt, Run
 
 logger = logging.getLogger(__name__)
@@ -84,16 +85,9 @@ async def sweep_forever(
     on_change: Callable[[], None],
 ) -> None:
     """Sweep every ``interval_s`` until ``stop`` is set; a failed sweep is logged, not fatal."""
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), interval_s)
-            return
-        except TimeoutError:
-            pass
-        try:
-            marked = await asyncio.to_thread(mark_stalled, engine, stalled_after)
-        except Exception:  # the database may be down for a while; try again next time
-            logger.exception("the stalled-run sweep failed")
-            continue
-        if marked:
+
+    def sweep() -> None:
+        if mark_stalled(engine, stalled_after):
             on_change()
+
+    await every(interval_s, stop, sweep, "the stalled-run sweep")

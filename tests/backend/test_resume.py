@@ -70,7 +70,8 @@ def resumer(app: FastAPI) -> Resumer:
 
 
 @pytest.fixture(autouse=True)
-def _stop_launched(app: FastAPI) -> Any:
+def _stop_launched(app: FastAPI, client: TestClient) -> Any:
+    """Launched jobs are stopped, and their exits recorded, while the app still runs."""
     yield
     app.state.launcher.stop_all(grace_s=5)
 
@@ -327,6 +328,8 @@ def test_two_resumes_at_once_launch_one_attempt(
             thread.start()
         for thread in threads:
             thread.join()
+        # Its exit is recorded before this server's shutdown disposes of the engine.
+        app.state.launcher.stop_all(grace_s=5)
 
     assert sorted(a.status_code for a in answers) == [202, 409], [a.text for a in answers]
     refused = next(a for a in answers if a.status_code == 409).json()["detail"]

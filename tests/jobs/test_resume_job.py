@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ RESUME_DEADLINE_S = 240.0
 
 
 @pytest.fixture
-def app(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[FastAPI]:
+def app(bq_config: BigQueryConfig, tmp_path: Path) -> FastAPI:
     database = f"sqlite:///{tmp_path / 'onceover.db'}"
     upgrade_to_head(database)
     settings = Settings(
@@ -48,9 +49,18 @@ def app(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[FastAPI]:
         frontend_dist=tmp_path / "none",
         launch_log_dir=tmp_path / "attempt-logs",
     )
-    app = create_app(settings, bigquery=bq_config)
-    yield app
-    app.state.launcher.stop_all()
+    return create_app(settings, bigquery=bq_config)
+
+
+@contextmanager
+def served(app: FastAPI) -> Iterator[str]:
+    """The app on a socket; jobs it launched are stopped, and their exits recorded,
+    before the server's shutdown disposes of its database engine."""
+    with serving(app) as url:
+        try:
+            yield url
+        finally:
+            app.state.launcher.stop_all()
 
 
 def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
@@ -135,7 +145,7 @@ def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
 ) -> None:
     table = f"{dataset}.orders"
     app.state.settings.launch_with = launch_with
-    with serving(app) as url:
+    with served(app) as url:
         run_id = _crashed(app, url, bq_config, tmp_path, table, where)
 
         resumed = _post_resume(url, run_id)
@@ -156,7 +166,7 @@ def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
 ) -> None:
     """The must-show, with the API's guards around the one call that matters."""
     table = f"{dataset}.orders"
-    with serving(app) as url:
+    with served(app) as url:
         run_id = _crashed(app, url, bq_config, tmp_path, table, "commit.after")
 
         assert _post_resume(url, run_id, VIEWER).status_code == 403
@@ -187,6 +197,9 @@ def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
         assert sorted(a.status_code for a in answers) == [202, 409], [a.text for a in answers]
         accepted = next(a for a in answers if a.status_code == 202)
         assert accepted.json()["attempt"] == 2
+        # Launched: resuming until the job's run_started arrives, then running.
+        status = httpx.get(f"{url}/api/runs/{run_id}", headers=bearer(VIEWER)).json()["status"]
+        assert status in ("resuming", "running")
         again = _post_resume(url, run_id, **{"Idempotency-Key": accepted.json()["idempotency_key"]})
         assert (again.status_code, again.json()) == (202, accepted.json())
 
