@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
+from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
 from onceover.errors import ConfigurationError
@@ -164,19 +165,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def spec_args(argv: list[str]) -> list[str]:
     """The arguments to store for a resume: everything but the monitor URL and token."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in _SECRET_ARGS:
-            skip = True
-            continue
-        if arg.startswith(tuple(f"{name}=" for name in _SECRET_ARGS)):
-            continue
-        kept.append(arg)
-    return kept
+    return without_options(argv, _SECRET_ARGS)
 
 
 def attempt_id() -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from backend.core.config import Settings
 from backend.errors import LaunchFailedError, UnresumableError
+from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig
 from onceover.events import JobSpec
 from onceover.job_env import ATTEMPT_ID_ENV, MONITOR_TOKEN_ENV, MONITOR_URL_ENV, SPARK_MASTER_ENV
@@ -39,19 +40,6 @@ PASSED_ENV = frozenset({"ONCEOVER_LOG_FORMAT", "ONCEOVER_HEARTBEAT_S", "ONCEOVER
 """The only ``ONCEOVER_*`` variables of the backend a launched job inherits."""
 HOST = socket.gethostname()
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def _without_master(args: list[str]) -> list[str]:
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == "--master":
-            skip = True
-        elif not arg.startswith("--master="):
-            kept.append(arg)
-    return kept
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -102,7 +90,7 @@ class Launcher:
         if any("\x00" in arg for arg in spec.args):
             raise UnresumableError("the run's stored arguments contain a NUL character")
         master = self.settings.spark_master
-        args = _without_master(spec.args) if master else list(spec.args)
+        args = without_options(spec.args, ["--master"]) if master else list(spec.args)
         if self.settings.launch_with == "python":
             return [self.settings.launch_python, "-m", spec.module, *args]
         found = importlib.util.find_spec(spec.module)
