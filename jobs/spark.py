@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from onceover.job_env import SPARK_MASTER_ENV
 from onceover.preflight import check_java
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    chosen = master or os.environ.get("ONCEOVER_SPARK_MASTER")
+    chosen = master or os.environ.get(SPARK_MASTER_ENV)
     if chosen is None and not submitted():
         chosen = DEFAULT_MASTER
     if chosen is not None:  # under spark-submit, its --master decides

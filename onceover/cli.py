@@ -28,6 +28,7 @@ from onceover import __version__
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig
 from onceover.console import configure_logging, run
 from onceover.errors import ConfigurationError, OnceoverError
+from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.localbq import (
     PINNED_VERSION,
     LocalBigQuery,
@@ -355,8 +356,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ):
         print(f"  BigQuery REST {bigquery.config.rest_endpoint}, backend {backend.url}")
         monitor = {
-            "ONCEOVER_MONITOR_URL": backend.url,
-            "ONCEOVER_MONITOR_TOKEN": tokens["ingest"],
+            MONITOR_URL_ENV: backend.url,
+            MONITOR_TOKEN_ENV: tokens["ingest"],
         }
         checkpoint = run_demo_load(bigquery.config, logs, args.rows, monitor)
         report_run(backend, tokens["viewer"], checkpoint, args.rows)

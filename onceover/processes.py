@@ -146,9 +146,11 @@ class ChildProcess:
 
 
 def job_environment(
-    bigquery: BigQueryConfig, base: Mapping[str, str] | None = None
+    bigquery: BigQueryConfig,
+    base: Mapping[str, str] | None = None,
+    python: str = sys.executable,
 ) -> dict[str, str]:
-    """The environment of a Spark job started from here with ``sys.executable``.
+    """The environment of a Spark job started from here with ``python``.
 
     BigQuery is exactly ``bigquery`` (an inherited ``ONCEOVER_BIGQUERY_*`` never
     leaks in). Spark starts its Python workers with ``PYSPARK_PYTHON`` (or ``python3``
@@ -156,6 +158,6 @@ def job_environment(
     this interpreter so workers import the same packages.
     """
     env = bigquery.applied_to(os.environ if base is None else base)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["PYSPARK_PYTHON"] = python
+    env["PYSPARK_DRIVER_PYTHON"] = python
     return env

@@ -32,7 +32,7 @@ from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig
 from onceover.events import JobSpec
 from onceover.job_env import ATTEMPT_ID_ENV, MONITOR_TOKEN_ENV, MONITOR_URL_ENV, SPARK_MASTER_ENV
-from onceover.processes import ChildProcess
+from onceover.processes import ChildProcess, job_environment
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,8 @@ class Launcher:
 
     # -- what would run ---------------------------------------------------------------
 
-    def check_module(self, spec: JobSpec) -> None:
+    def module_file(self, spec: JobSpec) -> str:
+        """The file of ``spec``'s module, once it is known to be allowed and installed."""
         prefixes = self.settings.launch_modules
         if not any(spec.module.startswith(prefix) for prefix in prefixes):
             raise UnresumableError(
@@ -83,23 +84,21 @@ class Launcher:
             found = None
         if found is None or found.origin is None:
             raise UnresumableError(f"the job module {spec.module!r} is not installed here")
+        return found.origin
 
     def command(self, spec: JobSpec) -> list[str]:
         """The argument list that resumes ``spec``'s job."""
-        self.check_module(spec)
+        module_file = self.module_file(spec)
         if any("\x00" in arg for arg in spec.args):
             raise UnresumableError("the run's stored arguments contain a NUL character")
         master = self.settings.spark_master
         args = without_options(spec.args, ["--master"]) if master else list(spec.args)
         if self.settings.launch_with == "python":
             return [self.settings.launch_python, "-m", spec.module, *args]
-        found = importlib.util.find_spec(spec.module)
-        assert found is not None  # checked above
-        assert found.origin is not None
         submit = [self._spark_submit()]
         if master:
             submit += ["--master", master]
-        return [*submit, *self.settings.spark_submit_args, found.origin, *args]
+        return [*submit, *self.settings.spark_submit_args, module_file, *args]
 
     def _spark_submit(self) -> str:
         if self.settings.spark_submit:
@@ -157,10 +156,7 @@ class Launcher:
             for name, value in os.environ.items()
             if not name.startswith("ONCEOVER_") or name in PASSED_ENV
         }
-        env = self.bigquery.applied_to(inherited)
-        # Spark starts its Python workers with PYSPARK_PYTHON, not the driver's interpreter.
-        env["PYSPARK_PYTHON"] = self.settings.launch_python
-        env["PYSPARK_DRIVER_PYTHON"] = self.settings.launch_python
+        env = job_environment(self.bigquery, inherited, self.settings.launch_python)
         env[MONITOR_URL_ENV] = url
         env[MONITOR_TOKEN_ENV] = token
         env[ATTEMPT_ID_ENV] = attempt_id

@@ -43,6 +43,7 @@ from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.chaos.proxy import FaultProxy
 from onceover.chaos.schedule import Fault, Schedule
 from onceover.chaos.verify import KeyAggregate, compare_keys, control_plane_view, table_aggregate
+from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment
 from onceover.stack import BackendProcess
 
@@ -247,8 +248,8 @@ def _job_environment(
     env[FAILPOINTS_SEED_ENV] = f"{schedule.seed}:{schedule.index}"
     env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
     env["ONCEOVER_HEARTBEAT_S"] = "2"
-    env["ONCEOVER_MONITOR_URL"] = stack.url
-    env["ONCEOVER_MONITOR_TOKEN"] = stack.tokens["ingest"]
+    env[MONITOR_URL_ENV] = stack.url
+    env[MONITOR_TOKEN_ENV] = stack.tokens["ingest"]
     env["ONCEOVER_LOG_FORMAT"] = "text"
     # A chaos run lives ~20 s: the JVM's optimising compiler (C2) costs CPU it never pays
     # back. C1 only cuts a run's CPU by a fifth (33 → 27 CPU-s, measured); the sink's
