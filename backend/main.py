@@ -18,6 +18,7 @@ from backend.core.config import Settings, get_settings
 from backend.core.db import build_engine
 from backend.core.security import TokenVerifier
 from backend.errors import ControlPlaneError, NotAuthenticatedError
+from backend.services.alert_evaluator import evaluate_forever
 from backend.services.auto_resume import auto_resume_forever
 from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
@@ -25,6 +26,7 @@ from backend.services.launcher import Launcher
 from backend.services.reconciliation import Reconciler
 from backend.services.resume import Resumer
 from backend.services.stalled import sweep_forever
+from backend.services.webhook_dispatch import Dispatcher, dispatch_forever
 from onceover import __version__
 from onceover.bigquery import BigQueryConfig
 
@@ -53,10 +55,13 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         resumer = asyncio.create_task(
             auto_resume_forever(app.state.resumer, settings.auto_resume_interval_s, stop)
         )
+        evaluator = asyncio.create_task(evaluate_forever(app.state.engine, settings, stop))
+        dispatch = asyncio.create_task(dispatch_forever(app.state.dispatcher, stop))
         yield
         stop.set()
-        await sweeper
-        await resumer
+        for task in (sweeper, resumer, evaluator, dispatch):
+            await task
+        app.state.dispatcher.close()
         app.state.engine.dispose()
 
     app = FastAPI(
@@ -78,6 +83,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.resumer = Resumer(
         app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
     )
+    app.state.dispatcher = Dispatcher(app.state.engine, settings)
     app.add_middleware(RequestContextMiddleware)
     app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
     app.include_router(api_router)

@@ -424,3 +424,253 @@ class AttemptLogPublic(BaseModel):
     size_bytes: int
     lines: list[str] = Field(description="the last lines, oldest first")
     truncated: bool = Field(description="the log holds more before these lines")
+
+
+# -- alerts -------------------------------------------------------------------------
+
+AlertKind = Literal[
+    "out_of_range",
+    "already_exists_rate",
+    "error_rate",
+    "reconciliation",
+    "run_failed",
+    "run_stalled",
+    "orphan_streams",
+]
+Severity = Literal["critical", "warning", "info"]
+AlertScope = Literal["all", "job", "table"]
+AlertState = Literal["pending", "firing", "resolved", "inactive"]
+NotificationStatus = Literal["firing", "resolved"]
+
+
+class AlertRuleParams(BaseModel):
+    """What a kind needs; a parameter the rule's kind does not use is refused (422)."""
+
+    model_config = {"extra": "forbid"}
+
+    window_s: int | None = Field(
+        default=None,
+        ge=60,
+        le=7 * 86400,
+        description="rate kinds (out_of_range, already_exists_rate, error_rate): the "
+        "window looked at, in seconds, rounded to whole minutes (default 300)",
+    )
+    threshold: float | None = Field(
+        default=None,
+        ge=0,
+        description="already_exists_rate and error_rate (required): fires above it; "
+        "out_of_range: fires above it (default 0, any)",
+    )
+    per: Literal["minute", "share"] | None = Field(
+        default=None,
+        description="already_exists_rate and error_rate: threshold as requests per minute "
+        "over the window, or as a share (0..1) of all requests (default minute)",
+    )
+    codes: list[Annotated[str, Field(pattern=r"^[A-Z_]+$", max_length=40)]] | None = Field(
+        default=None,
+        description="error_rate: the response codes counted (default: every code but OK, "
+        "ALREADY_EXISTS and OUT_OF_RANGE)",
+    )
+    older_than_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="orphan_streams: uncommitted this long (default 3600)",
+    )
+    include_succeeded: bool | None = Field(
+        default=None,
+        description="orphan_streams: count streams of succeeded runs too (default false: "
+        "those are failed task attempts' streams, whose rows were written again)",
+    )
+    duplicates_only: bool | None = Field(
+        default=None,
+        description="reconciliation: fire only when duplicate keys are found (default: "
+        "any mismatch)",
+    )
+    silent_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="run_stalled: also fire for a running run silent this long (default: "
+        "the stall sweep's verdict only)",
+    )
+
+
+class AlertRuleCreate(BaseModel):
+    """An alert rule (``POST`` creates, ``PUT`` replaces)."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    kind: AlertKind
+    scope: AlertScope = Field(default="all", description="what it watches: all runs, or ...")
+    scope_value: Annotated[Text, Field(min_length=1, max_length=1100)] | None = Field(
+        default=None, description="the job name or project.dataset.table (scope job or table)"
+    )
+    severity: Severity = "warning"
+    params: AlertRuleParams = Field(default_factory=AlertRuleParams)
+    for_s: float = Field(
+        default=0, ge=0, le=7 * 86400, description="the condition holds this long before it fires"
+    )
+    repeat_interval_s: float = Field(
+        default=4 * 3600,
+        ge=0,
+        le=30 * 86400,
+        description="notify again while firing, this often; 0: never",
+    )
+    enabled: bool = True
+    description: Annotated[Text, Field(max_length=4000)] | None = None
+
+
+class AlertRulePublic(AlertRuleCreate):
+    id: int
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class AlertRulesPublic(BaseModel):
+    data: list[AlertRulePublic]
+    count: int
+
+
+class AlertTransitionPublic(BaseModel):
+    """A notification-worthy change of an alert."""
+
+    id: int
+    alert_id: int
+    number: int
+    status: NotificationStatus
+    repeat: bool = Field(description="a firing alert notified again (repeat interval)")
+    at: AwareDatetime
+    value: float | None
+    summary: str
+    fingerprint: str
+    labels: dict[str, str]
+
+
+class AlertPublic(BaseModel):
+    """What one rule says about one run (or table) now."""
+
+    id: int
+    rule_id: int
+    fingerprint: str = Field(description="stable for the rule and what it watches")
+    labels: dict[str, str]
+    run_id: str | None
+    table: str | None
+    state: AlertState
+    value: float | None
+    summary: str
+    pending_since: AwareDatetime | None
+    started_at: AwareDatetime | None = Field(description="firing since")
+    ended_at: AwareDatetime | None = Field(description="resolved at")
+    last_notified_at: AwareDatetime | None
+    evaluated_at: AwareDatetime
+    generator_url: str = Field(description="the dashboard page of what it watches")
+
+
+class AlertsPublic(BaseModel):
+    data: list[AlertPublic]
+    count: int
+
+
+class AlertDetailPublic(AlertPublic):
+    history: list[AlertTransitionPublic] = Field(description="newest first")
+
+
+class AlertHistoryPublic(BaseModel):
+    data: list[AlertTransitionPublic]
+    count: int
+
+
+# -- webhooks -----------------------------------------------------------------------
+
+WebhookFormat = Literal["standard", "slack"]
+DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
+
+
+class WebhookCreate(BaseModel):
+    """A webhook endpoint. Its secret is generated (``whsec_...``) and shown once."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    url: Annotated[Text, Field(min_length=1, max_length=2000)] = Field(
+        description="http or https; link-local and cloud metadata addresses are refused"
+    )
+    format: WebhookFormat = Field(
+        default="standard",
+        description="standard: Alertmanager's body, signed (Standard Webhooks); slack: an "
+        "incoming-webhook {text}, signed the same way",
+    )
+    enabled: bool = True
+    rule_ids: list[int] = Field(default=[], description="rules delivered; empty: all")
+    severities: list[Severity] = Field(default=[], description="severities delivered; empty: all")
+    send_resolved: bool = Field(default=True, description="deliver resolved notifications too")
+
+
+class WebhookUpdate(BaseModel):
+    """``PATCH``: the fields given change. ``enabled: true`` re-enables an endpoint a 410
+    disabled."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    url: Annotated[Text, Field(min_length=1, max_length=2000)] | None = None
+    format: WebhookFormat | None = None
+    enabled: bool | None = None
+    rule_ids: list[int] | None = None
+    severities: list[Severity] | None = None
+    send_resolved: bool | None = None
+
+
+class WebhookPublic(BaseModel):
+    id: int
+    name: str
+    url: str
+    format: WebhookFormat
+    enabled: bool
+    disabled_reason: str | None = Field(description="why it was disabled (a 410 answer)")
+    rule_ids: list[int]
+    severities: list[Severity]
+    send_resolved: bool
+    secret_hint: str = Field(description="the secret's first characters, to tell it apart")
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class WebhookCreatedPublic(WebhookPublic):
+    """The endpoint with its signing secret: shown this once, keep it."""
+
+    secret: str
+
+
+class WebhooksPublic(BaseModel):
+    data: list[WebhookPublic]
+    count: int
+
+
+class DeliveryAttemptPublic(BaseModel):
+    number: int
+    started_at: AwareDatetime
+    status_code: int | None = Field(description="None: no answer (see error)")
+    latency_ms: float
+    error: str | None
+    retry_after_s: float | None = Field(description="the receiver's Retry-After, in seconds")
+    response: str | None = Field(description="the answer's first 1,000 characters")
+
+
+class DeliveryPublic(BaseModel):
+    """One message to the endpoint and every try at sending it."""
+
+    id: int
+    endpoint_id: int
+    message_id: str = Field(description="its webhook-id (the same on every try)")
+    kind: Literal["alert", "test", "redelivery"]
+    event_status: NotificationStatus
+    transition_id: int | None
+    redelivery_of: int | None
+    status: DeliveryStatus
+    attempts: list[DeliveryAttemptPublic]
+    next_attempt_at: AwareDatetime | None
+    created_at: AwareDatetime
+    finished_at: AwareDatetime | None
+    last_status_code: int | None
+    last_error: str | None
+    body: str = Field(description="exactly what is sent")
+
+
+class DeliveriesPublic(BaseModel):
+    data: list[DeliveryPublic]
+    count: int

@@ -5,7 +5,10 @@
 up to date in the same transaction that stores them (:mod:`backend.services.projection`);
 ``WriteRollup`` counts append requests per minute for the rate charts;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
-job process the control plane started to resume a run. ``AuditLog``
+job process the control plane started to resume a run. ``AlertRule``, ``Alert`` and
+``AlertTransition`` are the alerting rules, the state of each thing a rule watches and
+its history; ``WebhookEndpoint``, ``WebhookDelivery`` and ``DeliveryAttempt`` where
+alerts are sent and every try at sending them. ``AuditLog``
 records every mutating call and ``ApiToken`` the tokens created with
 ``onceover token create`` (hashes only).
 """
@@ -287,3 +290,135 @@ class ApiToken(SQLModel, table=True):
     token_hash: str = Field(max_length=64, unique=True)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     revoked_at: datetime | None = _when()
+
+
+class AlertRule(SQLModel, table=True):
+    """A condition over the stored data that wakes someone (see backend.services.alert_rules).
+
+    Deleting a rule sets ``deleted_at``: its alerts resolve and their history stays.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=_NAME)
+    kind: str = Field(max_length=40)
+    scope: str = Field(max_length=10, description="all, job or table")
+    scope_value: str | None = Field(default=None, max_length=_TABLE)
+    severity: str = Field(max_length=20)
+    params: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    for_s: float = Field(default=0.0, description="true this long before it fires")
+    repeat_interval_s: float = Field(default=0.0, description="re-notify while firing; 0: never")
+    enabled: bool = True
+    description: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    deleted_at: datetime | None = _when()
+
+
+class Alert(SQLModel, table=True):
+    """What one rule says about one thing it watches (a run, a table): ``pending`` while
+    the condition waits out the rule's ``for``, ``firing``, ``resolved``, or
+    ``inactive`` (it cleared before it fired; nobody was told). One row per fingerprint."""
+
+    __table_args__ = (Index("ix_alert_state_rule_id", "state", "rule_id"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    rule_id: int = Field(foreign_key="alertrule.id", index=True)
+    fingerprint: str = Field(max_length=16, unique=True)
+    labels: dict[str, str] = Field(default_factory=dict, sa_type=JSON)
+    run_id: str | None = Field(default=None, max_length=_NAME, index=True)
+    table_id: str | None = Field(default=None, max_length=_TABLE)
+    state: str = Field(max_length=20)
+    value: float | None = None
+    summary: str = Field(default="", sa_type=Text)
+    pending_since: datetime | None = _when()
+    started_at: datetime | None = _when()
+    ended_at: datetime | None = _when()
+    last_notified_at: datetime | None = _when()
+    evaluated_at: datetime = Field(sa_type=UTCDateTime)
+    transitions: int = Field(default=0, description="notifications so far (firing, resolved)")
+
+
+class AlertTransition(SQLModel, table=True):
+    """One notification-worthy change of an alert: it fired, fired again (a repeat),
+    or resolved. Deliveries are made from these, one per endpoint."""
+
+    __table_args__ = (UniqueConstraint("alert_id", "number"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    alert_id: int = Field(sa_type=BigInteger, foreign_key="alert.id", index=True)
+    number: int = Field(description="1, 2, ... per alert")
+    status: str = Field(max_length=20, description="firing or resolved")
+    repeat: bool = False
+    at: datetime = Field(sa_type=UTCDateTime, index=True)
+    value: float | None = None
+    summary: str = Field(default="", sa_type=Text)
+
+
+class WebhookEndpoint(SQLModel, table=True):
+    """Where alerts are delivered, signed with ``secret`` (Standard Webhooks).
+
+    The secret is kept as given (signing needs it); the API shows it once.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=_NAME)
+    url: str = Field(sa_type=Text)
+    secret: str = Field(max_length=200)
+    format: str = Field(default="standard", max_length=20, description="standard or slack")
+    enabled: bool = True
+    disabled_reason: str | None = Field(default=None, sa_type=Text)
+    rule_ids: list[int] = Field(default_factory=list, sa_type=JSON)
+    severities: list[str] = Field(default_factory=list, sa_type=JSON)
+    send_resolved: bool = True
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    deleted_at: datetime | None = _when()
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One message to one endpoint (an alert transition, a test, a redelivery) and where
+    its sending stands. The body is fixed when it is made; every try signs it anew.
+
+    ``dedupe_key`` makes a transition's delivery to an endpoint exist once, however many
+    evaluators saw the transition.
+    """
+
+    __table_args__ = (
+        Index("ix_webhookdelivery_status_next_attempt_at", "status", "next_attempt_at"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    endpoint_id: int = Field(foreign_key="webhookendpoint.id", index=True)
+    message_id: str = Field(max_length=100, description="the webhook-id header")
+    dedupe_key: str = Field(max_length=200, unique=True)
+    kind: str = Field(max_length=20, description="alert, test or redelivery")
+    transition_id: int | None = Field(
+        default=None, sa_type=BigInteger, foreign_key="alerttransition.id", index=True
+    )
+    redelivery_of: int | None = Field(default=None, sa_type=BigInteger)
+    event_status: str = Field(max_length=20, description="firing or resolved")
+    body: str = Field(sa_type=Text)
+    status: str = Field(max_length=20, description="pending, sending, succeeded or failed")
+    attempts: int = 0
+    next_attempt_at: datetime | None = _when()
+    lease_until: datetime | None = _when()
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = _when()
+    last_status_code: int | None = None
+    last_error: str | None = Field(default=None, sa_type=Text)
+
+
+class DeliveryAttempt(SQLModel, table=True):
+    """One HTTP request of a delivery: what came back, how long it took, or why it failed."""
+
+    __table_args__ = (UniqueConstraint("delivery_id", "number"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    delivery_id: int = Field(sa_type=BigInteger, foreign_key="webhookdelivery.id", index=True)
+    number: int
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    status_code: int | None = None
+    latency_ms: float
+    error: str | None = Field(default=None, sa_type=Text)
+    retry_after_s: float | None = Field(default=None, description="what the receiver asked for")
+    response: str | None = Field(default=None, sa_type=Text, description="its first 1,000 chars")

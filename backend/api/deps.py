@@ -22,6 +22,7 @@ from backend.services.changes import ChangeFeed
 from backend.services.health import BigQueryProbe
 from backend.services.reconciliation import Reconciler
 from backend.services.resume import Resumer
+from backend.services.webhook_dispatch import Dispatcher
 
 
 def get_settings(request: Request) -> Settings:
@@ -52,6 +53,11 @@ def get_reconciler(request: Request) -> Reconciler:
 def get_resumer(request: Request) -> Resumer:
     resumer: Resumer = request.app.state.resumer
     return resumer
+
+
+def get_dispatcher(request: Request) -> Dispatcher:
+    dispatcher: Dispatcher = request.app.state.dispatcher
+    return dispatcher
 
 
 def get_change_feed(request: Request) -> ChangeFeed:
@@ -93,6 +99,7 @@ SessionDep = Annotated[Session, Depends(get_session)]
 BigQueryProbeDep = Annotated[BigQueryProbe, Depends(get_bigquery_probe)]
 ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
+DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]

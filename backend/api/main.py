@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from backend.api.routes import (
+    alerts,
     audit,
     changes,
     events,
@@ -13,6 +14,7 @@ from backend.api.routes import (
     reconciliations,
     resume,
     runs,
+    webhooks,
 )
 from backend.models import ErrorPublic
 
@@ -24,5 +26,5 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 api_router = APIRouter(prefix="/api")
 api_router.include_router(health.router)
-for guarded in (events, runs, resume, reconciliations, metrics, changes, audit):
+for guarded in (events, runs, resume, reconciliations, metrics, changes, audit, alerts, webhooks):
     api_router.include_router(guarded.router, responses=AUTH_RESPONSES)

@@ -115,6 +115,37 @@ class Settings(BaseSettings):
         description="How often the backend looks for runs to resume by "
         "their jobs' auto-resume policy",
     )
+    public_url: str = Field(
+        default="",
+        description="The dashboard's address, for the deep links alerts carry "
+        "(`onceover serve` fills in its own address when empty)",
+    )
+    alert_eval_interval_s: float = Field(
+        default=15.0, gt=0, description="How often the backend evaluates the alert rules"
+    )
+    webhook_poll_s: float = Field(
+        default=1.0, gt=0, description="How often the backend looks for webhook deliveries due"
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="Deadline of one webhook request (connect to answer)"
+    )
+    webhook_max_attempts: int = Field(
+        default=10, ge=1, description="Tries of one delivery before it is given up as failed"
+    )
+    webhook_backoff_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Wait before the 2nd try; doubles each try (with ±25% jitter), up to "
+        "webhook_max_backoff_s. A receiver's Retry-After is honoured up to the same cap",
+    )
+    webhook_max_backoff_s: float = Field(
+        default=3600.0, gt=0, description="Longest wait between two tries of a delivery"
+    )
+    webhook_allowed_networks: list[str] = Field(
+        default=[],
+        description="Networks (JSON list of CIDRs) webhooks may reach although they are "
+        "link-local or cloud metadata addresses, which are refused otherwise",
+    )
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: Cloud Logging structured lines; text: for a terminal"
     )
@@ -148,6 +179,10 @@ class Settings(BaseSettings):
         if given:
             return given
         return next((token for role, token in self.token_pairs() if role == "ingest"), None)
+
+    def dashboard_url(self) -> str:
+        """Where alerts' deep links point: public_url, else the backend's own address."""
+        return (self.public_url or self.launch_monitor_url).rstrip("/")
 
     def attempt_log_dir(self) -> Path:
         return self.launch_log_dir or self.data_dir / "attempts"
