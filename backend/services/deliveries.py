@@ -26,6 +26,9 @@ from backend.services.webhook_signing import new_message_id
 from backend.tables import DeliveryAttempt, WebhookDelivery, WebhookEndpoint
 
 RESPONSE_KEPT = 1000
+# A delivery made by hand (a test, a redelivery) is sent at once by the request that
+# made it; the dispatch loop leaves it alone this long, and sends it if that request died.
+SENT_BY_REQUEST = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def record(
 
 
 def create_test(engine: Engine, endpoint_id: int, public_url: str) -> int:
-    """A test notification to the endpoint, due now; its delivery id."""
+    """A test notification to the endpoint, for the caller to send now; its delivery id."""
     now = datetime.now(UTC)
     with write_transaction(engine) as session:
         endpoint = webhooks.live(session, endpoint_id)
@@ -165,7 +168,7 @@ def create_test(engine: Engine, endpoint_id: int, public_url: str) -> int:
             endpoint_id=endpoint_id, message_id=message_id, dedupe_key=f"test:{message_id}",
             kind="test", event_status="firing",
             body=webhook_payloads.sample_body(endpoint, public_url, now),
-            status="pending", next_attempt_at=now, created_at=now,
+            status="pending", next_attempt_at=now + SENT_BY_REQUEST, created_at=now,
         )  # fmt: skip
         session.add(delivery)
         session.flush()
@@ -175,7 +178,7 @@ def create_test(engine: Engine, endpoint_id: int, public_url: str) -> int:
 
 def create_redelivery(engine: Engine, endpoint_id: int, delivery_id: int) -> int:
     """The same message again (same ``webhook-id`` and body, so a receiver that already
-    has it can tell), as a new delivery due now; its id."""
+    has it can tell), as a new delivery for the caller to send now; its id."""
     now = datetime.now(UTC)
     with write_transaction(engine) as session:
         webhooks.live(session, endpoint_id)
@@ -187,7 +190,7 @@ def create_redelivery(engine: Engine, endpoint_id: int, delivery_id: int) -> int
             dedupe_key=f"redelivery:{delivery_id}:{new_message_id()}", kind="redelivery",
             transition_id=original.transition_id, redelivery_of=delivery_id,
             event_status=original.event_status, body=original.body, status="pending",
-            next_attempt_at=now, created_at=now,
+            next_attempt_at=now + SENT_BY_REQUEST, created_at=now,
         )  # fmt: skip
         session.add(copy)
         session.flush()

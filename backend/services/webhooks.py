@@ -66,9 +66,7 @@ def live(session: Session, endpoint_id: int) -> WebhookEndpoint:
 def create(engine: Engine, given: WebhookCreate, allowed: list[IPNetwork]) -> WebhookCreatedPublic:
     with write_transaction(engine) as session:
         _check(session, given.url, given.rule_ids, allowed)
-        row = WebhookEndpoint(
-            **given.model_dump(), secret=new_secret(), rule_ids=sorted(set(given.rule_ids))
-        )
+        row = WebhookEndpoint(**given.model_dump(), secret=new_secret())
         session.add(row)
         session.flush()
         return _created(row)

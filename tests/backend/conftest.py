@@ -53,6 +53,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         frontend_dist=tmp_path / "no-dashboard",
         stall_check_interval_s=3600,  # tests sweep by calling mark_stalled themselves
         auto_resume_interval_s=3600,  # and call resume_due themselves
+        alert_eval_interval_s=3600,  # and evaluate alerts themselves (with their own clock)
         change_poll_s=0.5,
         # Checks BigQuery after each run that succeeds: tests/backend/test_reconciliation.py
         # turns it on against the local BigQuery; elsewhere there is no BigQuery to ask.
