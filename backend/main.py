@@ -7,10 +7,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from http import HTTPStatus
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from backend.api.main import api_router
 from backend.api.middleware import RequestContextMiddleware
@@ -86,6 +90,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.dispatcher = Dispatcher(app.state.engine, settings)
     app.add_middleware(RequestContextMiddleware)
     app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(api_router)
     _serve_dashboard(app, settings)
     return app
@@ -94,6 +99,20 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
 async def _control_plane_error(_request: Request, exc: ControlPlaneError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's answer, except that a 405's ``Allow`` names the methods of every route
+    on the path: Starlette names only those of the first route it found there."""
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        methods: set[str] = set()
+        for route in request.app.router.routes:
+            if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+                methods |= route.methods
+        exc = StarletteHTTPException(
+            exc.status_code, exc.detail, headers={"Allow": ", ".join(sorted(methods))}
+        )
+    return await http_exception_handler(request, exc)
 
 
 def _serve_dashboard(app: FastAPI, settings: Settings) -> None:

@@ -48,6 +48,10 @@ DUMMY_PATH_VALUE = "no-such-thing"
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/events"): f.as_json([f.started("roles", "a1", 0)]),
     ("POST", "/api/tables/{table}/reconcile"): {"key": "order_id"},
+    ("POST", "/api/alert-rules"): {"name": "failed", "kind": "run_failed"},
+    ("PUT", "/api/alert-rules/{rule_id}"): {"name": "failed", "kind": "run_failed"},
+    ("POST", "/api/webhooks"): {"name": "hook", "url": "http://127.0.0.1:9/hook"},
+    ("PATCH", "/api/webhooks/{endpoint_id}"): {"enabled": False},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/api/metrics/write-errors"): {"run_id": DUMMY_PATH_VALUE},

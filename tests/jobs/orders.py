@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from fastapi import FastAPI
+from google.cloud import bigquery
+
+from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
-from tests.backend.conftest import INGEST
+from tests.backend.conftest import INGEST, VIEWER
+from tests.backend.live import serving, wait_for_status
 
 
 def load_orders(
@@ -36,3 +42,37 @@ def load_orders(
          "--monitor-url", url, "--monitor-token", INGEST, *extra],
         env=env, capture_output=True, text=True, timeout=480, check=False,
     )  # fmt: skip
+
+
+@contextmanager
+def served(app: FastAPI) -> Iterator[str]:
+    """The app on a socket; jobs it launched are stopped, and their exits recorded,
+    before the server's shutdown disposes of its database engine."""
+    with serving(app) as url:
+        try:
+            yield url
+        finally:
+            app.state.launcher.stop_all()
+
+
+def crashed_run(
+    app: FastAPI, url: str, bq_config: BigQueryConfig, tmp_path: Path, table: str, where: str,
+    rows: int,
+) -> str:  # fmt: skip
+    """Run the job with ``where=crash@1`` armed until it crashes; the run id, once the
+    control plane shows the run failed."""
+    source = tmp_path / "orders"
+    write_files(source, rows, 4, "json")
+    app.state.settings.launch_monitor_url = url  # what `onceover serve` sets to its address
+    crashed = load_orders(bq_config, url, source, table, tmp_path, f"{where}=crash@1", ["--stamp"])
+    assert crashed.returncode != 0, crashed.stdout[-2000:]
+    assert f"{where} fired: crash" in (tmp_path / "failpoints" / "fired.log").read_text()
+    run_id = (tmp_path / "ckpt" / "onceover" / "run_id").read_text().strip()
+    assert wait_for_status(url, VIEWER, run_id, "failed")["status"] == "failed"
+    return run_id
+
+
+def counted_keys(rest: bigquery.Client, table: str) -> tuple[int, int]:
+    """``COUNT(*)`` and ``COUNT(DISTINCT event_id)`` of the table, asked of BigQuery."""
+    row = next(iter(rest.query(f"SELECT COUNT(*), COUNT(DISTINCT event_id) FROM `{table}`")))
+    return int(row[0]), int(row[1])

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +25,10 @@ from google.cloud import bigquery
 from backend.core.config import Settings
 from backend.core.migrate import upgrade_to_head
 from backend.main import create_app
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
-from tests.backend.live import serving, wait_for_status
-from tests.jobs.orders import load_orders
+from tests.backend.live import wait_for_status
+from tests.jobs.orders import counted_keys, crashed_run, served
 
 pytestmark = pytest.mark.spark
 
@@ -52,35 +49,10 @@ def app(bq_config: BigQueryConfig, tmp_path: Path) -> FastAPI:
     return create_app(settings, bigquery=bq_config)
 
 
-@contextmanager
-def served(app: FastAPI) -> Iterator[str]:
-    """The app on a socket; jobs it launched are stopped, and their exits recorded,
-    before the server's shutdown disposes of its database engine."""
-    with serving(app) as url:
-        try:
-            yield url
-        finally:
-            app.state.launcher.stop_all()
-
-
 def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
     return httpx.post(
         f"{url}/api/runs/{run_id}/resume", headers={**bearer(token), **headers}, timeout=60
     )
-
-
-def _crashed(
-    app: FastAPI, url: str, bq_config: BigQueryConfig, tmp_path: Path, table: str, where: str
-) -> str:
-    source = tmp_path / "orders"
-    write_files(source, ROWS, 4, "json")
-    app.state.settings.launch_monitor_url = url  # what `onceover serve` sets to its address
-    crashed = load_orders(bq_config, url, source, table, tmp_path, f"{where}=crash@1", ["--stamp"])
-    assert crashed.returncode != 0, crashed.stdout[-2000:]
-    assert f"{where} fired: crash" in (tmp_path / "failpoints" / "fired.log").read_text()
-    run_id = (tmp_path / "ckpt" / "onceover" / "run_id").read_text().strip()
-    assert wait_for_status(url, VIEWER, run_id, "failed")["status"] == "failed"
-    return run_id
 
 
 def _succeeded(url: str, run_id: str) -> dict[str, Any]:
@@ -103,11 +75,6 @@ def _automatic_check(url: str, run_id: str) -> dict[str, Any]:
     raise AssertionError(f"run {run_id} was not reconciled within 60 s of succeeding")
 
 
-def _counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
-    row = next(iter(rest.query(f"SELECT COUNT(*), COUNT(DISTINCT event_id) FROM `{table}`")))
-    return int(row[0]), int(row[1])
-
-
 def _assert_exactly_once(
     url: str, rest: bigquery.Client, table: str, run_id: str, log_tail: str
 ) -> dict[str, Any]:
@@ -119,7 +86,7 @@ def _assert_exactly_once(
     assert (check["expected_rows"], check["actual_rows"], check["distinct_keys"]) == (
         ROWS, ROWS, ROWS
     )  # fmt: skip
-    assert _counted(rest, table) == (ROWS, ROWS)
+    assert counted_keys(rest, table) == (ROWS, ROWS)
     return body
 
 
@@ -146,7 +113,7 @@ def test_a_run_crashed_before_its_commit_is_resumed_to_exactly_n_rows(
     table = f"{dataset}.orders"
     app.state.settings.launch_with = launch_with
     with served(app) as url:
-        run_id = _crashed(app, url, bq_config, tmp_path, table, where)
+        run_id = crashed_run(app, url, bq_config, tmp_path, table, where, ROWS)
 
         resumed = _post_resume(url, run_id)
 
@@ -167,7 +134,7 @@ def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
     """The must-show, with the API's guards around the one call that matters."""
     table = f"{dataset}.orders"
     with served(app) as url:
-        run_id = _crashed(app, url, bq_config, tmp_path, table, "commit.after")
+        run_id = crashed_run(app, url, bq_config, tmp_path, table, "commit.after", ROWS)
 
         assert _post_resume(url, run_id, VIEWER).status_code == 403
         dry = httpx.post(

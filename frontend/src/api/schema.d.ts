@@ -4,6 +4,115 @@
  */
 
 export interface paths {
+    "/api/alert-rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Rules
+         * @description Alert rules, oldest first.
+         */
+        get: operations["listAlertRules"];
+        put?: never;
+        /**
+         * Create Rule
+         * @description A new rule; it is evaluated from the next round on.
+         */
+        post: operations["createAlertRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/alert-rules/{rule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Rule */
+        get: operations["getAlertRule"];
+        /**
+         * Replace Rule
+         * @description The rule, replaced whole; its alerts are judged by the new rule from the next round.
+         */
+        put: operations["replaceAlertRule"];
+        post?: never;
+        /**
+         * Delete Rule
+         * @description The rule stops; its firing alerts resolve (and say so) at the next round.
+         */
+        delete: operations["deleteAlertRule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Alerts
+         * @description Alerts as they stand: firing first, then pending, then resolved.
+         */
+        get: operations["listAlerts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/alerts/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Alert History
+         * @description Every notification alerts made (firing, repeats, resolved), newest first.
+         */
+        get: operations["listAlertHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/alerts/{alert_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Alert
+         * @description One alert with its history.
+         */
+        get: operations["getAlert"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/audit": {
         parameters: {
             query?: never;
@@ -280,10 +389,468 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Endpoints */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create Endpoint
+         * @description A new endpoint; its secret (``whsec_...``) is shown in this answer only.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{endpoint_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Endpoint */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Endpoint
+         * @description Nothing more is sent to it; its deliveries stay readable in the audit trail.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Update Endpoint
+         * @description Change the fields given; ``{"enabled": true}`` re-enables one a 410 disabled.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/api/webhooks/{endpoint_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deliveries
+         * @description Deliveries to the endpoint, newest first, each with every try (status code,
+         *     latency, error).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver
+         * @description Send a delivery's message again now (same ``webhook-id`` and body) as a new
+         *     delivery; the answer shows its first try.
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{endpoint_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate Secret
+         * @description A new secret, shown this once; every delivery from now on is signed with it.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{endpoint_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send Test
+         * @description Send a test notification now; the answer shows how its first try went (failed
+         *     tries are retried like any delivery).
+         */
+        post: operations["sendWebhookTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** AlertDetailPublic */
+        AlertDetailPublic: {
+            /**
+             * Ended At
+             * @description resolved at
+             */
+            ended_at: string | null;
+            /**
+             * Evaluated At
+             * Format: date-time
+             */
+            evaluated_at: string;
+            /**
+             * Fingerprint
+             * @description stable for the rule and what it watches
+             */
+            fingerprint: string;
+            /**
+             * Generator Url
+             * @description the dashboard page of what it watches
+             */
+            generator_url: string;
+            /**
+             * History
+             * @description newest first
+             */
+            history: components["schemas"]["AlertTransitionPublic"][];
+            /** Id */
+            id: number;
+            /** Labels */
+            labels: {
+                [key: string]: string;
+            };
+            /** Last Notified At */
+            last_notified_at: string | null;
+            /** Pending Since */
+            pending_since: string | null;
+            /** Rule Id */
+            rule_id: number;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Started At
+             * @description firing since
+             */
+            started_at: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "firing" | "resolved" | "inactive";
+            /** Summary */
+            summary: string;
+            /** Table */
+            table: string | null;
+            /** Value */
+            value: number | null;
+        };
+        /** AlertHistoryPublic */
+        AlertHistoryPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AlertTransitionPublic"][];
+        };
+        /**
+         * AlertPublic
+         * @description What one rule says about one run (or table) now.
+         */
+        AlertPublic: {
+            /**
+             * Ended At
+             * @description resolved at
+             */
+            ended_at: string | null;
+            /**
+             * Evaluated At
+             * Format: date-time
+             */
+            evaluated_at: string;
+            /**
+             * Fingerprint
+             * @description stable for the rule and what it watches
+             */
+            fingerprint: string;
+            /**
+             * Generator Url
+             * @description the dashboard page of what it watches
+             */
+            generator_url: string;
+            /** Id */
+            id: number;
+            /** Labels */
+            labels: {
+                [key: string]: string;
+            };
+            /** Last Notified At */
+            last_notified_at: string | null;
+            /** Pending Since */
+            pending_since: string | null;
+            /** Rule Id */
+            rule_id: number;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Started At
+             * @description firing since
+             */
+            started_at: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "firing" | "resolved" | "inactive";
+            /** Summary */
+            summary: string;
+            /** Table */
+            table: string | null;
+            /** Value */
+            value: number | null;
+        };
+        /**
+         * AlertRuleCreate
+         * @description An alert rule (``POST`` creates, ``PUT`` replaces).
+         */
+        AlertRuleCreate: {
+            /** Description */
+            description?: string | null;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * For S
+             * @description the condition holds this long before it fires
+             * @default 0
+             */
+            for_s: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams";
+            /** Name */
+            name: string;
+            params?: components["schemas"]["AlertRuleParams"];
+            /**
+             * Repeat Interval S
+             * @description notify again while firing, this often; 0: never
+             * @default 14400
+             */
+            repeat_interval_s: number;
+            /**
+             * Scope
+             * @description what it watches: all runs, or ...
+             * @default all
+             * @enum {string}
+             */
+            scope: "all" | "job" | "table";
+            /**
+             * Scope Value
+             * @description the job name or project.dataset.table (scope job or table)
+             */
+            scope_value?: string | null;
+            /**
+             * Severity
+             * @default warning
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+        };
+        /**
+         * AlertRuleParams
+         * @description What a kind needs; a parameter the rule's kind does not use is refused (422).
+         */
+        AlertRuleParams: {
+            /**
+             * Codes
+             * @description error_rate: the response codes counted (default: every code but OK, ALREADY_EXISTS and OUT_OF_RANGE)
+             */
+            codes?: string[] | null;
+            /**
+             * Duplicates Only
+             * @description reconciliation: fire only when duplicate keys are found (default: any mismatch)
+             */
+            duplicates_only?: boolean | null;
+            /**
+             * Include Succeeded
+             * @description orphan_streams: count streams of succeeded runs too (default false: those are failed task attempts' streams, whose rows were written again)
+             */
+            include_succeeded?: boolean | null;
+            /**
+             * Older Than S
+             * @description orphan_streams: uncommitted this long (default 3600)
+             */
+            older_than_s?: number | null;
+            /**
+             * Per
+             * @description already_exists_rate and error_rate: threshold as requests per minute over the window, or as a share (0..1) of all requests (default minute)
+             */
+            per?: ("minute" | "share") | null;
+            /**
+             * Silent S
+             * @description run_stalled: also fire for a running run silent this long (default: the stall sweep's verdict only)
+             */
+            silent_s?: number | null;
+            /**
+             * Threshold
+             * @description already_exists_rate and error_rate (required): fires above it; out_of_range: fires above it (default 0, any)
+             */
+            threshold?: number | null;
+            /**
+             * Window S
+             * @description rate kinds (out_of_range, already_exists_rate, error_rate): the window looked at, in seconds, rounded to whole minutes (default 300)
+             */
+            window_s?: number | null;
+        };
+        /** AlertRulePublic */
+        AlertRulePublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Description */
+            description?: string | null;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * For S
+             * @description the condition holds this long before it fires
+             * @default 0
+             */
+            for_s: number;
+            /** Id */
+            id: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams";
+            /** Name */
+            name: string;
+            params?: components["schemas"]["AlertRuleParams"];
+            /**
+             * Repeat Interval S
+             * @description notify again while firing, this often; 0: never
+             * @default 14400
+             */
+            repeat_interval_s: number;
+            /**
+             * Scope
+             * @description what it watches: all runs, or ...
+             * @default all
+             * @enum {string}
+             */
+            scope: "all" | "job" | "table";
+            /**
+             * Scope Value
+             * @description the job name or project.dataset.table (scope job or table)
+             */
+            scope_value?: string | null;
+            /**
+             * Severity
+             * @default warning
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** AlertRulesPublic */
+        AlertRulesPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AlertRulePublic"][];
+        };
+        /**
+         * AlertTransitionPublic
+         * @description A notification-worthy change of an alert.
+         */
+        AlertTransitionPublic: {
+            /** Alert Id */
+            alert_id: number;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** Fingerprint */
+            fingerprint: string;
+            /** Id */
+            id: number;
+            /** Labels */
+            labels: {
+                [key: string]: string;
+            };
+            /** Number */
+            number: number;
+            /**
+             * Repeat
+             * @description a firing alert notified again (repeat interval)
+             */
+            repeat: boolean;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "firing" | "resolved";
+            /** Summary */
+            summary: string;
+            /** Value */
+            value: number | null;
+        };
+        /** AlertsPublic */
+        AlertsPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AlertPublic"][];
+        };
         /** AppendAcknowledged */
         AppendAcknowledged: {
             /** Attempt */
@@ -1020,6 +1587,96 @@ export interface components {
             rows: number;
             /** Stream */
             stream: string;
+        };
+        /** DeliveriesPublic */
+        DeliveriesPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["DeliveryPublic"][];
+        };
+        /** DeliveryAttemptPublic */
+        DeliveryAttemptPublic: {
+            /** Error */
+            error: string | null;
+            /** Latency Ms */
+            latency_ms: number;
+            /** Number */
+            number: number;
+            /**
+             * Response
+             * @description the answer's first 1,000 characters
+             */
+            response: string | null;
+            /**
+             * Retry After S
+             * @description the receiver's Retry-After, in seconds
+             */
+            retry_after_s: number | null;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Status Code
+             * @description None: no answer (see error)
+             */
+            status_code: number | null;
+        };
+        /**
+         * DeliveryPublic
+         * @description One message to the endpoint and every try at sending it.
+         */
+        DeliveryPublic: {
+            /** Attempts */
+            attempts: components["schemas"]["DeliveryAttemptPublic"][];
+            /**
+             * Body
+             * @description exactly what is sent
+             */
+            body: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Endpoint Id */
+            endpoint_id: number;
+            /**
+             * Event Status
+             * @enum {string}
+             */
+            event_status: "firing" | "resolved";
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "alert" | "test" | "redelivery";
+            /** Last Error */
+            last_error: string | null;
+            /** Last Status Code */
+            last_status_code: number | null;
+            /**
+             * Message Id
+             * @description its webhook-id (the same on every try)
+             */
+            message_id: string;
+            /** Next Attempt At */
+            next_attempt_at: string | null;
+            /** Redelivery Of */
+            redelivery_of: number | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "pending" | "sending" | "succeeded" | "failed";
+            /** Transition Id */
+            transition_id: number | null;
         };
         /**
          * DependencyHealth
@@ -2019,6 +2676,166 @@ export interface components {
             type: string;
         };
         /**
+         * WebhookCreate
+         * @description A webhook endpoint. Its secret is generated (``whsec_...``) and shown once.
+         */
+        WebhookCreate: {
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Format
+             * @description standard: Alertmanager's body, signed (Standard Webhooks); slack: an incoming-webhook {text}, signed the same way
+             * @default standard
+             * @enum {string}
+             */
+            format: "standard" | "slack";
+            /** Name */
+            name: string;
+            /**
+             * Rule Ids
+             * @description rules delivered; empty: all
+             * @default []
+             */
+            rule_ids: number[];
+            /**
+             * Send Resolved
+             * @description deliver resolved notifications too
+             * @default true
+             */
+            send_resolved: boolean;
+            /**
+             * Severities
+             * @description severities delivered; empty: all
+             * @default []
+             */
+            severities: ("critical" | "warning" | "info")[];
+            /**
+             * Url
+             * @description http or https; link-local and cloud metadata addresses are refused
+             */
+            url: string;
+        };
+        /**
+         * WebhookCreatedPublic
+         * @description The endpoint with its signing secret: shown this once, keep it.
+         */
+        WebhookCreatedPublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Disabled Reason
+             * @description why it was disabled (a 410 answer)
+             */
+            disabled_reason: string | null;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Format
+             * @enum {string}
+             */
+            format: "standard" | "slack";
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Rule Ids */
+            rule_ids: number[];
+            /** Secret */
+            secret: string;
+            /**
+             * Secret Hint
+             * @description the secret's first characters, to tell it apart
+             */
+            secret_hint: string;
+            /** Send Resolved */
+            send_resolved: boolean;
+            /** Severities */
+            severities: ("critical" | "warning" | "info")[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Url */
+            url: string;
+        };
+        /** WebhookPublic */
+        WebhookPublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Disabled Reason
+             * @description why it was disabled (a 410 answer)
+             */
+            disabled_reason: string | null;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Format
+             * @enum {string}
+             */
+            format: "standard" | "slack";
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Rule Ids */
+            rule_ids: number[];
+            /**
+             * Secret Hint
+             * @description the secret's first characters, to tell it apart
+             */
+            secret_hint: string;
+            /** Send Resolved */
+            send_resolved: boolean;
+            /** Severities */
+            severities: ("critical" | "warning" | "info")[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Url */
+            url: string;
+        };
+        /**
+         * WebhookUpdate
+         * @description ``PATCH``: the fields given change. ``enabled: true`` re-enables an endpoint a 410
+         *     disabled.
+         */
+        WebhookUpdate: {
+            /** Enabled */
+            enabled?: boolean | null;
+            /** Format */
+            format?: ("standard" | "slack") | null;
+            /** Name */
+            name?: string | null;
+            /** Rule Ids */
+            rule_ids?: number[] | null;
+            /** Send Resolved */
+            send_resolved?: boolean | null;
+            /** Severities */
+            severities?: ("critical" | "warning" | "info")[] | null;
+            /** Url */
+            url?: string | null;
+        };
+        /** WebhooksPublic */
+        WebhooksPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["WebhookPublic"][];
+        };
+        /**
          * WriteErrorsPublic
          * @description Append requests by response code, per step, with totals and rates.
          */
@@ -2091,6 +2908,448 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listAlertRules: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulesPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    createAlertRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getAlertRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such alert rule */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    replaceAlertRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such alert rule */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    deleteAlertRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such alert rule */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listAlerts: {
+        parameters: {
+            query?: {
+                /** @description any of these (default: pending, firing, resolved) */
+                state?: ("pending" | "firing" | "resolved" | "inactive")[] | null;
+                rule_id?: number | null;
+                run_id?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertsPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listAlertHistory: {
+        parameters: {
+            query?: {
+                rule_id?: number | null;
+                run_id?: string | null;
+                fingerprint?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertHistoryPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getAlert: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                alert_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDetailPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such alert */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     listAudit: {
         parameters: {
             query?: {
@@ -2819,6 +4078,521 @@ export interface operations {
             };
             /** @description The token's role may not do this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhooksPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreatedPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description any of these */
+                status?: ("pending" | "sending" | "succeeded" | "failed")[] | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveriesPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+                delivery_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreatedPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    sendWebhookTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such endpoint (or delivery) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
