@@ -8,48 +8,23 @@ port.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
 from onceover.events import EVENT_LIST
+from tests.local_http import LocalServer, TrackedHandler
 
 TOKEN = "ingest-token"
 POISON_RUN = "poison-run"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, port: int, receiver: Receiver) -> None:
-        self.receiver = receiver
-        self.connections: set[socket.socket] = set()
-        super().__init__(("127.0.0.1", port), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn does
-    disable_nagle_algorithm = True  # headers and body go out in two writes
-
-    def setup(self) -> None:
-        super().setup()
-        cast(_Server, self.server).connections.add(self.connection)
-
-    def finish(self) -> None:
-        cast(_Server, self.server).connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        receiver = cast(_Server, self.server).receiver
+class _Handler(TrackedHandler):
+    def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+        receiver: Receiver = self.owner
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         status, answer = receiver.receive(self.path, self.headers.get("Authorization"), body)
         data = json.dumps(answer).encode()
@@ -60,37 +35,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class Receiver:
+class Receiver(LocalServer):
     """A stand-in for the control plane's event intake (see the module docstring)."""
 
+    handler = _Handler
+
     def __init__(self) -> None:
+        super().__init__()
         self.events: dict[str, dict[str, Any]] = {}
         self.received: Counter[str] = Counter()  # how often each id arrived (re-sends allowed)
         self.posts = 0
         self.authorizations: list[str | None] = []
-        self.port = 0
         self.fail_with: list[int] = []  # statuses to answer the next posts with
         self._lock = threading.Lock()
-        self._server: _Server | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def up(self) -> None:
-        self._server = _Server(self.port, self)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def down(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        for connection in list(server.connections):  # keep-alive connections too
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
 
     def ids(self) -> set[str]:
         with self._lock:

@@ -5,17 +5,16 @@ to (a status, a ``Retry-After``), and can go down and come back on the same port
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
+
+from tests.local_http import LocalServer, TrackedHandler
 
 
 @dataclass(frozen=True)
@@ -40,32 +39,9 @@ class Answer:
     retry_after: str | None = None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, port: int, receiver: WebhookReceiver) -> None:
-        self.receiver = receiver
-        self.connections: set[socket.socket] = set()
-        super().__init__(("127.0.0.1", port), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        cast(_Server, self.server).connections.add(self.connection)
-
-    def finish(self) -> None:
-        cast(_Server, self.server).connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        receiver = cast(_Server, self.server).receiver
+class _Handler(TrackedHandler):
+    def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+        receiver: WebhookReceiver = self.owner
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
         answer = receiver.take({k.lower(): v for k, v in self.headers.items()}, body)
         self.send_response(answer.status)
@@ -77,35 +53,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
 
 
-class WebhookReceiver:
+class WebhookReceiver(LocalServer):
     """See the module docstring. ``secret`` must be set to verify signatures."""
 
+    handler = _Handler
+
     def __init__(self) -> None:
+        super().__init__()
         self.secret: str | None = None
         self.answers: list[Answer] = []  # answered in order, then 200
         self.received: list[Received] = []
-        self.port = 0
         self._lock = threading.Lock()
-        self._server: _Server | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
-
-    def up(self) -> None:
-        self._server = _Server(self.port, self)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def down(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        for connection in list(server.connections):
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
 
     def take(self, headers: dict[str, str], body: str) -> Answer:
         verified = False

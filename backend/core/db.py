@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, create_engine
 
@@ -65,3 +65,13 @@ def write_transaction(engine: Engine) -> Iterator[Session]:
         with connection.begin(), Session(bind=connection) as session:
             yield session
             session.flush()
+
+
+def try_advisory_lock(session: Session, key: int) -> bool:
+    """On PostgreSQL, take the transaction-scoped advisory lock ``key`` if it is free
+    (False: another replica holds it). Elsewhere True: SQLite's write transactions
+    already run one at a time."""
+    if session.get_bind().dialect.name != "postgresql":
+        return True
+    got = session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key}).scalar_one()
+    return bool(got)

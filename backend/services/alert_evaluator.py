@@ -24,11 +24,11 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from backend.core.config import Settings
-from backend.core.db import write_transaction
+from backend.core.db import try_advisory_lock, write_transaction
 from backend.services import webhook_payloads
 from backend.services.alert_conditions import Observation, observe
 from backend.services.periodic import every
@@ -175,12 +175,8 @@ def evaluate(engine: Engine, public_url: str, now: datetime | None = None) -> in
     another replica holds the round."""
     now = now or datetime.now(UTC)
     with write_transaction(engine) as session:
-        if engine.dialect.name == "postgresql":
-            got = session.execute(
-                text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
-            ).scalar_one()
-            if not got:
-                return None
+        if not try_advisory_lock(session, ADVISORY_LOCK_KEY):
+            return None
         round_ = _Round(session, now, public_url)
         # Live rules, and retired ones that still have open alerts to resolve.
         retired_with_open = select(Alert.rule_id).where(col(Alert.state).in_(OPEN_STATES))

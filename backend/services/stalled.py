@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlmodel import and_, col, or_, select
 
-from backend.core.db import write_transaction
+from backend.core.db import try_advisory_lock, write_transaction
 from backend.services.periodic import every
 from backend.tables import Attempt, Run
 
@@ -34,12 +34,8 @@ def mark_stalled(
     """Mark stalled runs; their ids, or ``None`` when another replica holds the sweep."""
     now = now or datetime.now(UTC)
     with write_transaction(engine) as session:
-        if engine.dialect.name == "postgresql":
-            got = session.execute(
-                text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
-            ).scalar_one()
-            if not got:
-                return None
+        if not try_advisory_lock(session, ADVISORY_LOCK_KEY):
+            return None
         runs = list(
             session.exec(
                 select(Run)

@@ -8,14 +8,18 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from google.cloud import bigquery
 
+from backend.core.config import Settings
+from backend.core.migrate import upgrade_to_head
+from backend.main import create_app
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
-from tests.backend.conftest import INGEST, VIEWER
+from tests.backend.conftest import INGEST, TOKENS, VIEWER
 from tests.backend.live import serving, wait_for_status
 
 
@@ -42,6 +46,22 @@ def load_orders(
          "--monitor-url", url, "--monitor-token", INGEST, *extra],
         env=env, capture_output=True, text=True, timeout=480, check=False,
     )  # fmt: skip
+
+
+def control_plane(bq_config: BigQueryConfig, tmp_path: Path, **settings: Any) -> FastAPI:
+    """A backend on a fresh SQLite database of the test's, asking the local BigQuery."""
+    database = f"sqlite:///{tmp_path / 'onceover.db'}"
+    upgrade_to_head(database)
+    return create_app(
+        Settings(
+            database_url=database,
+            tokens=TOKENS,
+            frontend_dist=tmp_path / "none",
+            launch_log_dir=tmp_path / "attempt-logs",
+            **settings,
+        ),
+        bigquery=bq_config,
+    )
 
 
 @contextmanager

@@ -12,14 +12,11 @@ import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
 from backend.services.alert_evaluator import evaluate
 from onceover.bigquery import BigQueryConfig
-from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
+from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status
-from tests.jobs.orders import counted_keys, crashed_run, served
+from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
 from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.spark
@@ -29,17 +26,7 @@ ROWS = 3_000
 
 @pytest.fixture
 def app(bq_config: BigQueryConfig, tmp_path: Path) -> FastAPI:
-    database = f"sqlite:///{tmp_path / 'onceover.db'}"
-    upgrade_to_head(database)
-    settings = Settings(
-        database_url=database,
-        tokens=TOKENS,
-        frontend_dist=tmp_path / "none",
-        launch_log_dir=tmp_path / "attempt-logs",
-        alert_eval_interval_s=0.5,
-        webhook_poll_s=0.2,
-    )
-    return create_app(settings, bigquery=bq_config)
+    return control_plane(bq_config, tmp_path, alert_eval_interval_s=0.5, webhook_poll_s=0.2)
 
 
 def test_a_crashed_run_fires_once_and_its_resume_resolves_once(

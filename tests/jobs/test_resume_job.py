@@ -22,13 +22,10 @@ import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
 from onceover.bigquery import BigQueryConfig
-from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
+from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status
-from tests.jobs.orders import counted_keys, crashed_run, served
+from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
 
 pytestmark = pytest.mark.spark
 
@@ -38,15 +35,7 @@ RESUME_DEADLINE_S = 240.0
 
 @pytest.fixture
 def app(bq_config: BigQueryConfig, tmp_path: Path) -> FastAPI:
-    database = f"sqlite:///{tmp_path / 'onceover.db'}"
-    upgrade_to_head(database)
-    settings = Settings(
-        database_url=database,
-        tokens=TOKENS,
-        frontend_dist=tmp_path / "none",
-        launch_log_dir=tmp_path / "attempt-logs",
-    )
-    return create_app(settings, bigquery=bq_config)
+    return control_plane(bq_config, tmp_path)
 
 
 def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
