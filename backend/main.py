@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Scope
 
 from backend.api.main import api_router
 from backend.api.middleware import RequestContextMiddleware
@@ -115,10 +116,25 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     return await http_exception_handler(request, exc)
 
 
+class DashboardFiles(StaticFiles):
+    """The built dashboard. A page's own path (``/runs/ID``, ``/tables/p.ds.t``, as links
+    in alerts and bookmarks have them) answers index.html, and the app routes it; unknown
+    ``/api/...`` paths and missing ``/assets/...`` files stay 404s."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        try:
+            return await super().get_response(path, scope)
+        except StarletteHTTPException as exc:
+            if exc.status_code != 404 or path.split("/", 1)[0] in ("api", "assets"):
+                raise
+            return await super().get_response("index.html", scope)
+
+
 def _serve_dashboard(app: FastAPI, settings: Settings) -> None:
     index = settings.frontend_dist / "index.html"
     if index.is_file():
-        app.mount("/", StaticFiles(directory=settings.frontend_dist, html=True), name="dashboard")
+        dashboard = DashboardFiles(directory=settings.frontend_dist, html=True)
+        app.mount("/", dashboard, name="dashboard")
         return
     logger.warning("dashboard not built (%s missing); run `make frontend`", index)
 

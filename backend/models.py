@@ -78,6 +78,14 @@ class IngestResultPublic(BaseModel):
 RunStatus = Literal["running", "succeeded", "failed", "stalled", "resuming"]
 
 
+class VerdictPublic(BaseModel):
+    """The latest reconciliation's verdict, in short."""
+
+    id: int
+    status: Literal["ok", "mismatch", "error"]
+    checked_at: AwareDatetime
+
+
 class RunPublic(BaseModel):
     """A run as listed: its state and totals."""
 
@@ -96,7 +104,12 @@ class RunPublic(BaseModel):
     rows_reported: int | None = Field(description="rows the job's own ledger reports committed")
     key_column: str | None = Field(description="the column identifying a row, if named")
     error: str | None
-    updated_at: AwareDatetime
+    updated_at: AwareDatetime = Field(description="last change, a reconciliation of it included")
+    already_exists: int = Field(0, description="append requests answered ALREADY_EXISTS")
+    out_of_range: int = Field(0, description="append requests answered OUT_OF_RANGE")
+    reconciliation: VerdictPublic | None = Field(
+        None, description="the run's latest reconciliation, if any"
+    )
 
 
 class RunsPublic(BaseModel):
@@ -213,6 +226,7 @@ class RunDetailPublic(RunPublic):
 class WriteErrorsStep(BaseModel):
     start: AwareDatetime
     requests: int
+    rows_ok: int = Field(0, description="rows appended with OK in this step")
     counts: dict[str, int] = Field(description="requests by response code (OK, ALREADY_EXISTS ...)")
 
 
@@ -229,6 +243,38 @@ class WriteErrorsPublic(BaseModel):
     requests: int
     rows: dict[str, int] = Field(description="rows by response code over the range")
     rates: dict[str, float] = Field(description="share of requests per code, 0..1")
+
+
+# -- tables and the signed-in principal -------------------------------------------
+
+
+class TablePublic(BaseModel):
+    """A BigQuery table as the control plane knows it: totals over every run into it."""
+
+    table: str = Field(description="project.dataset.table")
+    runs: int
+    runs_by_status: dict[str, int]
+    rows_committed: int = Field(description="rows of committed batches over every run")
+    batches_committed: int
+    already_exists: int
+    out_of_range: int
+    first_started_at: AwareDatetime
+    last_started_at: AwareDatetime
+    key_column: str | None = Field(description="the key column of the latest run naming one")
+    reconciliation: VerdictPublic | None = Field(description="the table's latest check, if any")
+
+
+class TablesPublic(BaseModel):
+    data: list[TablePublic] = Field(description="most recently loaded first")
+    count: int
+
+
+class PrincipalPublic(BaseModel):
+    """``GET /api/session``: who the token is and what it may do."""
+
+    name: str
+    role: str
+    may: list[str] = Field(description="the roles this token's role includes")
 
 
 # -- audit --------------------------------------------------------------------------

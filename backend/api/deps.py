@@ -65,11 +65,14 @@ def get_change_feed(request: Request) -> ChangeFeed:
     return feed
 
 
+ANY_ROLE = "any"
 _bearer = HTTPBearer(auto_error=False, description="A token with the role the route names")
 
 
 class RoleCheck:
-    """Accepts a bearer token whose role includes ``role``; 401 without one, 403 otherwise."""
+    """Accepts a bearer token whose role includes ``role``; 401 without one, 403 otherwise.
+
+    ``ANY_ROLE`` accepts every valid token (for asking who one is)."""
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -86,7 +89,7 @@ class RoleCheck:
         if principal is None:
             raise NotAuthenticatedError("the bearer token is not valid")
         request.state.principal = principal
-        if not principal.may(self.role):
+        if self.role != ANY_ROLE and not principal.may(self.role):
             raise NotAllowedError(
                 f"this needs the {self.role} role; the token has {principal.role}"
             )
@@ -101,6 +104,7 @@ ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
+AnyRoleDep = Annotated[Principal, Depends(RoleCheck(ANY_ROLE))]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]
 OperatorDep = Annotated[Principal, Depends(RoleCheck("operator"))]

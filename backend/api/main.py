@@ -14,6 +14,8 @@ from backend.api.routes import (
     reconciliations,
     resume,
     runs,
+    session,
+    tables,
     webhooks,
 )
 from backend.models import ErrorPublic
@@ -26,5 +28,17 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 api_router = APIRouter(prefix="/api")
 api_router.include_router(health.router)
-for guarded in (events, runs, resume, reconciliations, metrics, changes, audit, alerts, webhooks):
+for guarded in (
+    session,
+    events,
+    runs,
+    tables,
+    resume,
+    reconciliations,
+    metrics,
+    changes,
+    audit,
+    alerts,
+    webhooks,
+):
     api_router.include_router(guarded.router, responses=AUTH_RESPONSES)

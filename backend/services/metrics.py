@@ -42,6 +42,23 @@ def _default_since(until: datetime) -> datetime:
         raise InvalidParameterError("until", "too early: give since", until.isoformat()) from None
 
 
+def _range(
+    session: Session, run_id: str | None, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """The range asked for, with its defaults filled in."""
+    if until is None:
+        until = datetime.now(UTC)
+    if since is None:
+        if run_id is not None:
+            first = session.exec(
+                select(func.min(WriteRollup.minute)).where(WriteRollup.run_id == run_id)
+            ).one()
+            since = first or _default_since(until)
+        else:
+            since = _default_since(until)
+    return since, until
+
+
 def write_errors(
     session: Session,
     *,
@@ -61,16 +78,7 @@ def write_errors(
     if table is not None:
         scope.append(WriteRollup.table_id == table)
 
-    if until is None:
-        until = datetime.now(UTC)
-    if since is None:
-        if run_id is not None:
-            first = session.exec(
-                select(func.min(WriteRollup.minute)).where(WriteRollup.run_id == run_id)
-            ).one()
-            since = first or _default_since(until)
-        else:
-            since = _default_since(until)
+    since, until = _range(session, run_id, since, until)
     if since.tzinfo is None or until.tzinfo is None:
         raise InvalidParameterError("since", "give a time zone (e.g. 2026-01-01T00:00:00Z)")
     since = since.astimezone(UTC)
@@ -96,11 +104,14 @@ def write_errors(
         .group_by(col(WriteRollup.minute), col(WriteRollup.code))
     )
     per_step: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    rows_ok: dict[int, int] = defaultdict(int)
     totals: dict[str, int] = dict.fromkeys(ALWAYS_SHOWN, 0)
     row_totals: dict[str, int] = dict.fromkeys(ALWAYS_SHOWN, 0)
     for minute, code, requests, row_count in rows:
         index = int((minute - origin).total_seconds() // step_s)
         per_step[index][code] += int(requests)
+        if code == "OK":
+            rows_ok[index] += int(row_count)
         totals[code] = totals.get(code, 0) + int(requests)
         row_totals[code] = row_totals.get(code, 0) + int(row_count)
     requests_total = sum(totals.values())
@@ -108,6 +119,7 @@ def write_errors(
         WriteErrorsStep(
             start=origin + timedelta(seconds=index * step_s),
             requests=sum(per_step[index].values()) if index in per_step else 0,
+            rows_ok=rows_ok.get(index, 0),
             counts={code: per_step[index].get(code, 0) for code in totals}
             if index in per_step
             else dict.fromkeys(totals, 0),

@@ -149,6 +149,12 @@ class Reconciler:
         record.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         with write_transaction(self.engine) as session:
             session.add(record)
+            run = session.get(Run, run_id) if run_id is not None else None
+            # A run's verdict is part of what its page and the runs list show, so the
+            # change feed (which watches updated_at) announces it like any change; not
+            # while resuming, where updated_at is the clock the stall sweep reads.
+            if run is not None and run.status != "resuming":
+                run.updated_at = utcnow()
             session.flush()
             stored = public(record)
         logger.info(

@@ -347,6 +347,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Session
+         * @description The token's name and role, and the roles that role includes.
+         */
+        get: operations["getSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Tables
+         * @description Tables runs have loaded, most recent first: runs, rows, retry codes, last check.
+         */
+        get: operations["listTables"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/tables/{table}/reconcile": {
         parameters: {
             query?: never;
@@ -1858,6 +1898,21 @@ export interface components {
             streams: string[];
         };
         /**
+         * PrincipalPublic
+         * @description ``GET /api/session``: who the token is and what it may do.
+         */
+        PrincipalPublic: {
+            /**
+             * May
+             * @description the roles this token's role includes
+             */
+            may: string[];
+            /** Name */
+            name: string;
+            /** Role */
+            role: string;
+        };
+        /**
          * ReconciliationPublic
          * @description Expected rows (committed batches the control plane recorded) against BigQuery.
          *
@@ -2070,6 +2125,12 @@ export interface components {
          */
         RunDetailPublic: {
             /**
+             * Already Exists
+             * @description append requests answered ALREADY_EXISTS
+             * @default 0
+             */
+            already_exists: number;
+            /**
              * Attempts
              * @description oldest first
              */
@@ -2100,6 +2161,14 @@ export interface components {
             last_heartbeat_at: string | null;
             /** Mode */
             mode: string | null;
+            /**
+             * Out Of Range
+             * @description append requests answered OUT_OF_RANGE
+             * @default 0
+             */
+            out_of_range: number;
+            /** @description the run's latest reconciliation, if any */
+            reconciliation?: components["schemas"]["VerdictPublic"] | null;
             /**
              * Rows Committed
              * @description rows of committed batches, each batch once
@@ -2138,6 +2207,7 @@ export interface components {
             /**
              * Updated At
              * Format: date-time
+             * @description last change, a reconciliation of it included
              */
             updated_at: string;
             /**
@@ -2270,6 +2340,12 @@ export interface components {
          * @description A run as listed: its state and totals.
          */
         RunPublic: {
+            /**
+             * Already Exists
+             * @description append requests answered ALREADY_EXISTS
+             * @default 0
+             */
+            already_exists: number;
             /** Batches Committed */
             batches_committed: number;
             /** Error */
@@ -2289,6 +2365,14 @@ export interface components {
             last_heartbeat_at: string | null;
             /** Mode */
             mode: string | null;
+            /**
+             * Out Of Range
+             * @description append requests answered OUT_OF_RANGE
+             * @default 0
+             */
+            out_of_range: number;
+            /** @description the run's latest reconciliation, if any */
+            reconciliation?: components["schemas"]["VerdictPublic"] | null;
             /**
              * Rows Committed
              * @description rows of committed batches, each batch once
@@ -2321,6 +2405,7 @@ export interface components {
             /**
              * Updated At
              * Format: date-time
+             * @description last change, a reconciliation of it included
              */
             updated_at: string;
         };
@@ -2652,6 +2737,51 @@ export interface components {
             stream: string;
         };
         /**
+         * TablePublic
+         * @description A BigQuery table as the control plane knows it: totals over every run into it.
+         */
+        TablePublic: {
+            /** Already Exists */
+            already_exists: number;
+            /** Batches Committed */
+            batches_committed: number;
+            /**
+             * First Started At
+             * Format: date-time
+             */
+            first_started_at: string;
+            /**
+             * Key Column
+             * @description the key column of the latest run naming one
+             */
+            key_column: string | null;
+            /**
+             * Last Started At
+             * Format: date-time
+             */
+            last_started_at: string;
+            /** Out Of Range */
+            out_of_range: number;
+            /** @description the table's latest check, if any */
+            reconciliation: components["schemas"]["VerdictPublic"] | null;
+            /**
+             * Rows Committed
+             * @description rows of committed batches over every run
+             */
+            rows_committed: number;
+            /** Runs */
+            runs: number;
+            /** Runs By Status */
+            runs_by_status: {
+                [key: string]: number;
+            };
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+        };
+        /**
          * TableReconcileRequest
          * @description ``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own.
          */
@@ -2661,6 +2791,16 @@ export interface components {
              * @description column identifying a row; default: the key of the table's latest run
              */
             key?: string | null;
+        };
+        /** TablesPublic */
+        TablesPublic: {
+            /** Count */
+            count: number;
+            /**
+             * Data
+             * @description most recently loaded first
+             */
+            data: components["schemas"]["TablePublic"][];
         };
         /** ValidationError */
         ValidationError: {
@@ -2674,6 +2814,24 @@ export interface components {
             msg: string;
             /** Error Type */
             type: string;
+        };
+        /**
+         * VerdictPublic
+         * @description The latest reconciliation's verdict, in short.
+         */
+        VerdictPublic: {
+            /**
+             * Checked At
+             * Format: date-time
+             */
+            checked_at: string;
+            /** Id */
+            id: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "mismatch" | "error";
         };
         /**
          * WebhookCreate
@@ -2893,6 +3051,12 @@ export interface components {
             };
             /** Requests */
             requests: number;
+            /**
+             * Rows Ok
+             * @description rows appended with OK in this step
+             * @default 0
+             */
+            rows_ok: number;
             /**
              * Start
              * Format: date-time
@@ -3976,6 +4140,94 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrincipalPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+        };
+    };
+    listTables: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TablesPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };

@@ -1,0 +1,25 @@
+"""``/api/tables``: per-table totals over every run (role ``viewer``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from backend.api.deps import SessionDep, ViewerDep
+from backend.models import TablesPublic
+from backend.services import table_totals
+
+router = APIRouter(prefix="/tables", tags=["tables"])
+
+
+@router.get("", operation_id="listTables", response_model=TablesPublic)
+def list_tables(
+    *,
+    session: SessionDep,
+    _principal: ViewerDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TablesPublic:
+    """Tables runs have loaded, most recent first: runs, rows, retry codes, last check."""
+    return table_totals.list_tables(session, limit=limit, offset=offset)

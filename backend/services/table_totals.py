@@ -1,0 +1,106 @@
+"""Per-table totals over every run the control plane has heard of, for the Tables view."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import select as select_rows
+from sqlmodel import Session, col, func, select
+
+from backend.models import TablePublic, TablesPublic, VerdictPublic
+from backend.services.runs import COUNTED_CODES
+from backend.tables import Reconciliation, Run, WriteRollup
+
+
+def list_tables(session: Session, *, limit: int = 50, offset: int = 0) -> TablesPublic:
+    """Tables, the most recently loaded first, each with its latest table reconciliation."""
+    last_started = func.max(Run.started_at)
+    totals = session.execute(  # six columns: more than sqlmodel's select is typed for
+        select_rows(
+            col(Run.table_id),
+            func.count(),
+            func.sum(Run.rows_committed),
+            func.sum(Run.batches_committed),
+            func.min(Run.started_at),
+            last_started,
+        )
+        .group_by(col(Run.table_id))
+        .order_by(last_started.desc(), col(Run.table_id))
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    count = session.exec(select(func.count(func.distinct(Run.table_id)))).one()
+    tables = [row[0] for row in totals]
+    by_status = _runs_by_status(session, tables)
+    codes = _code_counts(session, tables)
+    keys = _latest_keys(session, tables)
+    verdicts = _latest_verdicts(session, tables)
+    return TablesPublic(
+        data=[
+            TablePublic(
+                table=table,
+                runs=int(runs),
+                runs_by_status=by_status[table],
+                rows_committed=int(rows or 0),
+                batches_committed=int(batches or 0),
+                already_exists=codes[table].get("ALREADY_EXISTS", 0),
+                out_of_range=codes[table].get("OUT_OF_RANGE", 0),
+                first_started_at=first,
+                last_started_at=last,
+                key_column=keys.get(table),
+                reconciliation=verdicts.get(table),
+            )
+            for table, runs, rows, batches, first, last in totals
+        ],
+        count=int(count),
+    )
+
+
+def _runs_by_status(session: Session, tables: list[str]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for table, status, runs in session.exec(
+        select(Run.table_id, Run.status, func.count())
+        .where(col(Run.table_id).in_(tables))
+        .group_by(col(Run.table_id), col(Run.status))
+    ):
+        counts[table][status] = int(runs)
+    return counts
+
+
+def _code_counts(session: Session, tables: list[str]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for table, code, requests in session.exec(
+        select(WriteRollup.table_id, WriteRollup.code, func.sum(WriteRollup.requests))
+        .where(col(WriteRollup.table_id).in_(tables), col(WriteRollup.code).in_(COUNTED_CODES))
+        .group_by(col(WriteRollup.table_id), col(WriteRollup.code))
+    ):
+        counts[table][code] = int(requests)
+    return counts
+
+
+def _latest_keys(session: Session, tables: list[str]) -> dict[str, str]:
+    """The key column the newest run naming one used (what a table check would use)."""
+    keys: dict[str, str] = {}
+    for table, key in session.exec(
+        select(Run.table_id, Run.key_column)
+        .where(col(Run.table_id).in_(tables), col(Run.key_column).is_not(None))
+        .order_by(col(Run.started_at).desc())
+    ):
+        keys.setdefault(table, str(key))
+    return keys
+
+
+def _latest_verdicts(session: Session, tables: list[str]) -> dict[str, VerdictPublic]:
+    newest = (
+        select(Reconciliation.table_id, func.max(Reconciliation.id).label("id"))
+        .where(Reconciliation.scope == "table", col(Reconciliation.table_id).in_(tables))
+        .group_by(col(Reconciliation.table_id))
+        .subquery()
+    )
+    records = session.exec(
+        select(Reconciliation).join(newest, col(Reconciliation.id) == newest.c.id)
+    )
+    return {
+        record.table_id: VerdictPublic.model_validate(record, from_attributes=True)
+        for record in records
+    }
