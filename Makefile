@@ -9,10 +9,10 @@ VENV := .venv
 # Never let uv download a Python of its own: the machine's Python is the one checked.
 export UV_PYTHON_DOWNLOADS := never
 
-FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html \
-	frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
+FRONTEND_SOURCES := $(shell find frontend/src -type f -not -name "*.test.*" 2>/dev/null) \
+	frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
 
-.PHONY: help install frontend lint pytest test demo up chaos client clean
+.PHONY: help install frontend lint vitest pytest test demo up chaos client clean
 
 help:
 	@echo "make demo      start the local stack and run the demo job"
@@ -50,12 +50,16 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The dashboard's component tests (Vitest, jsdom); its type-check runs in the build.
+vitest: frontend/node_modules/.installed
+	cd frontend && npm test
+
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	$(VENV)/bin/pytest
 
-test: lint pytest
+test: lint vitest pytest
 
 demo: install frontend
 	$(VENV)/bin/onceover demo

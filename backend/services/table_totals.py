@@ -12,9 +12,13 @@ from backend.services.runs import COUNTED_CODES
 from backend.tables import Reconciliation, Run, WriteRollup
 
 
-def list_tables(session: Session, *, limit: int = 50, offset: int = 0) -> TablesPublic:
-    """Tables, the most recently loaded first, each with its latest table reconciliation."""
+def list_tables(
+    session: Session, *, table: str | None = None, limit: int = 50, offset: int = 0
+) -> TablesPublic:
+    """Tables, the most recently loaded first, each with its latest table reconciliation
+    (only ``table`` when given)."""
     last_started = func.max(Run.started_at)
+    only = [col(Run.table_id) == table] if table is not None else []
     totals = session.execute(  # six columns: more than sqlmodel's select is typed for
         select_rows(
             col(Run.table_id),
@@ -24,12 +28,13 @@ def list_tables(session: Session, *, limit: int = 50, offset: int = 0) -> Tables
             func.min(Run.started_at),
             last_started,
         )
+        .where(*only)
         .group_by(col(Run.table_id))
         .order_by(last_started.desc(), col(Run.table_id))
         .offset(offset)
         .limit(limit)
     ).all()
-    count = session.exec(select(func.count(func.distinct(Run.table_id)))).one()
+    count = session.exec(select(func.count(func.distinct(Run.table_id))).where(*only)).one()
     tables = [row[0] for row in totals]
     by_status = _runs_by_status(session, tables)
     codes = _code_counts(session, tables)
@@ -38,19 +43,19 @@ def list_tables(session: Session, *, limit: int = 50, offset: int = 0) -> Tables
     return TablesPublic(
         data=[
             TablePublic(
-                table=table,
+                table=table_id,
                 runs=int(runs),
-                runs_by_status=by_status[table],
+                runs_by_status=by_status[table_id],
                 rows_committed=int(rows or 0),
                 batches_committed=int(batches or 0),
-                already_exists=codes[table].get("ALREADY_EXISTS", 0),
-                out_of_range=codes[table].get("OUT_OF_RANGE", 0),
+                already_exists=codes[table_id].get("ALREADY_EXISTS", 0),
+                out_of_range=codes[table_id].get("OUT_OF_RANGE", 0),
                 first_started_at=first,
                 last_started_at=last,
-                key_column=keys.get(table),
-                reconciliation=verdicts.get(table),
+                key_column=keys.get(table_id),
+                reconciliation=verdicts.get(table_id),
             )
-            for table, runs, rows, batches, first, last in totals
+            for table_id, runs, rows, batches, first, last in totals
         ],
         count=int(count),
     )

@@ -95,6 +95,10 @@ def test_tables_total_every_run_into_them(client: TestClient, engine: Engine) ->
     assert table["reconciliation"]["status"] == "ok"
     assert body["data"][0]["reconciliation"] is None
 
+    only = _get(client, "/api/tables", table=OTHER_TABLE)
+    assert (only["count"], [t["table"] for t in only["data"]]) == (1, [OTHER_TABLE])
+    assert _get(client, "/api/tables", table="p.ds.none") == {"data": [], "count": 0}
+
     paged = _get(client, "/api/tables", limit=1, offset=1)
     assert [t["table"] for t in paged["data"]] == [f.TABLE]
     assert paged["count"] == 2

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.browser.dashboard import VIEWPORT
 from tests.conftest import ARTIFACTS
 
 CHROMIUM = os.environ.get("ONCEOVER_CHROMIUM", "/usr/bin/chromium")
@@ -34,7 +35,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A fresh page; its screenshot is kept in test-artifacts/ whatever the outcome."""
-    context = browser.new_context(viewport={"width": 1100, "height": 700})
+    context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     yield page
     ARTIFACTS.mkdir(exist_ok=True)

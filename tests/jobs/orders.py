@@ -49,19 +49,17 @@ def load_orders(
 
 
 def control_plane(bq_config: BigQueryConfig, tmp_path: Path, **settings: Any) -> FastAPI:
-    """A backend on a fresh SQLite database of the test's, asking the local BigQuery."""
+    """A backend on a fresh SQLite database of the test's, asking the local BigQuery
+    (without the dashboard unless ``frontend_dist`` says where it is built)."""
     database = f"sqlite:///{tmp_path / 'onceover.db'}"
     upgrade_to_head(database)
-    return create_app(
-        Settings(
-            database_url=database,
-            tokens=TOKENS,
-            frontend_dist=tmp_path / "none",
-            launch_log_dir=tmp_path / "attempt-logs",
-            **settings,
-        ),
-        bigquery=bq_config,
-    )
+    defaults: dict[str, Any] = {
+        "database_url": database,
+        "tokens": TOKENS,
+        "frontend_dist": tmp_path / "none",
+        "launch_log_dir": tmp_path / "attempt-logs",
+    }
+    return create_app(Settings(**{**defaults, **settings}), bigquery=bq_config)
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from backend.api.deps import SessionDep, ViewerDep
-from backend.models import TablesPublic
+from backend.models import TablesPublic, Text
 from backend.services import table_totals
 
 router = APIRouter(prefix="/tables", tags=["tables"])
@@ -18,8 +18,11 @@ def list_tables(
     *,
     session: SessionDep,
     _principal: ViewerDep,
+    table: Annotated[
+        Text | None, Query(max_length=1100, description="only this project.dataset.table")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> TablesPublic:
     """Tables runs have loaded, most recent first: runs, rows, retry codes, last check."""
-    return table_totals.list_tables(session, limit=limit, offset=offset)
+    return table_totals.list_tables(session, table=table, limit=limit, offset=offset)

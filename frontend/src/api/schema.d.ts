@@ -4185,6 +4185,8 @@ export interface operations {
     listTables: {
         parameters: {
             query?: {
+                /** @description only this project.dataset.table */
+                table?: string | null;
                 limit?: number;
                 offset?: number;
             };

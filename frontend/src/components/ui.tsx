@@ -1,0 +1,84 @@
+// Small pieces every page uses: status badges and the loading, error and empty states.
+import type { ReactNode } from "react";
+
+const TONES: Record<string, string> = {
+  succeeded: "ok",
+  ok: "ok",
+  committed: "ok",
+  finalized: "ok",
+  firing: "bad",
+  failed: "bad",
+  mismatch: "bad",
+  error: "bad",
+  aborted: "bad",
+  stalled: "warn",
+  pending: "warn",
+  resuming: "info",
+  running: "info",
+  intended: "info",
+  resolved: "muted",
+  inactive: "muted",
+};
+
+export function StatusBadge({ status, label }: { status: string; label?: string }) {
+  return (
+    <span className={`badge badge-${TONES[status] ?? "muted"}`} data-status={status}>
+      {label ?? status}
+    </span>
+  );
+}
+
+export function Loading({ what }: { what: string }) {
+  return (
+    <p className="state" role="status" aria-live="polite">
+      Loading {what}…
+    </p>
+  );
+}
+
+export function ErrorNote({ message, onRetry }: { message: string; onRetry?: () => void }) {
+  return (
+    <div className="state state-error" role="alert">
+      <span>{message}</span>
+      {onRetry && (
+        <button type="button" onClick={onRetry}>
+          Try again
+        </button>
+      )}
+    </div>
+  );
+}
+
+export function Empty({ children }: { children: ReactNode }) {
+  return <p className="state state-empty">{children}</p>;
+}
+
+/** Loading until the first answer; an error above the last good answer afterwards. */
+export function QueryState<T>({
+  query,
+  what,
+  children,
+}: {
+  query: { data: T | undefined; error: string | null; reload: () => void };
+  what: string;
+  children: (data: T) => ReactNode;
+}) {
+  if (query.data === undefined) {
+    return query.error ? <ErrorNote message={query.error} onRetry={query.reload} /> : <Loading what={what} />;
+  }
+  return (
+    <>
+      {query.error && <ErrorNote message={`Could not refresh ${what}: ${query.error}`} onRetry={query.reload} />}
+      {children(query.data)}
+    </>
+  );
+}
+
+export function Stat({ label, value, testId }: { label: string; value: ReactNode; testId?: string }) {
+  return (
+    <div className="stat">
+      <dt>{label}</dt>
+      <dd data-testid={testId}>{value}</dd>
+    </div>
+  );
+}

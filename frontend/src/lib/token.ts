@@ -1,0 +1,24 @@
+// The bearer token, kept for the browser session only (sessionStorage: closing the
+// browser signs out; another tab signs in on its own).
+const KEY = "onceover.token";
+type Listener = (reason: string | null) => void;
+const listeners = new Set<Listener>();
+
+export function readToken(): string | null {
+  return window.sessionStorage.getItem(KEY);
+}
+
+export function storeToken(token: string): void {
+  window.sessionStorage.setItem(KEY, token);
+}
+
+/** Forget the token and tell the app why (null: the user signed out). */
+export function clearToken(reason: string | null = null): void {
+  window.sessionStorage.removeItem(KEY);
+  for (const listener of listeners) listener(reason);
+}
+
+export function onTokenCleared(listener: Listener): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}

@@ -1,0 +1,160 @@
+// One run: its state and actions, request charts, commit history, streams,
+// reconciliation and attempts. Everything re-reads live when the run changes.
+import { lazy, Suspense, useCallback, useState } from "react";
+import { Link, useParams } from "react-router";
+import { api, errorMessage, type RunDetail } from "../api/client";
+import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
+import { useIsOperator } from "../lib/auth";
+import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
+import { useLiveReload } from "../lib/live";
+import { useQuery } from "../lib/useQuery";
+import { AttemptsPanel } from "./run/AttemptsPanel";
+import { BatchesTable } from "./run/BatchesTable";
+import { ReconciliationPanel } from "./run/ReconciliationPanel";
+import { ResumeDialog } from "./run/ResumeDialog";
+import { StreamsTable } from "./run/StreamsTable";
+
+const RESUMABLE = new Set(["failed", "stalled"]);
+// The charting library is most of the bundle: loaded when a run page first needs it.
+const RequestCharts = lazy(() => import("./run/RequestCharts").then((m) => ({ default: m.RequestCharts })));
+
+function RunSummary({ run }: { run: RunDetail }) {
+  return (
+    <section aria-label="Summary">
+      <dl className="stats">
+        <Stat label="Rows committed" value={formatCount(run.rows_committed)} testId="run-rows-committed" />
+        <Stat label="Batches committed" value={formatCount(run.batches_committed)} testId="run-batches-committed" />
+        <Stat label="Rows intended" value={formatCount(run.rows_expected)} />
+        <Stat label="Rows the job reported" value={formatCount(run.rows_reported)} />
+        <Stat label="ALREADY_EXISTS" value={formatCount(run.already_exists)} testId="run-already-exists" />
+        <Stat label="OUT_OF_RANGE" value={formatCount(run.out_of_range)} testId="run-out-of-range" />
+        <Stat label="Started" value={formatTime(run.started_at)} />
+        <Stat
+          label="Duration"
+          value={formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at))}
+        />
+      </dl>
+      <p className="muted">
+        Job <strong>{run.job ?? "–"}</strong> into{" "}
+        <Link to={`/tables/${encodeURIComponent(run.table)}`} className="mono">
+          {run.table}
+        </Link>
+        , {run.mode ?? "unknown"} mode{run.key_column ? `, key ${run.key_column}` : ""}; last heard{" "}
+        {formatTime(run.last_event_at)}.
+      </p>
+      {run.error && <ErrorNote message={`Error: ${run.error}`} />}
+    </section>
+  );
+}
+
+export function RunPage() {
+  const runId = useParams().runId ?? "";
+  const operator = useIsOperator();
+  const run = useQuery(() => api.GET("/api/runs/{run_id}", { params: { path: { run_id: runId } } }), runId);
+  const metrics = useQuery(
+    () => api.GET("/api/metrics/write-errors", { params: { query: { run_id: runId } } }),
+    runId,
+  );
+  const checks = useQuery(
+    () =>
+      api.GET("/api/runs/{run_id}/reconciliations", {
+        params: { path: { run_id: runId }, query: { limit: 10 } },
+      }),
+    runId,
+  );
+  const reloadAll = useCallback(() => {
+    run.reload();
+    metrics.reload();
+    checks.reload();
+  }, [run.reload, metrics.reload, checks.reload]);
+  useLiveReload(reloadAll, 500, runId);
+
+  const [resumeOpen, setResumeOpen] = useState(false);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [reconciling, setReconciling] = useState(false);
+
+  const reconcile = async () => {
+    setReconciling(true);
+    setNotice(null);
+    const { data, error, response } = await api.POST("/api/runs/{run_id}/reconcile", {
+      params: { path: { run_id: runId } },
+    });
+    setReconciling(false);
+    setNotice(
+      data
+        ? `Reconciled: ${data.status}${data.error ? ` (${data.error})` : ""}.`
+        : `Reconcile failed: ${errorMessage(error, `the backend answered ${response.status}`)}`,
+    );
+    checks.reload();
+    run.reload();
+  };
+
+  if (run.data === undefined) {
+    return run.error ? <ErrorNote message={`Run ${runId}: ${run.error}`} onRetry={run.reload} /> : <Loading what="the run" />;
+  }
+  const detail = run.data;
+  const resumable = RESUMABLE.has(detail.status);
+  const latest = checks.data?.data[0];
+
+  return (
+    <>
+      <nav aria-label="Breadcrumb" className="muted">
+        <Link to="/runs">Runs</Link> › {runId}
+      </nav>
+      <div className="page-header">
+        <h1>
+          <span className="mono">{detail.run_id}</span>{" "}
+          <span data-testid="run-status">
+            <StatusBadge status={detail.status} />
+          </span>
+        </h1>
+        {operator && (
+          <div className="actions">
+            <button
+              type="button"
+              className="primary"
+              disabled={!resumable}
+              title={resumable ? "Restart the job on its checkpoint" : `Only a failed or stalled run resumes (this one is ${detail.status})`}
+              onClick={() => setResumeOpen(true)}
+            >
+              Resume
+            </button>
+            <button type="button" disabled={reconciling} onClick={reconcile}>
+              {reconciling ? "Reconciling…" : "Reconcile now"}
+            </button>
+          </div>
+        )}
+      </div>
+      {run.error && <ErrorNote message={`Could not refresh the run: ${run.error}`} onRetry={run.reload} />}
+      {notice && (
+        <p role="status" data-testid="run-notice">
+          {notice}
+        </p>
+      )}
+      <RunSummary run={detail} />
+      <ReconciliationPanel latest={latest} history={checks.data?.data ?? []} />
+      <QueryState query={metrics} what="request metrics">
+        {(body) => (
+          <Suspense fallback={<Loading what="the charts" />}>
+            <RequestCharts metrics={body} />
+          </Suspense>
+        )}
+      </QueryState>
+      <BatchesTable batches={detail.batches} />
+      <StreamsTable streams={detail.streams} />
+      <AttemptsPanel runId={runId} attempts={detail.attempts} version={detail.updated_at} />
+      {operator && (
+        <ResumeDialog
+          runId={runId}
+          open={resumeOpen}
+          onClose={() => setResumeOpen(false)}
+          onResumed={(accepted) => {
+            setResumeOpen(false);
+            setNotice(`Resume requested: attempt ${accepted.attempt} is starting.`);
+            run.reload();
+          }}
+        />
+      )}
+    </>
+  );
+}

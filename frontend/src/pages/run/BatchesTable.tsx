@@ -1,0 +1,72 @@
+// The commit history: one row per micro-batch, in the order the ledger saw them.
+import type { Batch } from "../../api/client";
+import { Empty, StatusBadge } from "../../components/ui";
+import { formatCount, formatDuration, formatTime } from "../../lib/format";
+
+const STATE_LABELS: Record<string, string> = {
+  intent: "intended",
+  skipped_duplicate: "skipped (duplicate)",
+};
+
+export function BatchesTable({ batches }: { batches: Batch[] }) {
+  const skipped = batches.filter((b) => b.state === "skipped_duplicate").length;
+  return (
+    <section aria-labelledby="batches-title">
+      <h2 id="batches-title">Commit history</h2>
+      <p className="muted">
+        {formatCount(batches.filter((b) => b.state === "committed").length)} committed ·{" "}
+        <span data-testid="skipped-duplicates">{formatCount(skipped)}</span> skipped as duplicates (a replayed batch the
+        ledger had already committed)
+      </p>
+      {batches.length === 0 ? (
+        <Empty>No batch has been intended yet.</Empty>
+      ) : (
+        <div className="table-wrap">
+          <table data-testid="batches-table">
+            <thead>
+              <tr>
+                <th scope="col">Batch</th>
+                <th scope="col">State</th>
+                <th scope="col" className="number">
+                  Rows
+                </th>
+                <th scope="col" className="number">
+                  Streams
+                </th>
+                <th scope="col" className="number">
+                  Commit took
+                </th>
+                <th scope="col">Committed at</th>
+                <th scope="col" className="number">
+                  Replays
+                </th>
+                <th scope="col">Mode</th>
+                <th scope="col">Note</th>
+              </tr>
+            </thead>
+            <tbody>
+              {batches.map((batch) => (
+                <tr key={`${batch.query_id}/${batch.batch_id}`} data-testid="batch-row">
+                  <td>{batch.batch_id ?? "–"}</td>
+                  <td>
+                    <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
+                  </td>
+                  <td className="number">{formatCount(batch.rows ?? batch.expected_rows)}</td>
+                  <td className="number">{batch.streams.length}</td>
+                  <td className="number">{formatDuration(batch.commit_ms)}</td>
+                  <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
+                  <td className="number">{batch.replays}</td>
+                  <td>{batch.mode}</td>
+                  <td className="muted">
+                    {batch.abort_reason ??
+                      (batch.rows_rewritten ? `${formatCount(batch.rows_rewritten)} rows rewritten` : "")}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,139 @@
+// Expected rows (what the ledger committed) against what BigQuery holds, for this run.
+import type { Reconciliation } from "../../api/client";
+import { Empty, ErrorNote, Stat, StatusBadge } from "../../components/ui";
+import { formatCount, formatDuration, formatTime } from "../../lib/format";
+
+type BatchCheck = {
+  batch_id?: number | null;
+  expected_rows?: number;
+  actual_rows?: number;
+  distinct_keys?: number | null;
+  duplicate_rows?: number;
+  status?: string;
+};
+
+export function ReconciliationPanel({
+  latest,
+  history,
+  action,
+}: {
+  latest: Reconciliation | undefined;
+  history: Reconciliation[];
+  action?: React.ReactNode;
+}) {
+  return (
+    <section aria-labelledby="reconciliation-title" data-testid="reconciliation-panel">
+      <div className="page-header">
+        <h2 id="reconciliation-title">Reconciliation</h2>
+        {action}
+      </div>
+      {latest ? <Verdict check={latest} /> : <Empty>Not checked yet. A run is checked when it succeeds.</Empty>}
+      {history.length > 1 && (
+        <details>
+          <summary>Earlier checks ({history.length - 1})</summary>
+          <ul>
+            {history.slice(1).map((check) => (
+              <li key={check.id}>
+                <StatusBadge status={check.status} /> {formatTime(check.checked_at)} by {check.actor} ({check.trigger}):
+                expected {formatCount(check.expected_rows)}, found {formatCount(check.actual_rows)}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+    </section>
+  );
+}
+
+function Verdict({ check }: { check: Reconciliation }) {
+  const batches = (check.batches as BatchCheck[]).filter((b) => b.status && b.status !== "ok");
+  return (
+    <>
+      <p>
+        <span data-testid="reconciliation-status">
+          <StatusBadge status={check.status} />
+        </span>{" "}
+        <span className="muted">
+          checked {formatTime(check.checked_at)} by {check.actor} ({check.trigger}), took {formatDuration(check.duration_ms)}
+          {check.key ? `, key ${check.key}` : ""}
+        </span>
+      </p>
+      {check.error && <ErrorNote message={check.error} />}
+      <dl className="stats">
+        <Stat label="Expected rows" value={formatCount(check.expected_rows)} testId="reconciliation-expected" />
+        <Stat label="Rows in BigQuery" value={formatCount(check.actual_rows)} testId="reconciliation-actual" />
+        <Stat label="Distinct keys" value={formatCount(check.distinct_keys)} testId="reconciliation-distinct" />
+        <Stat label="Duplicate rows" value={formatCount(check.duplicate_rows)} testId="reconciliation-duplicates" />
+        <Stat label="Missing rows" value={formatCount(check.missing_rows)} testId="reconciliation-missing" />
+        <Stat label="Extra rows" value={formatCount(check.extra_rows)} testId="reconciliation-extra" />
+      </dl>
+      {check.warnings.length > 0 && (
+        <ul className="muted">
+          {check.warnings.map((warning) => (
+            <li key={warning}>{warning}</li>
+          ))}
+        </ul>
+      )}
+      {check.duplicate_keys.length > 0 && (
+        <>
+          <h3>Duplicated keys (samples of {formatCount(check.duplicate_key_count)})</h3>
+          <table data-testid="duplicate-keys">
+            <thead>
+              <tr>
+                <th scope="col">Key</th>
+                <th scope="col" className="number">
+                  Copies
+                </th>
+                <th scope="col">Batch</th>
+              </tr>
+            </thead>
+            <tbody>
+              {check.duplicate_keys.map((dup) => (
+                <tr key={`${dup.key}/${dup.batch_id}`}>
+                  <td className="mono">{dup.key}</td>
+                  <td className="number">{dup.count}</td>
+                  <td>{dup.batch_id ?? "–"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+      {batches.length > 0 && (
+        <>
+          <h3>Batches that differ</h3>
+          <table data-testid="batch-differences">
+            <thead>
+              <tr>
+                <th scope="col">Batch</th>
+                <th scope="col" className="number">
+                  Expected
+                </th>
+                <th scope="col" className="number">
+                  Found
+                </th>
+                <th scope="col" className="number">
+                  Duplicate rows
+                </th>
+                <th scope="col">Verdict</th>
+              </tr>
+            </thead>
+            <tbody>
+              {batches.map((batch) => (
+                <tr key={String(batch.batch_id)}>
+                  <td>{batch.batch_id ?? "–"}</td>
+                  <td className="number">{formatCount(batch.expected_rows)}</td>
+                  <td className="number">{formatCount(batch.actual_rows)}</td>
+                  <td className="number">{formatCount(batch.duplicate_rows)}</td>
+                  <td>
+                    <StatusBadge status={batch.status ?? "error"} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+    </>
+  );
+}

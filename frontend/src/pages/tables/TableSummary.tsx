@@ -1,0 +1,29 @@
+// A table's totals over every run into it, on its own page.
+import type { TableTotals } from "../../api/client";
+import { Stat } from "../../components/ui";
+import { formatCount, formatTime } from "../../lib/format";
+import { RunsByStatus, VerdictBadge } from "./TableCells";
+
+export function TableSummary({ totals }: { totals: TableTotals }) {
+  return (
+    <dl className="stats" data-testid="table-totals">
+      <Stat
+        label="Runs"
+        testId="table-runs"
+        value={
+          <>
+            {formatCount(totals.runs)} <RunsByStatus byStatus={totals.runs_by_status} />
+          </>
+        }
+      />
+      <Stat label="Rows committed" testId="table-rows-committed" value={formatCount(totals.rows_committed)} />
+      <Stat label="Batches committed" testId="table-batches" value={formatCount(totals.batches_committed)} />
+      <Stat label="ALREADY_EXISTS" testId="table-already-exists" value={formatCount(totals.already_exists)} />
+      <Stat label="OUT_OF_RANGE" testId="table-out-of-range" value={formatCount(totals.out_of_range)} />
+      <Stat label="First loaded" testId="table-first-loaded" value={formatTime(totals.first_started_at)} />
+      <Stat label="Last loaded" testId="table-last-loaded" value={formatTime(totals.last_started_at)} />
+      <Stat label="Key column" testId="table-key-column" value={totals.key_column ?? "none"} />
+      <Stat label="Latest check" value={<VerdictBadge verdict={totals.reconciliation} />} />
+    </dl>
+  );
+}

@@ -1,0 +1,241 @@
+"""The dashboard in a real Chromium against a real backend holding real job runs.
+
+Jobs are ``python -m jobs.load_files`` (Spark local, the local BigQuery), the backend is
+the app on a socket serving the built dashboard, and BigQuery's rows are counted with our
+own queries. The must-show: a run crashed at ``commit.after`` is resumed from its page
+with the Resume button, and the page shows it ``succeeded`` with reconciliation ``ok``
+without a reload.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from google.cloud import bigquery
+from playwright.sync_api import Page, expect
+
+from jobs.generate import write_files
+from onceover.bigquery import BigQueryConfig
+from tests.backend.conftest import OPERATOR, VIEWER, bearer
+from tests.backend.live import wait_for_status
+from tests.browser.dashboard import go_to, screenshot, sign_in
+from tests.conftest import REPO_ROOT
+from tests.jobs.orders import control_plane, counted_keys, crashed_run, load_orders, served
+
+pytestmark = [pytest.mark.browser, pytest.mark.spark]
+
+ROWS = 3_000
+JOB_MS = 240_000  # a job or a resume, start to end, on the 2-core machine
+CHECK_MS = 60_000  # a reconciliation after the run ends
+
+
+@dataclass
+class Stack:
+    app: FastAPI
+    url: str
+    work: Path
+    dataset: str
+
+
+@dataclass
+class FinishedRun:
+    run_id: str
+    table: str
+
+
+@pytest.fixture(scope="module")
+def stack(
+    bq_config: BigQueryConfig, rest: bigquery.Client, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    dist = REPO_ROOT / "frontend" / "dist"
+    assert (dist / "index.html").is_file(), "run `make frontend` first"
+    work = tmp_path_factory.mktemp("dashboard")
+    dataset = f"{rest.project}.t_{uuid.uuid4().hex[:12]}"
+    rest.create_dataset(dataset)
+    app = control_plane(bq_config, work, frontend_dist=dist)
+    try:
+        with served(app) as url:
+            app.state.settings.launch_monitor_url = url  # what `onceover serve` sets
+            yield Stack(app, url, work, dataset)
+    finally:
+        rest.delete_dataset(dataset, delete_contents=True, not_found_ok=True)
+
+
+@pytest.fixture(scope="module")
+def finished_run(stack: Stack, bq_config: BigQueryConfig) -> FinishedRun:
+    """A run that loaded ROWS rows without a fault, and was reconciled by itself."""
+    work = stack.work / "finished"
+    source = work / "orders"
+    write_files(source, ROWS, 4, "json")
+    table = f"{stack.dataset}.finished"
+    done = load_orders(bq_config, stack.url, source, table, work, extra=["--stamp"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = (work / "ckpt" / "onceover" / "run_id").read_text().strip()
+    assert wait_for_status(stack.url, VIEWER, run_id, "succeeded")["status"] == "succeeded"
+    return FinishedRun(run_id, table)
+
+
+def _api(stack: Stack, path: str) -> Any:
+    response = httpx.get(f"{stack.url}{path}", headers=bearer(VIEWER), timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _count_full_loads(page: Page) -> list[str]:
+    """Every full page load from now on (a reload would be one; the app's own
+    navigation is not)."""
+    loads: list[str] = []
+    page.on("load", lambda _page: loads.append(page.url))
+    return loads
+
+
+def _assert_run_page_equals_api(page: Page, detail: dict[str, Any]) -> None:
+    expect(page.get_by_test_id("run-status")).to_have_text(detail["status"])
+    expected = {
+        "run-rows-committed": detail["rows_committed"],
+        "run-batches-committed": detail["batches_committed"],
+        "run-already-exists": detail["already_exists"],
+        "run-out-of-range": detail["out_of_range"],
+    }
+    for test_id, number in expected.items():
+        expect(page.get_by_test_id(test_id)).to_have_text(f"{number:,}")
+    expect(page.get_by_test_id("batch-row")).to_have_count(len(detail["batches"]))
+    expect(page.get_by_test_id("stream-row")).to_have_count(len(detail["streams"]))
+    expect(page.get_by_test_id("attempt-row")).to_have_count(len(detail["attempts"]))
+
+
+def test_a_crashed_run_is_resumed_from_its_page_and_shows_succeeded_and_ok(
+    page: Page, stack: Stack, bq_config: BigQueryConfig, rest: bigquery.Client
+) -> None:
+    sign_in(page, stack.url, OPERATOR)
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    rows_before = page.get_by_test_id("run-row").count()
+    loads = _count_full_loads(page)
+
+    # The job starts while the list is open: its row appears, running, without a reload.
+    table = f"{stack.dataset}.crashed"
+    crashed: dict[str, str] = {}
+
+    def run_the_job() -> None:
+        crashed["run_id"] = crashed_run(
+            stack.app, stack.url, bq_config, stack.work, table, "commit.after", ROWS
+        )
+
+    job = threading.Thread(target=run_the_job)
+    job.start()
+    rows = page.get_by_test_id("run-row")
+    expect(rows).to_have_count(rows_before + 1, timeout=JOB_MS)
+    new_row = rows.filter(has_text=table)
+    expect(new_row.locator('[data-status="running"]')).to_be_visible(timeout=JOB_MS)
+    job.join(timeout=JOB_MS / 1000)
+    run_id = crashed["run_id"]
+    expect(new_row.locator('[data-status="failed"]')).to_be_visible(timeout=JOB_MS)
+    screenshot(page, "runs")
+
+    # Its page: the numbers are the API's.
+    new_row.get_by_role("link", name=run_id).click()
+    expect(page).to_have_url(f"{stack.url}/runs/{run_id}")
+    _assert_run_page_equals_api(page, _api(stack, f"/api/runs/{run_id}"))
+    screenshot(page, "run-failed")
+
+    # Resume: the dialog shows the dry-run plan, then the run resumes.
+    page.get_by_role("button", name="Resume", exact=True).click()
+    dialog = page.get_by_role("dialog")
+    plan = _api_plan(stack, run_id)
+    expect(dialog.get_by_test_id("plan-committed")).to_have_text(
+        f"{plan['committed_rows']:,} rows in {plan['committed_batches']:,} batches"
+    )
+    screenshot(page, "resume-dialog")
+    dialog.get_by_role("button", name="Resume run").click()
+    expect(dialog).to_be_hidden()
+    expect(page.get_by_test_id("run-notice")).to_contain_text("attempt 2")
+
+    # The page follows the resume live: succeeded, then the automatic check says ok.
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=JOB_MS)
+    expect(page.get_by_test_id("reconciliation-status")).to_have_text("ok", timeout=CHECK_MS)
+    expect(page.get_by_test_id("reconciliation-expected")).to_have_text(f"{ROWS:,}")
+    expect(page.get_by_test_id("reconciliation-actual")).to_have_text(f"{ROWS:,}")
+    expect(page.get_by_test_id("reconciliation-distinct")).to_have_text(f"{ROWS:,}")
+    detail = _api(stack, f"/api/runs/{run_id}")
+    assert [a["status"] for a in detail["attempts"]] == ["failed", "succeeded"]
+    _assert_run_page_equals_api(page, detail)
+    assert loads == [], f"the page was reloaded: {loads}"
+    assert counted_keys(rest, table) == (ROWS, ROWS)  # BigQuery's own count
+    screenshot(page, "run-resumed")
+
+
+def _api_plan(stack: Stack, run_id: str) -> Any:
+    response = httpx.post(
+        f"{stack.url}/api/runs/{run_id}/resume?dry_run=true", headers=bearer(OPERATOR), timeout=60
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_reconcile_now_shows_a_mismatch_after_a_duplicate_is_inserted(
+    page: Page, stack: Stack, finished_run: FinishedRun, rest: bigquery.Client
+) -> None:
+    sign_in(page, stack.url, OPERATOR, f"/runs/{finished_run.run_id}")
+    expect(page.get_by_test_id("reconciliation-status")).to_have_text("ok", timeout=CHECK_MS)
+
+    key = 17
+    rest.query(
+        f"INSERT INTO `{finished_run.table}` (event_id) VALUES (@key)",
+        job_config=bigquery.QueryJobConfig(
+            query_parameters=[bigquery.ScalarQueryParameter("key", "INT64", key)]
+        ),
+    ).result()
+    page.get_by_role("button", name="Reconcile now").click()
+
+    expect(page.get_by_test_id("reconciliation-status")).to_have_text("mismatch", timeout=CHECK_MS)
+    # The copy carries no run stamp: not one of the run's rows, an extra one in its table.
+    expect(page.get_by_test_id("reconciliation-actual")).to_have_text(f"{ROWS:,}")
+    expect(page.get_by_test_id("reconciliation-extra")).to_have_text("1")
+    duplicates = page.get_by_test_id("duplicate-keys")
+    expect(duplicates.get_by_role("row").filter(has_text=str(key))).to_contain_text("2")
+    expect(page.get_by_test_id("run-notice")).to_contain_text("Reconciled: mismatch")
+    screenshot(page, "run-mismatch")
+
+    # The list shows the new verdict too, and the audit log who asked for it.
+    go_to(page, "Runs")
+    row = page.get_by_test_id("run-row").filter(has_text=finished_run.run_id)
+    expect(row.get_by_test_id("run-verdict")).to_have_text("mismatch")
+    go_to(page, "Audit log")
+    expect(page.get_by_role("heading", name="Audit log")).to_be_visible()
+    expect(
+        page.get_by_role("row").filter(has_text=f"/api/runs/{finished_run.run_id}/reconcile")
+    ).not_to_have_count(0)
+    screenshot(page, "audit")
+
+
+def test_a_viewer_sees_runs_and_tables_but_no_operator_action(
+    page: Page, stack: Stack, finished_run: FinishedRun
+) -> None:
+    page.goto(f"{stack.url}/runs")
+    page.get_by_label("Token").fill("oo_not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+
+    sign_in(page, stack.url, VIEWER, f"/runs/{finished_run.run_id}")
+    _assert_run_page_equals_api(page, _api(stack, f"/api/runs/{finished_run.run_id}"))
+    expect(page.get_by_role("button", name="Resume", exact=True)).to_have_count(0)
+    expect(page.get_by_role("button", name="Reconcile now")).to_have_count(0)
+    expect(page.get_by_role("link", name="Audit log")).to_have_count(0)
+
+    # Tables: the totals are the API's.
+    go_to(page, "Tables")
+    tables = {t["table"]: t for t in _api(stack, "/api/tables")["data"]}
+    row = page.get_by_test_id("table-row").filter(has_text=finished_run.table)
+    expect(row.get_by_test_id("table-rows-committed")).to_have_text(
+        f"{tables[finished_run.table]['rows_committed']:,}"
+    )
+    screenshot(page, "tables")
+    expect(page.get_by_role("button", name="Reconcile table")).to_have_count(0)
