@@ -138,7 +138,7 @@ def test_a_crashed_run_is_resumed_from_its_page_and_shows_succeeded_and_ok(
     job.join(timeout=JOB_MS / 1000)
     run_id = crashed["run_id"]
     expect(new_row.locator('[data-status="failed"]')).to_be_visible(timeout=JOB_MS)
-    screenshot(page, "runs")
+    screenshot(page, "runs-crashed")
 
     # Its page: the numbers are the API's.
     new_row.get_by_role("link", name=run_id).click()
@@ -224,7 +224,10 @@ def test_a_viewer_sees_runs_and_tables_but_no_operator_action(
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text("not valid")
 
-    sign_in(page, stack.url, VIEWER, f"/runs/{finished_run.run_id}")
+    sign_in(page, stack.url, VIEWER)
+    expect(page.get_by_test_id("run-row").filter(has_text=finished_run.run_id)).to_be_visible()
+    screenshot(page, "runs")
+    page.get_by_role("link", name=finished_run.run_id).click()
     _assert_run_page_equals_api(page, _api(stack, f"/api/runs/{finished_run.run_id}"))
     expect(page.get_by_role("button", name="Resume", exact=True)).to_have_count(0)
     expect(page.get_by_role("button", name="Reconcile now")).to_have_count(0)

@@ -82,3 +82,22 @@ export function Stat({ label, value, testId }: { label: string; value: ReactNode
     </div>
   );
 }
+
+/** A `project.dataset.table` id that wraps only at its dots. */
+export function TableId({ id }: { id: string }) {
+  const parts = id.split(".");
+  return (
+    <span className="mono table-id">
+      {parts.map((part, index) => (
+        <span key={index}>
+          {index > 0 && (
+            <>
+              .<wbr />
+            </>
+          )}
+          {part}
+        </span>
+      ))}
+    </span>
+  );
+}

@@ -5,7 +5,7 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 import { api, type Run } from "../api/client";
 import { Pager } from "../components/Pager";
 import { TimeRangePicker } from "../components/TimeRangePicker";
-import { Empty, QueryState, StatusBadge } from "../components/ui";
+import { Empty, QueryState, StatusBadge, TableId } from "../components/ui";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
 import { pageFromParams } from "../lib/paging";
@@ -87,16 +87,20 @@ function RunRow({ run }: { run: Run }) {
       <td>
         <StatusBadge status={run.status} />
       </td>
-      <td className="mono">
+      <td className="mono nowrap">
         <Link to={to} onClick={(event) => event.stopPropagation()}>
           {run.run_id}
         </Link>
       </td>
       <td>{run.job ?? <span className="muted">–</span>}</td>
-      <td className="mono">{run.table}</td>
+      <td>
+        <TableId id={run.table} />
+      </td>
       <td>{run.mode ?? "–"}</td>
-      <td>{formatTime(run.started_at)}</td>
-      <td className="number">{formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at))}</td>
+      <td className="nowrap">{formatTime(run.started_at)}</td>
+      <td className="number nowrap">
+        {formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at))}
+      </td>
       <td className="number" data-testid="run-rows-committed">
         {formatCount(run.rows_committed)}
       </td>
@@ -165,13 +169,15 @@ export function RunsPage() {
                         <th scope="col" className="number">
                           Rows committed
                         </th>
-                        <th scope="col" className="number" title="append requests answered ALREADY_EXISTS">
-                          ALREADY_EXISTS
+                        <th scope="col" className="number code" title="append requests answered ALREADY_EXISTS">
+                          ALREADY_<wbr />EXISTS
                         </th>
-                        <th scope="col" className="number" title="append requests answered OUT_OF_RANGE">
-                          OUT_OF_RANGE
+                        <th scope="col" className="number code" title="append requests answered OUT_OF_RANGE">
+                          OUT_OF_<wbr />RANGE
                         </th>
-                        <th scope="col">Reconciliation</th>
+                        <th scope="col" title="the latest reconciliation against BigQuery">
+                          Verdict
+                        </th>
                       </tr>
                     </thead>
                     <tbody>

@@ -1,5 +1,5 @@
 // Append requests by response code over time (stacked), and rows appended per second.
-import { Area, AreaChart, Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { WriteErrors } from "../../api/client";
 import { Empty } from "../../components/ui";
 import { formatCount, formatShare } from "../../lib/format";
@@ -64,13 +64,14 @@ export function RequestCharts({ metrics }: { metrics: WriteErrors }) {
         ) : (
           <div className="chart" data-testid="rows-chart">
             <ResponsiveContainer>
-              <AreaChart data={points}>
+              {/* Bars, not a line: a short run has one or two points, and a line of one is a dot. */}
+              <BarChart data={points}>
                 <CartesianGrid strokeDasharray="3 3" opacity={0.3} />
                 <XAxis dataKey="time" />
                 <YAxis />
                 <Tooltip />
-                <Area dataKey="rowsPerSecond" name="rows/s" stroke="#3b82c4" fill="#3b82c4" fillOpacity={0.3} isAnimationActive={false} />
-              </AreaChart>
+                <Bar dataKey="rowsPerSecond" name="rows/s" fill="#3b82c4" isAnimationActive={false} />
+              </BarChart>
             </ResponsiveContainer>
           </div>
         )}

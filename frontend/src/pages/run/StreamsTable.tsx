@@ -32,11 +32,9 @@ export function StreamsTable({ streams }: { streams: Stream[] }) {
                 <th scope="col" className="number">
                   Appends
                 </th>
-                <th scope="col" className="number">
-                  ALREADY_EXISTS
+                <th scope="col" className="number code">ALREADY_<wbr />EXISTS
                 </th>
-                <th scope="col" className="number">
-                  OUT_OF_RANGE
+                <th scope="col" className="number code">OUT_OF_<wbr />RANGE
                 </th>
                 <th scope="col">Last error</th>
                 <th scope="col">Orphan</th>

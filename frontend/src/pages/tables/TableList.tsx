@@ -60,8 +60,8 @@ function TableTotalsTable({ tables }: { tables: TableTotals[] }) {
             <th scope="col" className="number">Runs</th>
             <th scope="col" className="number">Rows committed</th>
             <th scope="col" className="number">Batches</th>
-            <th scope="col" className="number">ALREADY_EXISTS</th>
-            <th scope="col" className="number">OUT_OF_RANGE</th>
+            <th scope="col" className="number code">ALREADY_<wbr />EXISTS</th>
+            <th scope="col" className="number code">OUT_OF_<wbr />RANGE</th>
             <th scope="col">Last loaded</th>
             <th scope="col">Key column</th>
             <th scope="col">Reconciliation</th>
