@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.localbq import LocalBigQuery
 from tests.receiver import Receiver
+from tests.webhook_receiver import WebhookReceiver
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -100,6 +101,15 @@ def receiver() -> Iterator[Receiver]:
     server.up()
     yield server
     server.down()
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookReceiver]:
+    """A real webhook receiver on a free port, verifying every signature it gets."""
+    receiver = WebhookReceiver()
+    receiver.up()
+    yield receiver
+    receiver.down()
 
 
 @pytest.fixture(scope="session")

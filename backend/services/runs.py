@@ -16,13 +16,10 @@ from backend.models import (
     RunPublic,
     RunsPublic,
     StreamPublic,
-    VerdictPublic,
 )
+from backend.services.list_extras import latest_verdicts, retry_code_counts
 from backend.services.paging import page
-from backend.tables import Attempt, Batch, Launch, Reconciliation, Run, Stream, WriteRollup
-
-# The codes a run's list entry counts: what an exactly-once writer meets on a retry.
-COUNTED_CODES = ("ALREADY_EXISTS", "OUT_OF_RANGE")
+from backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
 def _run_fields(run: Run) -> dict[str, Any]:
@@ -31,45 +28,11 @@ def _run_fields(run: Run) -> dict[str, Any]:
     return fields
 
 
-def code_counts(session: Session, run_ids: list[str]) -> dict[str, dict[str, int]]:
-    """ALREADY_EXISTS and OUT_OF_RANGE requests per run, from the per-minute rollups."""
-    counts: dict[str, dict[str, int]] = {run_id: {} for run_id in run_ids}
-    if not run_ids:
-        return counts
-    rows = session.exec(
-        select(WriteRollup.run_id, WriteRollup.code, func.sum(WriteRollup.requests))
-        .where(col(WriteRollup.run_id).in_(run_ids), col(WriteRollup.code).in_(COUNTED_CODES))
-        .group_by(col(WriteRollup.run_id), col(WriteRollup.code))
-    )
-    for run_id, code, requests in rows:
-        counts[run_id][code.lower()] = int(requests)
-    return counts
-
-
-def latest_verdicts(session: Session, run_ids: list[str]) -> dict[str, VerdictPublic]:
-    """Each run's newest reconciliation, in short."""
-    if not run_ids:
-        return {}
-    newest = (
-        select(Reconciliation.run_id, func.max(Reconciliation.id).label("id"))
-        .where(Reconciliation.scope == "run", col(Reconciliation.run_id).in_(run_ids))
-        .group_by(col(Reconciliation.run_id))
-        .subquery()
-    )
-    records = session.exec(
-        select(Reconciliation).join(newest, col(Reconciliation.id) == newest.c.id)
-    )
-    return {
-        str(record.run_id): VerdictPublic.model_validate(record, from_attributes=True)
-        for record in records
-    }
-
-
 def _summaries(session: Session, runs: list[Run]) -> list[dict[str, Any]]:
     """Each run's own fields with its retry-code counts and latest verdict."""
     ids = [run.run_id for run in runs]
-    counts = code_counts(session, ids)
-    verdicts = latest_verdicts(session, ids)
+    counts = retry_code_counts(session, "run", ids)
+    verdicts = latest_verdicts(session, "run", ids)
     return [
         {**_run_fields(run), **counts[run.run_id], "reconciliation": verdicts.get(run.run_id)}
         for run in runs

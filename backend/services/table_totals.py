@@ -7,9 +7,9 @@ from collections import defaultdict
 from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, func, select
 
-from backend.models import TablePublic, TablesPublic, VerdictPublic
-from backend.services.runs import COUNTED_CODES
-from backend.tables import Reconciliation, Run, WriteRollup
+from backend.models import TablePublic, TablesPublic
+from backend.services.list_extras import latest_verdicts, retry_code_counts
+from backend.tables import Run
 
 
 def list_tables(
@@ -37,9 +37,9 @@ def list_tables(
     count = session.exec(select(func.count(func.distinct(Run.table_id))).where(*only)).one()
     tables = [row[0] for row in totals]
     by_status = _runs_by_status(session, tables)
-    codes = _code_counts(session, tables)
+    codes = retry_code_counts(session, "table", tables)
     keys = _latest_keys(session, tables)
-    verdicts = _latest_verdicts(session, tables)
+    verdicts = latest_verdicts(session, "table", tables)
     return TablesPublic(
         data=[
             TablePublic(
@@ -48,8 +48,8 @@ def list_tables(
                 runs_by_status=by_status[table_id],
                 rows_committed=int(rows or 0),
                 batches_committed=int(batches or 0),
-                already_exists=codes[table_id].get("ALREADY_EXISTS", 0),
-                out_of_range=codes[table_id].get("OUT_OF_RANGE", 0),
+                already_exists=codes[table_id].get("already_exists", 0),
+                out_of_range=codes[table_id].get("out_of_range", 0),
                 first_started_at=first,
                 last_started_at=last,
                 key_column=keys.get(table_id),
@@ -72,17 +72,6 @@ def _runs_by_status(session: Session, tables: list[str]) -> dict[str, dict[str, 
     return counts
 
 
-def _code_counts(session: Session, tables: list[str]) -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = defaultdict(dict)
-    for table, code, requests in session.exec(
-        select(WriteRollup.table_id, WriteRollup.code, func.sum(WriteRollup.requests))
-        .where(col(WriteRollup.table_id).in_(tables), col(WriteRollup.code).in_(COUNTED_CODES))
-        .group_by(col(WriteRollup.table_id), col(WriteRollup.code))
-    ):
-        counts[table][code] = int(requests)
-    return counts
-
-
 def _latest_keys(session: Session, tables: list[str]) -> dict[str, str]:
     """The key column the newest run naming one used (what a table check would use)."""
     keys: dict[str, str] = {}
@@ -93,19 +82,3 @@ def _latest_keys(session: Session, tables: list[str]) -> dict[str, str]:
     ):
         keys.setdefault(table, str(key))
     return keys
-
-
-def _latest_verdicts(session: Session, tables: list[str]) -> dict[str, VerdictPublic]:
-    newest = (
-        select(Reconciliation.table_id, func.max(Reconciliation.id).label("id"))
-        .where(Reconciliation.scope == "table", col(Reconciliation.table_id).in_(tables))
-        .group_by(col(Reconciliation.table_id))
-        .subquery()
-    )
-    records = session.exec(
-        select(Reconciliation).join(newest, col(Reconciliation.id) == newest.c.id)
-    )
-    return {
-        record.table_id: VerdictPublic.model_validate(record, from_attributes=True)
-        for record in records
-    }

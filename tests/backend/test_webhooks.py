@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -32,14 +31,6 @@ def settings(settings: Settings) -> Settings:
     settings.webhook_timeout_s = 5
     settings.public_url = "http://dashboard.example"
     return settings
-
-
-@pytest.fixture
-def hook() -> Iterator[WebhookReceiver]:
-    receiver = WebhookReceiver()
-    receiver.up()
-    yield receiver
-    receiver.down()
 
 
 def _endpoint(client: TestClient, hook: WebhookReceiver, **fields: Any) -> dict[str, Any]:

@@ -41,14 +41,6 @@ def backend_url(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def hook() -> Iterator[WebhookReceiver]:
-    receiver = WebhookReceiver()
-    receiver.up()
-    yield receiver
-    receiver.down()
-
-
 def _api(base: str, token: str, method: str, path: str, body: Any = None) -> Any:
     """The backend's answer, asked directly: what the page did, as the API sees it."""
     response = httpx.request(
