@@ -20,13 +20,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status
-from tests.browser.dashboard import go_to, screenshot, sign_in
+from tests.browser.dashboard import VIEWPORT, go_to, screenshot, sign_in
 from tests.conftest import REPO_ROOT
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, load_orders, served
 
@@ -242,3 +242,41 @@ def test_a_viewer_sees_runs_and_tables_but_no_operator_action(
     )
     screenshot(page, "tables")
     expect(page.get_by_role("button", name="Reconcile table")).to_have_count(0)
+
+
+def test_signing_in_and_moving_around_by_keyboard_in_dark_mode(
+    browser: Browser, stack: Stack
+) -> None:
+    context = browser.new_context(viewport=VIEWPORT, color_scheme="dark")
+    page = context.new_page()
+    try:
+        page.goto(f"{stack.url}/tables")
+        page.keyboard.press("Tab")
+        expect(page.get_by_label("Token")).to_be_focused()
+        page.keyboard.type(VIEWER)
+        page.keyboard.press("Enter")
+        expect(page.get_by_test_id("signed-in-as")).to_contain_text("viewer")
+        expect(page.get_by_role("heading", name="Tables", exact=True)).to_be_visible()
+
+        page.keyboard.press("Tab")  # the first stop skips the navigation
+        skip = page.get_by_role("link", name="Skip to content")
+        expect(skip).to_be_focused()
+        page.keyboard.press("Tab")
+        runs = page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs")
+        expect(runs).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page).to_have_url(f"{stack.url}/runs")
+
+        # The system says dark: the page is dark, its text light.
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        text = page.evaluate("getComputedStyle(document.querySelector('h1')).color")
+        assert _luminance(background) < 0.1, background
+        assert _luminance(text) > 0.8, text
+        screenshot(page, "runs-dark")
+    finally:
+        context.close()
+
+
+def _luminance(css_rgb: str) -> float:
+    red, green, blue = (int(c) for c in css_rgb[css_rgb.index("(") + 1 : -1].split(",")[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
