@@ -407,6 +407,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
+def cmd_py_files(args: argparse.Namespace) -> int:
+    from onceover.packaging import build_py_files
+
+    print(build_py_files(args.out).resolve())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="onceover", description="Exactly-once Spark to BigQuery loads."
@@ -473,6 +480,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_chaos_parser(commands)
 
+    _add_py_files_parser(commands)
+
+    _add_database_parsers(commands)
+    return parser
+
+
+def _add_database_parsers(commands: Any) -> None:
+    """``onceover db`` and ``onceover token``: the backend's database and its tokens."""
+
     def database_option(command: argparse.ArgumentParser) -> None:
         command.add_argument("--database-url", default=None,
                              help="SQLAlchemy URL (default $ONCEOVER_DATABASE_URL, else an "
@@ -498,7 +514,15 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--name", required=True)
     database_option(revoke)
     revoke.set_defaults(handler=cmd_token_revoke)
-    return parser
+
+
+def _add_py_files_parser(commands: Any) -> None:
+    py_files = commands.add_parser(
+        "py-files", help="build the zip of this project's code for spark-submit --py-files"
+    )
+    py_files.add_argument("--out", type=Path, default=Path("dist"),
+                          help="directory to write it to (default %(default)s)")  # fmt: skip
+    py_files.set_defaults(handler=cmd_py_files)
 
 
 def _add_chaos_parser(commands: Any) -> None:

@@ -32,6 +32,7 @@ from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig
 from onceover.events import JobSpec
 from onceover.job_env import ATTEMPT_ID_ENV, MONITOR_TOKEN_ENV, MONITOR_URL_ENV, SPARK_MASTER_ENV
+from onceover.packaging import build_py_files
 from onceover.processes import ChildProcess, job_environment
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,20 @@ PASSED_ENV = frozenset({"ONCEOVER_LOG_FORMAT", "ONCEOVER_HEARTBEAT_S", "ONCEOVER
 """The only ``ONCEOVER_*`` variables of the backend a launched job inherits."""
 HOST = socket.gethostname()
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def with_py_files(args: list[str], zip_path: Path) -> list[str]:
+    """``args`` with ``zip_path`` added to its ``--py-files`` (or a new one): spark-submit
+    keeps only the last ``--py-files`` it is given, so ours joins the operator's."""
+    merged = list(args)
+    for index, arg in enumerate(merged):
+        if arg == "--py-files" and index + 1 < len(merged):
+            merged[index + 1] = f"{merged[index + 1]},{zip_path}"
+            return merged
+        if arg.startswith("--py-files="):
+            merged[index] = f"{arg},{zip_path}"
+            return merged
+    return [*merged, "--py-files", str(zip_path)]
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -98,7 +113,15 @@ class Launcher:
         submit = [self._spark_submit()]
         if master:
             submit += ["--master", master]
-        return [*submit, *self.settings.spark_submit_args, module_file, *args]
+        extra = with_py_files(self.settings.spark_submit_args, self.py_files())
+        return [*submit, *extra, module_file, *args]
+
+    def py_files(self) -> Path:
+        """The zip of this project's code that executors import (built when it changed)."""
+        try:
+            return build_py_files(self.settings.data_dir / "py-files")
+        except OSError as exc:
+            raise LaunchFailedError(f"could not build the executors' code zip: {exc}") from exc
 
     def _spark_submit(self) -> str:
         if self.settings.spark_submit:

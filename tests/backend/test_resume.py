@@ -300,8 +300,12 @@ def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app
         "/opt/spark/bin/spark-submit", "--master", "spark://m:7077", "--conf",
         "spark.executor.memory=2g",
     ]  # fmt: skip
-    assert command[5].endswith("jobs/load_files.py")
-    assert command[6:] == ["--x", "y"]
+    # The executors get this project's code with the job, whatever their image holds.
+    assert command[5] == "--py-files"
+    assert Path(command[6]).name.startswith("onceover-py-files-")
+    assert Path(command[6]).is_file()
+    assert command[7].endswith("jobs/load_files.py")
+    assert command[8:] == ["--x", "y"]
     assert app.state.launcher.command(spec)[3:] == ["--master", "local[1]", "--x", "y"]
 
 
