@@ -145,6 +145,23 @@ def _bool(options: Mapping[str, str], name: str) -> bool:
     return text in _TRUE
 
 
+def _local_path(checkpoint: str) -> str:
+    """The checkpoint as a filesystem path: the ledger beside Spark's checkpoint needs an
+    atomic rename and fsync, which a mounted filesystem gives and an object store's
+    Hadoop connector does not, so ``gs://``, ``hdfs://`` or ``s3a://`` are refused."""
+    parts = urlsplit(checkpoint)
+    if parts.scheme == "file":
+        return parts.path
+    if parts.scheme and len(parts.scheme) > 1:  # not a Windows drive letter
+        raise SinkOptionError(
+            "checkpointLocation",
+            f"{checkpoint!r}: give a path on a mounted filesystem (local, or NFS/Filestore "
+            f"shared by the cluster); the ledger in <checkpointLocation>/onceover needs atomic "
+            f"renames, which {parts.scheme}:// storage does not offer",
+        )
+    return checkpoint
+
+
 def parse_options(  # noqa: PLR0912 - one check per option, in order
     raw: Mapping[str, str], *, default_project: str | None, streaming: bool
 ) -> SinkOptions:
@@ -185,6 +202,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
             raise SinkOptionError(
                 "ledger", "streaming writes keep the ledger in <checkpointLocation>/onceover"
             )
+        checkpoint = _local_path(checkpoint)
         ledger = os.path.join(checkpoint, "onceover")
     else:
         ledger = os.path.abspath(ledger or DEFAULT_BATCH_LEDGER)
