@@ -57,6 +57,7 @@ vitest: frontend/node_modules/.installed
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
+	@scripts/ensure-docker-compose.sh
 	$(VENV)/bin/pytest
 
 test: lint vitest pytest

@@ -38,6 +38,16 @@ from onceover.bigquery import BigQueryConfig
 logger = logging.getLogger(__name__)
 
 
+def create_app_from_environment() -> FastAPI:
+    """The app as each worker of ``onceover serve --workers N`` builds it: settings and
+    logging from the environment (a worker process inherits neither object)."""
+    from backend.core.logging import configure_backend_logging
+
+    settings = get_settings()
+    configure_backend_logging(settings.log_format)
+    return create_app(settings)
+
+
 def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None = None) -> FastAPI:
     """Build the app; BigQuery comes from ``ONCEOVER_BIGQUERY_*`` unless given.
 

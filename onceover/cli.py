@@ -143,9 +143,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.launch_monitor_url = f"http://{host}:{args.port}"
     configure_backend_logging(settings.log_format)
     _upgraded(settings)
+    if args.workers > 1:
+        _serve_workers(args, settings)
+        return 0
     app = create_app(settings)
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
+
+
+def _serve_workers(args: argparse.Namespace, settings: Settings) -> None:
+    """Several worker processes on one port. Each builds its own app from the
+    environment, so what this command decided goes there first."""
+    import uvicorn
+    from sqlalchemy.engine import make_url
+
+    if make_url(settings.database_url).get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            "--workers above 1 needs PostgreSQL (ONCEOVER_DATABASE_URL or --database-url): "
+            "the workers share the database and coordinate through it"
+        )
+    os.environ["ONCEOVER_DATABASE_URL"] = settings.database_url
+    os.environ["ONCEOVER_LAUNCH_MONITOR_URL"] = settings.launch_monitor_url
+    uvicorn.run(
+        "backend.main:create_app_from_environment",
+        factory=True,
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+    )
 
 
 @contextmanager
@@ -463,6 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the backend and dashboard")
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add_argument("--workers", type=_positive, default=1,
+                       help="worker processes (default 1; more need PostgreSQL)")  # fmt: skip
     backend_options(serve)
     serve.set_defaults(handler=cmd_serve)
 

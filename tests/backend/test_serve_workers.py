@@ -1,0 +1,129 @@
+"""``onceover serve --workers 2`` on PostgreSQL: two worker processes, each with its own
+alert evaluator and webhook dispatcher, and every alert transition reaches the
+receiver once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from onceover.preflight import free_port
+from tests.backend import factory as f
+from tests.backend.conftest import INGEST, OPERATOR, TOKENS, VIEWER, bearer
+from tests.webhook_receiver import WebhookReceiver
+
+WORKERS = 2
+START_S = 180.0  # each worker imports the whole backend; slow on a busy 2-core machine
+
+
+def _workers(pid: int) -> list[int]:
+    """The worker processes uvicorn spawned (not its multiprocessing resource tracker)."""
+    found = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    return [int(line.split()[0]) for line in found.stdout.splitlines() if "spawn_main" in line]
+
+
+@pytest.fixture
+def served(
+    postgres_url: str, subprocess_env: dict[str, str], tmp_path: Path
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    env = {
+        **subprocess_env,
+        "ONCEOVER_DATABASE_URL": postgres_url,
+        "ONCEOVER_TOKENS": TOKENS,
+        "ONCEOVER_FRONTEND_DIST": str(tmp_path / "none"),
+        "ONCEOVER_ALERT_EVAL_INTERVAL_S": "0.1",  # every worker evaluates ten times a second
+        "ONCEOVER_WEBHOOK_POLL_S": "0.05",
+        "ONCEOVER_RECONCILE_ON_SUCCESS": "false",
+        "ONCEOVER_LOG_FORMAT": "text",
+    }
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "onceover", "serve", "--workers", str(WORKERS),
+         "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        log_path = tmp_path / "serve.log"
+        while log_path.read_text().count("Application startup complete") < WORKERS or not (
+            _answers(url)
+        ):
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(0.2)  # the workers import and start on their own; look again
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/health", timeout=2).status_code in (200, 503)
+    except httpx.HTTPError:
+        return False
+
+
+def _post(url: str, path: str, token: str, body: Any) -> Any:
+    response = httpx.post(f"{url}{path}", json=body, headers=bearer(token), timeout=10)
+    assert response.is_success, response.text
+    return response.json()
+
+
+def _evaluated_at(url: str, alert_id: int) -> datetime:
+    body = httpx.get(f"{url}/api/alerts/{alert_id}", headers=bearer(VIEWER), timeout=10).json()
+    return datetime.fromisoformat(body["evaluated_at"])
+
+
+def test_two_workers_deliver_each_alert_transition_once(
+    served: tuple[str, subprocess.Popen[str]], hook: WebhookReceiver
+) -> None:
+    url, process = served
+    assert len(_workers(process.pid)) == WORKERS
+    _post(url, "/api/alert-rules", OPERATOR, {"name": "failed", "kind": "run_failed"})
+    hook.secret = _post(url, "/api/webhooks", OPERATOR, {"name": "hook", "url": hook.url})["secret"]
+
+    _post(url, "/api/events", INGEST, f.as_json([f.started("r", "a1", 0), f.failed("r", "a1", 5)]))
+    (firing,) = hook.wait_for(1)
+    _post(url, "/api/events", INGEST, f.as_json([f.started("r", "a2", 10)]))  # a resume
+    received = hook.wait_for(2)
+
+    # Let both workers evaluate many more rounds: the alert's evaluation time moves on
+    # by two seconds, twenty rounds of each worker.
+    alerts = httpx.get(f"{url}/api/alerts", params={"run_id": "r"}, headers=bearer(VIEWER))
+    (alert,) = alerts.json()["data"]
+    settled = _evaluated_at(url, alert["id"])
+    deadline = time.monotonic() + 30
+    while (_evaluated_at(url, alert["id"]) - settled).total_seconds() < 2:
+        assert time.monotonic() < deadline, "the evaluators stopped evaluating"
+        time.sleep(0.2)  # rounds run on the workers' own schedule; look again
+
+    assert [r.json()["status"] for r in hook.all()] == ["firing", "resolved"]
+    assert firing.json()["status"] == "firing"
+    assert all(r.verified for r in received)
+    assert len({r.message_id for r in received}) == 2
+    history = httpx.get(f"{url}/api/alerts/history", params={"run_id": "r"},
+                        headers=bearer(VIEWER)).json()  # fmt: skip
+    assert [t["status"] for t in history["data"]] == ["resolved", "firing"]
+
+
+def test_more_than_one_worker_on_sqlite_is_refused(subprocess_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "onceover", "serve", "--workers", "2", "--port", "0"],
+        env={**subprocess_env, "ONCEOVER_TOKENS": TOKENS}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--workers above 1 needs PostgreSQL" in done.stderr

@@ -1,0 +1,94 @@
+"""A standalone Spark cluster on this machine: one master and one worker, started from
+PySpark's own scripts (``spark-class ...deploy.master.Master`` / ``...worker.Worker``),
+as a cluster's are, so a job submitted to ``spark://`` runs its executors in another
+JVM that only knows what ``spark-submit`` ships it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+import pyspark
+
+from onceover.preflight import free_port
+
+START_S = 120.0
+
+
+@dataclass
+class SparkCluster:
+    work: Path
+    master_port: int = 0
+    master_ui_port: int = 0
+
+    def __post_init__(self) -> None:
+        self.master_port = self.master_port or free_port()
+        self.master_ui_port = self.master_ui_port or free_port()
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def _start(self, name: str, *args: str) -> None:
+        home = Path(pyspark.__file__).parent
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_WORKER_DIR": str(self.work / "worker"),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+        log = (self.work / f"{name}.log").open("wb")
+        command = [str(home / "bin" / "spark-class"), *args]
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._processes.append(process)
+
+    def state(self) -> dict[str, Any]:
+        """The master's own account of itself (its web UI's JSON)."""
+        url = f"http://127.0.0.1:{self.master_ui_port}/json/"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            state: dict[str, Any] = json.load(answer)
+        return state
+
+    def _worker_alive(self) -> bool:
+        try:
+            return any(w.get("state") == "ALIVE" for w in self.state().get("workers", []))
+        except OSError:
+            return False
+
+    def __enter__(self) -> Self:
+        self.work.mkdir(parents=True, exist_ok=True)
+        master = "org.apache.spark.deploy.master.Master"
+        worker = "org.apache.spark.deploy.worker.Worker"
+        self._start("master", master, "--host", "127.0.0.1", "--port", str(self.master_port),
+                    "--webui-port", str(self.master_ui_port))  # fmt: skip
+        self._start("worker", worker, "--cores", "1", "--memory", "1g",
+                    "--webui-port", str(free_port()), self.url)  # fmt: skip
+        deadline = time.monotonic() + START_S
+        while not self._worker_alive():
+            for process in self._processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited; see {self.work}/*.log")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no worker registered in {START_S:.0f} s; see {self.work}")
+            time.sleep(0.5)  # the JVMs start on their own time; look again
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for process in reversed(self._processes):
+            process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
