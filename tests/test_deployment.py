@@ -76,6 +76,7 @@ def test_the_stack_validates_with_the_example_settings() -> None:
     )
     assert backend["environment"]["ONCEOVER_SPARK_MASTER"] == "spark://spark-master:7077"
     assert backend["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "/api/health" in " ".join(backend["healthcheck"]["test"])
     for service in ("backend", "spark-worker"):
         mounts = {v.split(":")[1] for v in config["services"][service]["volumes"]}
         assert {"/checkpoints", "/data"} <= mounts, service
