@@ -46,11 +46,11 @@ class SparkCluster:
             "SPARK_WORKER_DIR": str(self.work / "worker"),
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
-        log = (self.work / f"{name}.log").open("wb")
         command = [str(home / "bin" / "spark-class"), *args]
-        process = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        with (self.work / f"{name}.log").open("wb") as log:  # the daemon keeps its own copy
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self._processes.append(process)
 
     def state(self) -> dict[str, Any]:

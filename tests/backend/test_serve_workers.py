@@ -26,7 +26,7 @@ START_S = 180.0  # each worker imports the whole backend; slow on a busy 2-core 
 
 def _workers(pid: int) -> list[int]:
     """The worker processes uvicorn spawned (not its multiprocessing resource tracker)."""
-    found = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)],
+    found = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)],
                            capture_output=True, text=True, check=False)  # fmt: skip
     return [int(line.split()[0]) for line in found.stdout.splitlines() if "spawn_main" in line]
 
@@ -95,25 +95,32 @@ def test_two_workers_deliver_each_alert_transition_once(
     _post(url, "/api/alert-rules", OPERATOR, {"name": "failed", "kind": "run_failed"})
     hook.secret = _post(url, "/api/webhooks", OPERATOR, {"name": "hook", "url": hook.url})["secret"]
 
-    _post(url, "/api/events", INGEST, f.as_json([f.started("r", "a1", 0), f.failed("r", "a1", 5)]))
-    (firing,) = hook.wait_for(1)
+    # Two failed runs: "r" is resumed (firing, then resolved), "kept" stays failed, so
+    # its alert is evaluated, and stays firing, every round of either worker.
+    failed = [f.started("r", "a1", 0), f.failed("r", "a1", 5)]
+    failed += [f.started("kept", "a1", 0), f.failed("kept", "a1", 5)]
+    _post(url, "/api/events", INGEST, f.as_json(failed))
+    hook.wait_for(2)
     _post(url, "/api/events", INGEST, f.as_json([f.started("r", "a2", 10)]))  # a resume
-    received = hook.wait_for(2)
+    hook.wait_for(3)
 
-    # Let both workers evaluate many more rounds: the alert's evaluation time moves on
-    # by two seconds, twenty rounds of each worker.
-    alerts = httpx.get(f"{url}/api/alerts", params={"run_id": "r"}, headers=bearer(VIEWER))
-    (alert,) = alerts.json()["data"]
-    settled = _evaluated_at(url, alert["id"])
+    # Let both workers evaluate many more rounds: the firing alert's evaluation time
+    # moves on by two seconds, twenty rounds of each worker.
+    alerts = httpx.get(f"{url}/api/alerts", params={"run_id": "kept"}, headers=bearer(VIEWER))
+    (kept,) = alerts.json()["data"]
+    settled = _evaluated_at(url, kept["id"])
     deadline = time.monotonic() + 30
-    while (_evaluated_at(url, alert["id"]) - settled).total_seconds() < 2:
+    while (_evaluated_at(url, kept["id"]) - settled).total_seconds() < 2:
         assert time.monotonic() < deadline, "the evaluators stopped evaluating"
         time.sleep(0.2)  # rounds run on the workers' own schedule; look again
 
-    assert [r.json()["status"] for r in hook.all()] == ["firing", "resolved"]
-    assert firing.json()["status"] == "firing"
+    received = hook.all()
+    by_run = sorted(
+        (r.json()["alerts"][0]["labels"]["run_id"], r.json()["status"]) for r in received
+    )
+    assert by_run == [("kept", "firing"), ("r", "firing"), ("r", "resolved")]
     assert all(r.verified for r in received)
-    assert len({r.message_id for r in received}) == 2
+    assert len({r.message_id for r in received}) == 3
     history = httpx.get(f"{url}/api/alerts/history", params={"run_id": "r"},
                         headers=bearer(VIEWER)).json()  # fmt: skip
     assert [t["status"] for t in history["data"]] == ["resolved", "firing"]
