@@ -37,7 +37,9 @@ ENV PATH=/app/.venv/bin:$PATH \
     ONCEOVER_FRONTEND_DIST=/app/frontend/dist \
     ONCEOVER_DATA_DIR=/var/lib/onceover \
     ONCEOVER_LOG_FORMAT=json
-RUN mkdir -p /var/lib/onceover /checkpoints && chown onceover /var/lib/onceover /checkpoints
+# /checkpoints and /data are shared with the Spark workers, whose user has the same uid.
+RUN mkdir -p /var/lib/onceover /checkpoints /data \
+    && chown onceover /var/lib/onceover /checkpoints /data
 USER onceover
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \

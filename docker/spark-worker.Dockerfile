@@ -19,5 +19,10 @@ RUN python3.11 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir "uv==${
     && python3.11 -m venv /opt/onceover \
     && /opt/onceover/bin/pip install --no-cache-dir -r requirements.txt \
     && rm -rf /tmp/onceover /opt/uv
+# The same uid as the backend image's user: a checkpoint is written by the driver (in
+# the backend) and, in committed mode, by the tasks (here), so both must own it.
+RUN useradd --uid 10001 --create-home onceover \
+    && mkdir -p /opt/spark/work /checkpoints /data \
+    && chown onceover /opt/spark/work /checkpoints /data
 ENV PYSPARK_PYTHON=/opt/onceover/bin/python
-USER spark
+USER onceover
