@@ -4,6 +4,7 @@ every signature with the Standard Webhooks reference library (not our code)."""
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from sqlalchemy import Engine
 from backend.core.config import Settings
 from backend.services.alert_evaluator import evaluate
 from backend.services.ingest import ingest_events
+from backend.services.webhook_dispatch import backoff
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.webhook_receiver import Answer, WebhookReceiver
@@ -139,9 +141,12 @@ def test_a_receiver_that_is_down_gets_retries_with_growing_waits_then_the_messag
     assert tries[-1]["status_code"] == 200
     starts = [datetime.fromisoformat(t["started_at"]).timestamp() for t in tries]
     waits = [b - a for a, b in itertools.pairwise(starts)]
-    # Growing until the receiver came back (the last wait may be cut short by it).
-    assert all(later > earlier for earlier, later in itertools.pairwise(waits[:3])), waits
-    assert waits[0] >= BACKOFF_S * 0.75 - 0.01, waits
+    # A wait is the scheduled backoff plus however late the dispatcher's poll came round, which
+    # on a loaded machine can be most of a second; so the growth is checked on the floor each
+    # wait cannot go under (base x 2^(n-1), less the 25% jitter), which doubles every try.
+    # The last wait may be cut short by the receiver coming back.
+    floors = [BACKOFF_S * 2**n * 0.75 - 0.01 for n in range(3)]
+    assert all(wait >= floor for wait, floor in zip(waits[:3], floors, strict=True)), waits
     [got] = hook.wait_for(1)
     assert got.verified
     assert got.message_id == first["message_id"]
@@ -288,3 +293,12 @@ def test_endpoints_name_unknown_rules_and_can_be_deleted(
         == 204
     )
     assert client.get(f"/api/webhooks/{endpoint['id']}", headers=bearer(VIEWER)).status_code == 404
+
+
+def test_the_scheduled_backoff_grows_with_every_try_whatever_the_jitter() -> None:
+    rng = random.Random(7)
+    for _ in range(1000):
+        planned = [backoff(n, BACKOFF_S, 3600, rng) for n in range(1, 8)]
+        assert all(later > earlier for earlier, later in itertools.pairwise(planned)), planned
+        assert BACKOFF_S * 0.75 <= planned[0] <= BACKOFF_S * 1.25
+    assert backoff(30, BACKOFF_S, 60, rng) == 60  # capped
