@@ -16,6 +16,12 @@ unary method, or the n-th message of ``AppendRows``, into one of:
   server applied the message, and the ones in flight before it, is left to chance.
 - ``kill``: ``AppendRows`` only: forward the message, then hand the client's
   address to a callback (the chaos harness kills the Spark task that sent it).
+- ``gap``: ``AppendRows`` only: forward the message with its offset moved past the
+  end of the stream, as a client that skipped a request would send it. The server
+  answers OUT_OF_RANGE and applies nothing; the call goes on. (The one fault here that
+  decodes a message: no failure of the wire alone makes the server see a gap, since
+  a stream's messages arrive in order or not at all.) A message without an offset
+  (the ``_default`` stream) passes unchanged and the fault does not fire.
 
 Counters are per proxy, so they run across every restart of a job. What fired is
 kept in :attr:`FaultProxy.fired`.
@@ -47,8 +53,10 @@ UNARY_METHODS = (
     "BatchCommitWriteStreams",
     "FlushRows",
 )
-WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill"]
-STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill"})
+WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill", "gap"]
+STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill", "gap"})
+GAP_ROWS = 1_000_000
+"""How far ``gap`` moves an offset: past any stream a test or the demo writes."""
 
 # Set by gRPC itself; forwarding them is refused or wrong.
 _HOP_BY_HOP = ("user-agent", "grpc-", ":")
@@ -148,6 +156,15 @@ class FaultProxy(StartStop):
             self.fired.append(FiredWireFault(fault, time.monotonic(), detail))
         logger.debug("fired: %s %s #%d %s", fault.action, fault.method, fault.nth, detail)
 
+    def _gapped(self, nth: int, request: bytes) -> bytes:
+        """``request``, its offset moved if a ``gap`` fault falls on message ``nth``."""
+        for fault in self._faults(APPEND_ROWS, nth, ("gap",)):
+            moved, detail = _with_gap(request)
+            if detail:
+                self._fire(fault, detail)
+                return moved
+        return request
+
     # -- forwarding ---------------------------------------------------------------
 
     def _metadata(self, context: grpc.ServicerContext) -> list[tuple[str, str | bytes]]:
@@ -208,7 +225,7 @@ class FaultProxy(StartStop):
                         upstream["call"].cancel()
                         return
                 sent.append(nth)
-                yield request
+                yield self._gapped(nth, request)
                 # gRPC asks for the next message only once this one is on the wire.
                 for fault in self._faults(APPEND_ROWS, nth, ("cut", "kill")):
                     if fault.action == "cut":
@@ -246,6 +263,19 @@ class FaultProxy(StartStop):
             context.abort(abort[0].code, str(abort[0]))
 
 
+def _with_gap(request: bytes) -> tuple[bytes, str]:
+    """``request`` with its offset moved ``GAP_ROWS`` ahead, and what moved ("" if none)."""
+    from google.cloud.bigquery_storage_v1 import types
+
+    message = types.AppendRowsRequest.pb()()
+    message.ParseFromString(request)
+    if not message.HasField("offset"):
+        return request, ""
+    was = message.offset.value
+    message.offset.value = was + GAP_ROWS
+    return message.SerializeToString(), f"offset {was} sent as {was + GAP_ROWS}"
+
+
 def _message(fault: WireFault, when: str) -> str:
     what = {
         "unavailable": "UNAVAILABLE injected before forwarding",
@@ -253,6 +283,7 @@ def _message(fault: WireFault, when: str) -> str:
         "delay": "delayed",
         "cut": "connection cut mid-stream",
         "kill": "client killed",
+        "gap": "offset moved past the end of the stream",
     }[fault.action]
     return f"onceover chaos proxy: {what} ({fault.method} #{fault.nth}{' ' + when if when else ''})"
 

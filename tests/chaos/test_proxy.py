@@ -198,6 +198,27 @@ def test_kill_hands_the_clients_address_to_the_callback(
     assert proxy.fired[0].detail == "noted"
 
 
+def test_a_gap_is_out_of_range_and_the_call_goes_on(
+    proxies: list[FaultProxy], bq_config: BigQueryConfig, rest: bigquery.Client, table: str
+) -> None:
+    proxy = _proxy(proxies, bq_config, WireFault("gap", "AppendRows", 2))
+    client = _through(proxy, bq_config)
+    stream = create_stream(client, table, COMMITTED).name
+    requests = [append_request(stream, rows(i * 10, 10), i * 10) for i in range(3)]
+
+    codes = [r.error.code for r in _append_rows(client, stream, requests)]
+
+    # The second arrives 1,000,000 rows ahead: a gap. The third, at offset 20, is
+    # still ahead of the 10 the server expects: a gap as well. Nothing applied past 10.
+    out_of_range = grpc.StatusCode.OUT_OF_RANGE.value[0]
+    assert codes == [0, out_of_range, out_of_range]
+    assert _count(rest, table) == 10
+    assert [f.detail for f in proxy.fired] == ["offset 10 sent as 1000010"]
+    again = [append_request(stream, rows(i * 10, 10), i * 10) for i in (1, 2)]
+    assert [r.error.code for r in _append_rows(client, stream, again)] == [0, 0]
+    assert _count(rest, table) == 30
+
+
 def test_a_wire_fault_names_a_real_method() -> None:
     with pytest.raises(ValueError, match="unknown Storage Write method"):
         WireFault("delay", "AppendRow", 1)
