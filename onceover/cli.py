@@ -5,7 +5,7 @@
     onceover bigquery   the local BigQuery, in the foreground
     onceover serve      the control plane (backend and dashboard)
     onceover up         both, until Ctrl-C or SIGTERM
-    onceover demo       start the stack, run the demo job, print what BigQuery holds
+    onceover demo       the whole product: four loads, reconciliation, alerts, dashboard
     onceover db upgrade bring the backend's database to the latest migration
     onceover token ...  create, list or revoke API tokens
 """
@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -25,10 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onceover import __version__
-from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig
+from onceover.bigquery import LOCAL_PROJECT
 from onceover.console import configure_logging, run
-from onceover.errors import ConfigurationError, OnceoverError
-from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
+from onceover.errors import ConfigurationError
 from onceover.localbq import (
     PINNED_VERSION,
     LocalBigQuery,
@@ -36,7 +34,6 @@ from onceover.localbq import (
     LocalBigQueryProcess,
 )
 from onceover.preflight import check_java, check_port_free
-from onceover.processes import job_environment
 from onceover.stack import BackendProcess, check_children
 
 if TYPE_CHECKING:
@@ -299,101 +296,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO_TABLE = f"{LOCAL_PROJECT}.onceover_demo.orders"
-
-
-def run_demo_load(
-    config: BigQueryConfig, workdir: Path, rows: int, monitor: dict[str, str] | None = None
-) -> Path:
-    """Generate order events, load them with the exactly-once job, count them in BigQuery.
-
-    ``monitor`` (``ONCEOVER_MONITOR_URL`` and ``_TOKEN``) sends the job's events to a
-    control plane. Returns the job's checkpoint directory.
-    """
-    import shutil
-
-    source, checkpoint = workdir / "orders", workdir / "checkpoint"
-    for stale in (source, checkpoint):  # the local BigQuery is new each time: so are these
-        shutil.rmtree(stale, ignore_errors=True)
-    env = {**job_environment(config), "ONCEOVER_LOG_FORMAT": "text", **(monitor or {})}
-    steps = [
-        (f"Generating {rows:,} order events in 4 JSON files ...",
-         ["-m", "jobs.generate", "--out", str(source), "--rows", str(rows), "--files", "4"]),
-        (f"Loading them into {DEMO_TABLE} exactly once (jobs.load_files, pending mode) ...",
-         ["-m", "jobs.load_files", "--source", str(source), "--format", "json",
-          "--table", DEMO_TABLE, "--key", "event_id", "--checkpoint", str(checkpoint),
-          "--create-table", "--max-files-per-trigger", "2"]),
-    ]  # fmt: skip
-    for message, job in steps:
-        print(message, flush=True)
-        status = subprocess.run([sys.executable, *job], env=env, check=False).returncode
-        if status != 0:
-            raise OnceoverError(f"{job[1]} failed with status {status}")
-    from onceover.bigquery import bigquery_client
-
-    query = f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{DEMO_TABLE}`"
-    counted = next(iter(bigquery_client(config).query_and_wait(query)))
-    print(f"BigQuery counted {counted['n']} rows ({counted['ids']} distinct event ids).")
-    if not counted["n"] == counted["ids"] == rows:
-        raise OnceoverError(f"BigQuery holds {counted['n']} rows; {rows} were loaded")
-    return checkpoint
-
-
-def report_run(backend: BackendProcess, token: str, checkpoint: Path, rows: int) -> None:
-    """What the control plane saw of the demo run (its events arrive as the job ends)."""
-    import time
-
-    import httpx
-
-    run_id = (checkpoint / "onceover" / "run_id").read_text().strip()
-    headers = {"Authorization": f"Bearer {token}"}
-    deadline = time.monotonic() + 30
-    while True:
-        response = httpx.get(f"{backend.url}/api/runs/{run_id}", headers=headers, timeout=10)
-        run = response.json() if response.status_code == 200 else {}
-        if run.get("status") == "succeeded" or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)  # the job's last events are a flush away; look again shortly
-    if run.get("status") != "succeeded":
-        raise OnceoverError(f"the control plane shows run {run_id} as {run.get('status')!r}")
-    requests = ", ".join(f"{code} {n}" for code, n in sorted(run["write_requests"].items()))
-    print(
-        f"Control plane: run {run_id} {run['status']}, {run['rows_committed']} rows committed "
-        f"in {run['batches_committed']} batches; append requests: {requests}."
-    )
-    if run["rows_committed"] != rows:
-        raise OnceoverError(f"the control plane counted {run['rows_committed']} rows, not {rows}")
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
+    from onceover.demo.run import run_demo
+
     check_java()
-    logs = STATE_DIR / "demo"
-    print("Starting the local BigQuery and the backend ...", flush=True)
-    tokens = development_tokens()
-    for stale in ("onceover.db", "onceover.db-wal", "onceover.db-shm"):  # a fresh run each time
-        (logs / stale).unlink(missing_ok=True)
-    with (
-        LocalBigQueryProcess(log_path=logs / "local-bigquery.log") as bigquery,
-        BackendProcess(
-            bigquery=bigquery.config,
-            log_path=logs / "backend.log",
-            database_url=f"sqlite:///{logs / 'onceover.db'}",
-            tokens=tokens,
-        ) as backend,
-    ):
-        print(f"  BigQuery REST {bigquery.config.rest_endpoint}, backend {backend.url}")
-        monitor = {
-            MONITOR_URL_ENV: backend.url,
-            MONITOR_TOKEN_ENV: tokens["ingest"],
-        }
-        checkpoint = run_demo_load(bigquery.config, logs, args.rows, monitor)
-        report_run(backend, tokens["viewer"], checkpoint, args.rows)
-        code, health = backend.health()
-        print(
-            f"Backend health: {health['status']} (database {health['database']['status']}, "
-            f"BigQuery {health['bigquery']['status']})"
-        )
-        return 0 if code == 200 else 1
+    return run_demo(args.rows, STATE_DIR / "demo", development_tokens(), _stop_event())
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
@@ -502,9 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(handler=cmd_up)
 
     demo = commands.add_parser(
-        "demo", help="start the stack, load order events exactly once, print the count"
+        "demo", help="start the stack, run clean, faulty and crashed loads, serve the dashboard"
     )
-    demo.add_argument("--rows", type=_positive, default=10_000, help="rows to write")
+    demo.add_argument("--rows", type=_positive, default=10_000,
+                      help="rows each load writes (default %(default)s)")  # fmt: skip
     demo.set_defaults(handler=cmd_demo)
 
     _add_chaos_parser(commands)

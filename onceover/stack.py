@@ -28,7 +28,10 @@ class BackendProcess(StartStop):
         bigquery: BigQueryConfig,
         log_path: Path | None = None,
         tokens: dict[str, str] | None = None,
+        settings: dict[str, str] | None = None,
     ) -> None:
+        """``settings``: more ``ONCEOVER_*`` variables for the backend (the demo's
+        short alert interval, where its data goes)."""
         self.host = host
         self.port = port or free_port(host)
         argv = [sys.executable, "-m", "onceover", "serve", "--host", host, "--port", str(self.port)]
@@ -37,6 +40,7 @@ class BackendProcess(StartStop):
         env = job_environment(bigquery)
         if tokens:
             env["ONCEOVER_TOKENS"] = ",".join(f"{role}:{token}" for role, token in tokens.items())
+        env.update(settings or {})
         self.child = ChildProcess("the backend", argv, env=env, log_path=log_path)
 
     @property

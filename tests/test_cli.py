@@ -107,23 +107,6 @@ def test_demo_without_java_is_one_line(subprocess_env: dict[str, str], tmp_path:
     _one_clear_line(result, "Java 17 or newer", "JAVA_HOME")
 
 
-@pytest.mark.spark
-def test_demo_prints_the_10000_rows_bigquery_counted(
-    subprocess_env: dict[str, str], tmp_path: Path
-) -> None:
-    result = subprocess.run(
-        [*ONCEOVER, "demo"], env=subprocess_env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=300, check=False,
-    )  # fmt: skip
-
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "BigQuery counted 10000 rows (10000 distinct event ids)." in result.stdout
-    assert "Committed 10,000 rows in 2 batches" in result.stdout
-    assert "Backend health: ok (database ok, BigQuery ok)" in result.stdout
-    assert "succeeded, 10000 rows committed in 2 batches" in result.stdout
-    assert (tmp_path / ".onceover" / "demo" / "backend.log").exists()
-
-
 def test_bad_arguments_name_the_option(subprocess_env: dict[str, str]) -> None:
     result = run_onceover("serve", "--port", "99999", env=subprocess_env)
 
