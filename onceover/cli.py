@@ -297,8 +297,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from onceover.demo.loads import MIN_ROWS
     from onceover.demo.run import run_demo
 
+    if args.rows < MIN_ROWS:  # fewer leave the faulty load too few requests to fault
+        raise ConfigurationError(f"--rows must be at least {MIN_ROWS:,} for the demo")
     check_java()
     return run_demo(args.rows, STATE_DIR / "demo", development_tokens(), _stop_event())
 
@@ -412,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="start the stack, run clean, faulty and crashed loads, serve the dashboard"
     )
     demo.add_argument("--rows", type=_positive, default=10_000,
-                      help="rows each load writes (default %(default)s)")  # fmt: skip
+                      help="rows per load (default %(default)s, at least 2000)")  # fmt: skip
     demo.set_defaults(handler=cmd_demo)
 
     _add_chaos_parser(commands)

@@ -31,16 +31,21 @@ QUICK_JVM = "-XX:TieredStopAtLevel=1"
 """A demo load lives under a minute: the JVM's optimising compiler costs CPU it never
 pays back (the chaos harness measured a fifth less CPU per run without it)."""
 
-# Counted over every AppendRows message the faulty load sends, re-sends included. A
-# load sends at least one per file, so with 4 files and the re-sends the first faults
-# cause, message 8 always comes: every fault fires whatever --rows is.
+MIN_ROWS = 2_000
+"""Enough for the faulty load's 10,000-byte requests to come to 4 or more per file: 16
+or more messages, so every fault below fires whatever --rows is."""
+
+# Counted over every AppendRows message the faulty load sends, re-sends included. The
+# dropped response comes first: a refusal (unavailable) on the same call before its
+# answer came back would end the call and the drop would never happen. A call holds at
+# most 4 requests unanswered, so by message 10 the answer to message 2 has gone by.
 FAULTS = (
     WireFault("drop_response", APPEND_ROWS, 2),  # applied, answer lost: the retry is ALREADY_EXISTS
-    WireFault("unavailable", APPEND_ROWS, 3),  # a burst: each reconnect refused again
-    WireFault("unavailable", APPEND_ROWS, 4),
-    WireFault("unavailable", APPEND_ROWS, 5),
-    WireFault("unavailable", APPEND_ROWS, 6),
-    WireFault("gap", APPEND_ROWS, 8),  # an offset past the end: OUT_OF_RANGE, then a rewind
+    WireFault("gap", APPEND_ROWS, 6),  # an offset past the end: OUT_OF_RANGE, then a rewind
+    WireFault("unavailable", APPEND_ROWS, 10),  # a burst: each reconnect refused again
+    WireFault("unavailable", APPEND_ROWS, 11),
+    WireFault("unavailable", APPEND_ROWS, 12),
+    WireFault("unavailable", APPEND_ROWS, 13),
 )
 SMALL_REQUESTS = 10_000
 """The faulty load's request cap (the sink's smallest): more requests, more to see."""
