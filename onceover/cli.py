@@ -420,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_chaos_parser(commands)
 
+    _add_bench_parser(commands)
+
     _add_py_files_parser(commands)
 
     _add_database_parsers(commands)
@@ -463,6 +465,53 @@ def _add_py_files_parser(commands: Any) -> None:
     py_files.add_argument("--out", type=Path, default=Path("dist"),
                           help="directory to write it to (default %(default)s)")  # fmt: skip
     py_files.set_defaults(handler=cmd_py_files)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from onceover.bench.run import BenchPlan, run_bench
+
+    check_java()
+    return run_bench(BenchPlan.from_args(args), "onceover " + " ".join(sys.argv[1:]))
+
+
+def _add_bench_parser(commands: Any) -> None:
+    from onceover.bench.control_plane import DATABASES, POSTGRES_ADMIN
+
+    bench = commands.add_parser(
+        "bench", help="every writer and the control plane measured side by side, as ratios"
+    )
+    bench.add_argument("--rows", type=_positive, default=None,
+                       help="N: writers run at N and 4N rows (default 250000; 20000 with "
+                            "--quick)")  # fmt: skip
+    bench.add_argument("--quick", action="store_true",
+                       help="small sizes, one run each: a few minutes")  # fmt: skip
+    bench.add_argument("--repeat", type=_positive, default=None,
+                       help="timed runs per writer and size, the median kept (default 3; 1 "
+                            "with --quick)")  # fmt: skip
+    bench.add_argument("--events", type=_positive, default=None,
+                       help="control-plane events stored (default 1000000; 100000 with "
+                            "--quick)")  # fmt: skip
+    bench.add_argument("--databases", type=_databases, default=list(DATABASES),
+                       help="control-plane databases (default sqlite,postgresql)")  # fmt: skip
+    bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,
+                       help="PostgreSQL DSN allowed to create the bench's database "
+                            "(default %(default)s)")  # fmt: skip
+    bench.add_argument("--out", type=Path, default=Path("docs"),
+                       help="directory for BENCHMARKS.md and benchmarks.json "
+                            "(default %(default)s)")  # fmt: skip
+    bench.set_defaults(handler=cmd_bench)
+
+
+def _databases(value: str) -> list[str]:
+    from onceover.bench.control_plane import DATABASES
+
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    unknown = [part for part in chosen if part not in DATABASES]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a comma-separated subset of {','.join(DATABASES)}"
+        )
+    return chosen
 
 
 def _add_chaos_parser(commands: Any) -> None:

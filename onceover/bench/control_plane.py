@@ -1,6 +1,6 @@
 """Ingest throughput and read latency of the control plane, SQLite against PostgreSQL.
 
-    .venv/bin/python -m benchmarks.control_plane [--events 1000000] [--http-events N]
+    .venv/bin/python -m onceover.bench.control_plane [--events 1000000] [--http-events N]
         [--databases sqlite,postgresql] [--clients 4] [--batch 500] [--reads 50]
 
 The events look like real runs: about 2,000 per run (``run_started``, four micro-batches

@@ -1,6 +1,6 @@
 """Write throughput of the ``onceover`` sink in its three modes on the same data.
 
-    .venv/bin/python -m benchmarks.sink_modes [--rows 1000000] [--files 4] [--repeat 1]
+    .venv/bin/python -m onceover.bench.sink_modes [--rows 1000000] [--files 4] [--repeat 1]
 
 Generated order events (Parquet, read by Spark ``local[2]``, two partitions, cached) are
 batch-written with ``mode`` ``pending``, ``committed`` and ``default`` into a fresh
@@ -78,17 +78,22 @@ def create_table(client: bigquery.Client, table_id: str, fields: list[bigquery.S
     return table_id
 
 
-def write(df: DataFrame, table_id: str, mode: str, ledger: Path) -> float:
-    """Batch-write ``df`` into ``table_id``; returns the seconds ``save()`` took."""
+def write(
+    df: DataFrame, table_id: str, mode: str, ledger: Path, options: dict[str, str] | None = None
+) -> float:
+    """Batch-write ``df`` into ``table_id`` (with any further sink ``options``); returns
+    the seconds ``save()`` took."""
     started = time.perf_counter()
-    (
+    writer = (
         df.write.format("onceover")
         .mode("append")
         .option("table", table_id)
         .option("mode", mode)
         .option("ledger", str(ledger))
-        .save()
     )
+    for name, value in (options or {}).items():
+        writer = writer.option(name, value)
+    writer.save()
     return time.perf_counter() - started
 
 

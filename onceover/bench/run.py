@@ -1,0 +1,222 @@
+"""``onceover bench``: every figure in one run, on the same data and the same local BigQuery.
+
+1. The writers (:mod:`onceover.bench.writers`) at N and 4N rows: Onceover's three modes,
+   ``pending`` monitored by a running backend, the seeds' per-row protobuf approach,
+   legacy streaming inserts and the Arrow ceiling; each write counted in BigQuery.
+2. The control plane (:mod:`onceover.bench.control_plane`): events posted over HTTP to a
+   real server on SQLite and on PostgreSQL, then read latencies with them all stored.
+3. The report (:mod:`onceover.bench.report`): the targets with every ratio, the tables,
+   written as Markdown and JSON and printed.
+
+A missed target is reported, not raised: figures are not assertions. The exit status is
+1 only when a figure could not be taken (a write that failed or lost rows, a database
+that failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from onceover.bench import control_plane as cp
+from onceover.bench import report
+from onceover.bench.writers import Monitor, WriterFigure, quiet_spark, run_writers
+
+QUICK_ROWS = 20_000
+FULL_ROWS = 250_000
+QUICK_EVENTS = 100_000
+FULL_EVENTS = 1_000_000
+GROWTH = 4
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one ``onceover bench`` measures and where it writes the figures."""
+
+    rows: int
+    repeat: int
+    events: int
+    databases: tuple[str, ...]
+    out: Path
+    postgres_admin: str
+    quick: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchPlan:
+        quick = bool(args.quick)
+        return cls(
+            rows=args.rows or (QUICK_ROWS if quick else FULL_ROWS),
+            repeat=args.repeat or (1 if quick else 3),
+            events=args.events or (QUICK_EVENTS if quick else FULL_EVENTS),
+            databases=tuple(args.databases),
+            out=Path(args.out),
+            postgres_admin=args.postgres_admin,
+            quick=quick,
+        )
+
+    @property
+    def sizes(self) -> list[int]:
+        return [self.rows, self.rows * GROWTH]
+
+    @property
+    def markdown_path(self) -> Path:
+        return self.out / "BENCHMARKS.md"
+
+    @property
+    def json_path(self) -> Path:
+        return self.out / "benchmarks.json"
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _commit() -> str | None:
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        done = subprocess.run(
+            [git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            check=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def _machine() -> str:
+    load = os.getloadavg()
+    return (
+        f"{os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), load average at "
+        f"start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+
+
+def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
+    """The writers, with a local BigQuery in this process and a backend beside it."""
+    from onceover.localbq import LocalBigQuery
+    from onceover.stack import BackendProcess
+
+    tokens = {"ingest": secrets.token_urlsafe(16), "viewer": secrets.token_urlsafe(16)}
+    with LocalBigQuery() as server:
+        os.environ.update(server.config.env())  # before the session: Python workers inherit it
+        with BackendProcess(
+            bigquery=server.config,
+            log_path=tmp / "backend.log",
+            database_url=f"sqlite:///{tmp / 'monitor.db'}",
+            tokens=tokens,
+        ) as backend:
+            monitor = Monitor(backend.url, tokens["ingest"], tokens["viewer"])
+            return run_writers(plan.sizes, plan.repeat, server.config, monitor, say)
+
+
+def measure_control_plane(plan: BenchPlan, tmp: Path) -> list[cp.Figures]:
+    started = time.perf_counter()
+    work = cp.build_workload(plan.events, plan.events, 4, 500)
+    say(
+        f"{work.events:,} events in {work.runs:,} runs built in "
+        f"{time.perf_counter() - started:.1f} s; posted over HTTP by 4 clients, 500 a POST"
+    )
+    args = argparse.Namespace(
+        postgres_admin=plan.postgres_admin, fill_batch=5_000, batch=500, clients=4, reads=50
+    )
+    return [cp.bench_database(kind, tmp, args, work) for kind in plan.databases]
+
+
+def _control_plane_json(figures: cp.Figures) -> dict[str, Any]:
+    return {
+        "database": figures.database,
+        "events_stored": figures.stored,
+        "ingest_events_per_s": figures.ingest_rate,
+        "ingest_tenths_events_per_s": figures.tenths,
+        "post_p95_ms": cp.percentile(figures.post_ms, 0.95) if figures.post_ms else None,
+        "read_p95_ms": {
+            label: cp.percentile(values, 0.95) for label, values in figures.reads_ms.items()
+        },
+        "failed": figures.failed,
+    }
+
+
+def render(
+    plan: BenchPlan,
+    writers: list[WriterFigure],
+    databases: list[cp.Figures],
+    header: dict[str, Any],
+) -> tuple[str, dict[str, Any]]:
+    """The Markdown report and the JSON document of one bench."""
+    by_size = {
+        size: report.writer_targets({f.key: f for f in writers if f.rows == size})
+        for size in plan.sizes
+    }
+    shared = report.control_plane_targets(databases)
+    lines = [
+        "# Benchmarks",
+        "",
+        f"`{header['command']}` on {header['generated_at']}, commit {header['commit']}; "
+        f"{header['machine']}. Spark `local[2]`, the local BigQuery (bqemulator) in the "
+        f"bench's process; median of {plan.repeat} run(s) per writer and size, every write "
+        "counted in BigQuery (`COUNT(*)` and `COUNT(DISTINCT event_id)`) before its figure "
+        "is kept. Figures, not assertions: a missed target is shown as missed.",
+        "",
+        "## Targets",
+        "",
+        *report.targets_section(by_size, shared),
+        "",
+        "## Figures",
+        "",
+        *report.writers_section(writers, plan.sizes),
+        "",
+        *report.control_plane_section(databases, plan.events),
+        "",
+    ]
+    document = {
+        **header,
+        "rows": plan.sizes,
+        "repeat": plan.repeat,
+        "events": plan.events,
+        "writers": [figure.as_json() for figure in writers],
+        "control_plane": [_control_plane_json(db) for db in databases],
+        "targets": {
+            **{str(size): [t.as_json() for t in targets] for size, targets in by_size.items()},
+            "control_plane": [t.as_json() for t in shared],
+        },
+    }
+    return "\n".join(lines), document
+
+
+def run_bench(plan: BenchPlan, command: str) -> int:
+    header = {
+        "command": command,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": _commit(),
+        "machine": _machine(),
+        "quick": plan.quick,
+    }
+    say(f"onceover bench: {header['machine']}")
+    say(f"[1/3] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) each")
+    quiet_spark()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
+        writers = measure_writers(plan, Path(tmp))
+        say(f"[2/3] control plane: {plan.events:,} events on {', '.join(plan.databases)}")
+        databases = measure_control_plane(plan, Path(tmp))
+    markdown, document = render(plan, writers, databases, header)
+    say(f"[3/3] report ({time.perf_counter() - started:.0f} s in all)\n")
+    say(markdown)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    plan.markdown_path.write_text(markdown)
+    plan.json_path.write_text(json.dumps(document, indent=2) + "\n")
+    say(f"written: {plan.markdown_path}, {plan.json_path}")
+    failed = [f for f in writers if f.median is None] + [d for d in databases if d.failed]
+    return 1 if failed else 0
