@@ -115,8 +115,9 @@ class Monitor:
         return {"monitor.url": self.url, "monitor.token": self.ingest_token}
 
     def wait_for_run(self, table_id: str, rows: int) -> None:
-        """Raise unless the control plane shows a succeeded run of ``rows`` into the table:
-        a monitored figure is only worth printing if the events arrived."""
+        """Raise unless the control plane shows ``rows`` committed into the table: a
+        monitored figure is only worth printing if the events arrived. (A batch write's
+        run stays ``running``: only a job ends its run.)"""
         headers = {"Authorization": f"Bearer {self.viewer_token}"}
         deadline = time.monotonic() + MONITOR_WAIT_S
         seen: list[dict[str, Any]] = []
@@ -125,11 +126,11 @@ class Monitor:
                 f"{self.url}/api/runs", params={"table": table_id}, headers=headers, timeout=10
             )
             seen = answer.json().get("data", []) if answer.status_code == 200 else []
-            if any(r["status"] == "succeeded" and r["rows_committed"] == rows for r in seen):
+            if any(r["rows_committed"] == rows for r in seen):
                 return
             time.sleep(0.2)  # the sink's last events are a flush away; look again
         raise baselines.BaselineError(
-            f"the backend shows no succeeded run of {rows:,} rows into {table_id}: {seen}"
+            f"the backend shows no run with {rows:,} rows committed into {table_id}: {seen}"
         )
 
 
