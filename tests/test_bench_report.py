@@ -1,0 +1,86 @@
+"""The report ``onceover bench`` prints: every ratio set against its target, a missed one
+shown as missed, a failed figure shown as FAILED. The figures here are made up on
+purpose: what is tested is the arithmetic and the verdicts, not the machine (the bench
+itself takes the real figures; it has no timed assertions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from onceover.bench.control_plane import Figures
+from onceover.bench.run import BenchPlan, render
+from onceover.bench.writers import CONTENDERS, WriterFigure
+
+N = 1_000
+HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}
+SECONDS = {  # at N; at 4N each takes 4 times as long (linear) except the ceiling (2 times)
+    "pending": 1.0, "committed": 1.2, "default": 1.05, "pending_monitored": 1.1,
+    "seed_proto_rows": 4.0, "streaming_inserts": 20.0, "arrow_ceiling": 0.4,
+}  # fmt: skip
+
+
+def _plan() -> BenchPlan:
+    return BenchPlan(N, 1, 5_000, ("sqlite",), Path("out"), "", quick=True)
+
+
+def _writers(failed: str | None = None) -> list[WriterFigure]:
+    figures = []
+    for contender in CONTENDERS:
+        for rows, factor in ((N, 1), (4 * N, 2 if contender.key == "arrow_ceiling" else 4)):
+            seconds = None if contender.key == failed else SECONDS[contender.key] * factor
+            figures.append(WriterFigure(contender.key, rows, rows * 50, [seconds]))
+    return figures
+
+
+def _database() -> Figures:
+    return Figures(
+        "sqlite", stored=5_000, ingest_seconds=0.2, posted=5_000,
+        post_ms=[5.0] * 10, reads_ms={"GET /api/runs": [10.0] * 19 + [150.0] * 1},
+    )  # fmt: skip
+
+
+def _target_line(markdown: str, name: str) -> str:
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_every_ratio_is_set_against_its_target_at_both_sizes() -> None:
+    markdown, document = render(_plan(), _writers(), [_database()], HEADER)
+
+    assert _target_line(markdown, "pending / default") == (
+        "| pending / default | 1.05x | 1.05x | ≥ 0.90x | met |"
+    )
+    assert "| 4.00x | 4.00x | ≥ 5.00x | **missed** |" in _target_line(
+        markdown, "Onceover / seeds' approach (proto per row)"
+    )
+    assert "| 20.00x | 20.00x | ≥ 10.00x | met |" in _target_line(
+        markdown, "Onceover / streaming inserts"
+    )
+    # The ceiling got faster per row at 4N: the ratio halves and the promise breaks there.
+    assert "| 0.40x | 0.20x | ≥ 0.50x | **missed** |" in _target_line(
+        markdown, "Onceover / Arrow ceiling"
+    )
+    assert "| +10.0% | +10.0% | ≤ 3.0% | **missed** |" in _target_line(
+        markdown, "monitoring overhead (job wall time)"
+    )
+    assert "| 25,000 events/s |  | ≥ 20,000 events/s | met |" in _target_line(
+        markdown, "ingest, sqlite"
+    )
+    # 20 reads: the p95 (nearest rank) is the 19th, still 10 ms; one slow read is not p95.
+    assert "| 10.0 ms |  | ≤ 100 ms | met |" in _target_line(
+        markdown, "read p95 (slowest endpoint), sqlite"
+    )
+    assert _target_line(markdown, "Onceover `pending`").endswith("| 1.00 |")  # linear
+    assert _target_line(markdown, "Arrow ceiling").endswith("| 0.50 |")
+    targets = {t["name"]: t for t in document["targets"][str(N)]}
+    assert targets["Onceover / seeds' approach (proto per row)"]["met"] is False
+    assert targets["pending / default"]["value"] == 1.05
+
+
+def test_a_writer_that_failed_is_shown_failed_not_left_out() -> None:
+    markdown, document = render(_plan(), _writers(failed="default"), [_database()], HEADER)
+
+    assert _target_line(markdown, "pending / default").endswith(
+        "| FAILED | FAILED | ≥ 0.90x | FAILED |"
+    )
+    assert "| FAILED |" in _target_line(markdown, "Onceover `default`")
+    assert document["targets"][str(N)][0]["met"] is None
