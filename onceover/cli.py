@@ -505,13 +505,7 @@ def _add_bench_parser(commands: Any) -> None:
 def _databases(value: str) -> list[str]:
     from onceover.bench.control_plane import DATABASES
 
-    chosen = [part.strip() for part in value.split(",") if part.strip()]
-    unknown = [part for part in chosen if part not in DATABASES]
-    if not chosen or unknown:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: a comma-separated subset of {','.join(DATABASES)}"
-        )
-    return chosen
+    return _comma_separated(value, DATABASES, "databases")
 
 
 def _add_chaos_parser(commands: Any) -> None:
@@ -545,13 +539,17 @@ def _port(value: str) -> int:
 def _modes(value: str) -> list[str]:
     from onceover.chaos.schedule import MODES
 
-    modes = [m.strip() for m in value.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if not modes or unknown:
+    return _comma_separated(value, MODES, "modes")
+
+
+def _comma_separated(value: str, choices: tuple[str, ...], what: str) -> list[str]:
+    """``value`` as a non-empty list of ``choices``; refused naming them otherwise."""
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    if not chosen or any(part not in choices for part in chosen):
         raise argparse.ArgumentTypeError(
-            f"{value!r}: give modes from {', '.join(MODES)}, separated by commas"
+            f"{value!r}: give {what} from {', '.join(choices)}, separated by commas"
         )
-    return modes
+    return chosen
 
 
 def _positive(value: str) -> int:
