@@ -9,6 +9,7 @@ from sqlmodel import Session, col, func, select
 
 from backend.models import TablePublic, TablesPublic
 from backend.services.list_extras import latest_verdicts, retry_code_counts
+from backend.services.paging import MAX_OFFSET
 from backend.tables import Run
 
 
@@ -31,7 +32,7 @@ def list_tables(
         .where(*only)
         .group_by(col(Run.table_id))
         .order_by(last_started.desc(), col(Run.table_id))
-        .offset(offset)
+        .offset(min(offset, MAX_OFFSET))
         .limit(limit)
     ).all()
     count = session.exec(select(func.count(func.distinct(Run.table_id))).where(*only)).one()
