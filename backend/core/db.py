@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,18 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session, create_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class JSONText(str):
+    """A JSON document already serialized, stored in a JSON column as it is.
+
+    Ingest stores every event's body; pydantic's ``model_dump_json`` writes it about
+    three times faster than ``json.dumps`` of its ``model_dump`` (docs/profiling.md).
+    """
+
+
+def _json_serializer(value: Any) -> str:
+    return value if isinstance(value, JSONText) else json.dumps(value)
 
 
 def build_engine(database_url: str) -> Engine:
@@ -25,7 +38,9 @@ def build_engine(database_url: str) -> Engine:
         connect_args["check_same_thread"] = False
     elif url.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = 5  # seconds; an unreachable server fails fast
-    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    engine = create_engine(
+        url, connect_args=connect_args, pool_pre_ping=True, json_serializer=_json_serializer
+    )
     if url.get_backend_name() == "sqlite":
         _configure_sqlite(engine, in_memory=not url.database or url.database == ":memory:")
     return engine

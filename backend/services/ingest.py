@@ -13,7 +13,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
-from backend.core.db import write_transaction
+from backend.core.db import JSONText, write_transaction
 from backend.models import IngestResultPublic
 from backend.services.projection import Projector
 from backend.tables import Event, utcnow
@@ -115,8 +115,9 @@ def _ingest(session: Session, events: list[ev.Event]) -> Ingested:
         known.update(session.exec(select(Event.id).where(col(Event.id).in_(chunk))))
     new = [event for event in unique.values() if event.id not in known]
     if new:
+        projector.load_streams(new)
         session.execute(
-            insert(Event),
+            insert(Event.__table__),  # type: ignore[attr-defined]  # Core: no ORM bulk
             [
                 {
                     "id": event.id,
@@ -125,7 +126,7 @@ def _ingest(session: Session, events: list[ev.Event]) -> Ingested:
                     "table_id": event.table,
                     "time": event.time,
                     "received_at": projector.received_at,
-                    "body": event.model_dump(mode="json"),
+                    "body": JSONText(event.model_dump_json()),
                 }
                 for event in new
             ],
