@@ -15,7 +15,7 @@ N = 1_000
 HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}
 SECONDS = {  # at N; at 4N each takes 4 times as long (linear) except the ceiling (2 times)
     "pending": 1.0, "committed": 1.2, "default": 1.05, "pending_monitored": 1.1,
-    "seed_proto_rows": 4.0, "streaming_inserts": 20.0, "arrow_ceiling": 0.4,
+    "seed_proto_rows": 4.0, "streaming_inserts": 20.0, "arrow_ceiling": 0.4, "spark_floor": 0.3,
 }  # fmt: skip
 
 

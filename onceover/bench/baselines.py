@@ -9,6 +9,9 @@
 - :func:`write_streaming_inserts`: the legacy ``tabledata.insertAll`` through
   ``Client.insert_rows_json``, 500 rows a call with ``row_ids`` (best-effort dedupe),
   from ``foreachPartition``.
+- :func:`hand_to_python`: no writer at all. Spark hands the rows to its Python workers
+  as Arrow, which count them: the floor under any Python sink on the same Spark, so a
+  report shows which part of a sink's time is Spark's own.
 - :func:`push_arrow_ceiling`: no Spark, no retries, no bookkeeping: one client pushes
   pre-built Arrow record batches down one COMMITTED stream on one connection. Nothing a
   job can do with the same server is faster; it is the ceiling the sink is held to.
@@ -184,6 +187,23 @@ def write_streaming_inserts(df: DataFrame, table_id: str, key: str) -> float:
     started = time.perf_counter()
     df.foreachPartition(lambda rows: _insert_partition(rows, table_id, key))
     return time.perf_counter() - started
+
+
+# -- the floor: Spark's own hand-off to Python --------------------------------------------
+
+
+def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    yield pa.record_batch({"rows": pa.array([sum(b.num_rows for b in batches)], pa.int64())})
+
+
+def hand_to_python(df: DataFrame) -> tuple[float, int]:
+    """Seconds for Spark to hand ``df`` to Python workers as Arrow (``mapInArrow``, as the
+    sink's tasks receive it), and the rows they counted."""
+    started = time.perf_counter()
+    counts = df.mapInArrow(_count_rows, "rows long").collect()
+    return time.perf_counter() - started, sum(int(row["rows"]) for row in counts)
 
 
 # -- the ceiling: pre-built Arrow, one client, one stream -------------------------------

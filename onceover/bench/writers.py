@@ -69,6 +69,12 @@ CONTENDERS = (
         "Arrow ceiling",
         "one client, pre-built Arrow batches, one COMMITTED stream, no Spark",
     ),
+    Contender(
+        "spark_floor",
+        "Spark's hand-off (no writer)",
+        "Spark hands the same cached rows to its Python workers as Arrow, which only count "
+        "them: what any Python sink pays before it sends a byte; nothing is written",
+    ),
 )
 
 
@@ -166,6 +172,11 @@ class WriterBench:
                 return baselines.write_seed_approach(df, table)
             case "streaming_inserts":
                 return baselines.write_streaming_inserts(df, table_id, KEY)
+            case "spark_floor":
+                seconds, handed = baselines.hand_to_python(df)
+                if handed != self.bench.rows:
+                    raise baselines.BaselineError(f"Python workers counted {handed:,} rows")
+                return seconds
             case "arrow_ceiling":
                 if self._arrow is None:  # built once, untimed: the ceiling pays no conversion
                     self._arrow = baselines.arrow_requests(df.toArrow(), table)
@@ -182,6 +193,10 @@ class WriterBench:
             say(f"FAILED: {key} at {self.bench.rows:,} rows: {type(exc).__name__}: {exc}"[:600])
             traceback.print_exc()
             return None
+        if key == "spark_floor":  # writes nothing: its rows were counted where they arrived
+            self.bench.client.delete_table(table_id)
+            say(f"  {key:<18} {self.bench.rows:>10,} rows {seconds:8.2f} s  (counted in Python)")
+            return seconds
         counted, distinct = count(self.bench.client, table_id)
         self.bench.client.delete_table(table_id)  # the local BigQuery keeps tables in memory
         if counted != self.bench.rows or distinct != self.bench.rows:
