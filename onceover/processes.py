@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Self, TypeVar
 
 from onceover.bigquery import BigQueryConfig
 from onceover.errors import OnceoverError
+from onceover.waiting import poll_until
 
 logger = logging.getLogger(__name__)
 
@@ -92,22 +92,21 @@ class ChildProcess:
 
     def wait_until(self, what: str, probe: Callable[[], T | None], timeout_s: float) -> T:
         """Call ``probe`` until it returns a value; fail if the child dies or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = probe()
-            if value is not None:
-                return value
+
+        def still_running() -> None:
             code = self.poll()
             if code is not None:
                 raise OnceoverError(
                     f"{self.name} exited with status {code} before {what}{self._see_log()}"
                 )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise OnceoverError(
-                    f"{self.name} did not get {what} within {timeout_s:.0f} s{self._see_log()}"
-                )
-            time.sleep(0.05)
+
+        def timed_out() -> OnceoverError:
+            self.stop()
+            return OnceoverError(
+                f"{self.name} did not get {what} within {timeout_s:.0f} s{self._see_log()}"
+            )
+
+        return poll_until(probe, timeout_s, timed_out=timed_out, between=still_running)
 
     def wait(self) -> int:
         """Wait until it exits by itself; its exit status (negative: the signal)."""

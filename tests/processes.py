@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
+from onceover.waiting import poll_until
+
 T = TypeVar("T")
 
 ONCEOVER = [sys.executable, "-m", "onceover"]
@@ -48,14 +50,11 @@ class LineReader:
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float) -> T:
     """Poll ``probe`` until it returns a value, failing after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not happen within {timeout_s} s")
-        time.sleep(0.05)
+    return poll_until(
+        probe,
+        timeout_s,
+        timed_out=lambda: TimeoutError(f"{what} did not happen within {timeout_s} s"),
+    )
 
 
 @contextlib.contextmanager

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from onceover.errors import OnceoverError
+from onceover.waiting import poll_until
 
 T = TypeVar("T")
 
@@ -22,12 +22,10 @@ def poll(what: str, probe: Callable[[], T | None], timeout_s: float, stop: threa
     KeyboardInterrupt when ``stop`` is set (Ctrl-C or SIGTERM: the demo ends as a
     Ctrl-C would, stopping what it started on the way out).
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise OnceoverError(f"{what} did not happen within {timeout_s:.0f} s")
-        if stop.wait(POLL_S):
-            raise KeyboardInterrupt
+    return poll_until(
+        probe,
+        timeout_s,
+        timed_out=lambda: OnceoverError(f"{what} did not happen within {timeout_s:.0f} s"),
+        every_s=POLL_S,
+        stop=stop,
+    )
