@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[2]"
+WORKER_DAEMON = "jobs.worker_daemon"
 
 
 def submitted() -> bool:
@@ -39,6 +40,10 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
         chosen = DEFAULT_MASTER
     if chosen is not None:  # under spark-submit, its --master decides
         builder = builder.master(chosen)
+    if chosen is not None and chosen.startswith("local"):
+        # Workers forked with the sink already imported (see jobs/worker_daemon.py); on
+        # a local master the workers' Python is this one, so the module is importable.
+        builder = builder.config("spark.python.daemon.module", WORKER_DAEMON)
     session = (
         builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
