@@ -171,14 +171,16 @@ def control_plane_section(figures: list[Figures], events: int) -> list[str]:
     def each(fn: Callable[[Figures], float | None], fmt: str) -> list[str]:
         return [_cell(fn(db), fmt) for db in figures]
 
-    def tenth(db: Figures, index: int) -> float | None:
-        return db.tenths[index] if len(db.tenths) == 10 else None
+    def tenth(db: Figures, index: int) -> str:
+        if len(db.tenths) == 10:
+            return format(db.tenths[index], ",.0f")
+        return "FAILED" if db.failed else "n/a"  # fewer than ten POSTs: no tenths to show
 
     rows = [
         ["events stored", *each(lambda db: float(db.stored) if db.stored else None, ",.0f")],
         ["ingest over HTTP, events/s", *each(lambda db: db.ingest_rate, ",.0f")],
-        ["  over the first tenth posted", *each(lambda db: tenth(db, 0), ",.0f")],
-        ["  over the last tenth posted", *each(lambda db: tenth(db, 9), ",.0f")],
+        ["  over the first tenth posted", *(tenth(db, 0) for db in figures)],
+        ["  over the last tenth posted", *(tenth(db, 9) for db in figures)],
         ["POST p95, ms", *each(lambda db: percentile(db.post_ms, 0.95) if db.post_ms else None,
                                ",.0f")],
     ]  # fmt: skip

@@ -221,10 +221,11 @@ class WriterBench:
         return seconds
 
     def _rewarm(self) -> None:
-        """A small untimed sink write: Spark's idle Python workers are started again."""
+        """A small untimed sink write: Spark's idle Python workers are started again.
+        ``pending``, because it alone uses every kind (planning, tasks, the commit)."""
         table = self._fresh_table("rewarm", 0)
         table_id = f"{table.project}.{table.dataset_id}.{table.table_id}"
-        sink_write(self.bench.df.limit(WARMUP_ROWS), table_id, "default",
+        sink_write(self.bench.df.limit(WARMUP_ROWS), table_id, "pending",
                    self.bench.ledger_root / table.table_id)  # fmt: skip
         self.bench.client.delete_table(table_id)
 
