@@ -2,6 +2,7 @@
 
     .venv/bin/python -m onceover.bench.control_plane [--events 1000000] [--http-events N]
         [--databases sqlite,postgresql] [--clients 4] [--batch 500] [--reads 50]
+        [--server-workers 1]
 
 The events look like real runs: about 2,000 per run (``run_started``, four micro-batches
 of four pending streams, each ``stream_created``, ~120 appends acknowledged, some
@@ -18,7 +19,8 @@ For each database (SQLite: a file in a temp dir; PostgreSQL: a fresh database on
    :func:`backend.services.ingest.ingest_events` (``--fill-batch`` events a call,
    no server running), its rate printed for comparison;
 2. the backend is started as a real server (uvicorn in a child process of its own, so
-   the clients do not share its GIL) and the newest ``http_events`` are posted over
+   the clients do not share its GIL; on PostgreSQL, ``--server-workers`` processes
+   of ``onceover serve --workers``) and the newest ``http_events`` are posted over
    HTTP, ``--batch`` events a POST, from ``--clients`` threads with their own
    ``httpx.Client``, each thread posting its own runs: events/s over the wall time
    and per-POST latency;
@@ -37,6 +39,8 @@ import math
 import multiprocessing
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -331,25 +335,83 @@ def _serve(database_url: str, port: int) -> None:
     from onceover.bigquery import BigQueryConfig
 
     settings = Settings(
-        database_url=database_url,
-        tokens=",".join(f"{role}:{token}" for role, token in TOKENS.items()),
-        stall_check_interval_s=3600,  # no sweep during the benchmark
+        database_url=database_url, tokens=_tokens(), stall_check_interval_s=NO_SWEEP_S
     )
     app = create_app(settings, bigquery=BigQueryConfig())  # BigQuery is never asked
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()
 
 
+NO_SWEEP_S = 3600  # no stalled-run sweep during the benchmark
+
+
+def _tokens() -> str:
+    return ",".join(f"{role}:{token}" for role, token in TOKENS.items())
+
+
+class _Workers:
+    """``onceover serve --workers N`` in a child process, as production runs it (uvicorn's
+    supervisor cannot start from a multiprocessing child: its stdin is closed)."""
+
+    def __init__(self, database_url: str, port: int, workers: int) -> None:
+        env = {
+            **os.environ,
+            "ONCEOVER_DATABASE_URL": database_url,
+            "ONCEOVER_TOKENS": _tokens(),
+            "ONCEOVER_STALL_CHECK_INTERVAL_S": str(NO_SWEEP_S),
+        }
+        command = [sys.executable, "-m", "onceover", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--workers", str(workers)]
+        self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+
+    def is_alive(self) -> bool:
+        return self._process.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.poll()
+
+    def stop(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+class _Single:
+    """The backend in one process (:func:`_serve`)."""
+
+    def __init__(self, database_url: str, port: int) -> None:
+        self._process = multiprocessing.get_context("spawn").Process(
+            target=_serve, args=(database_url, port), name="onceover-bench-backend"
+        )
+        self._process.start()
+
+    def is_alive(self) -> bool:
+        return self._process.is_alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
 @contextmanager
-def server(database_url: str) -> Iterator[str]:
-    """The backend serving ``database_url`` (already at head) in a child process."""
+def server(database_url: str, workers: int = 1) -> Iterator[str]:
+    """The backend serving ``database_url`` (already at head) in a child process; with
+    ``workers`` above 1, that many worker processes (PostgreSQL only)."""
     from onceover.preflight import free_port
 
     port = free_port()
-    process = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=(database_url, port), name="onceover-bench-backend"
-    )
-    process.start()
+    process = _Workers(database_url, port, workers) if workers > 1 else _Single(database_url, port)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -367,11 +429,7 @@ def server(database_url: str) -> Iterator[str]:
                 time.sleep(0.1)
         yield base
     finally:
-        process.terminate()
-        process.join(30)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        process.stop()
 
 
 def _bearer(role: str) -> dict[str, str]:
@@ -548,12 +606,17 @@ def stored_and_size(database_url: str) -> tuple[int, float]:
     return stored, size / 1e6
 
 
-def bench_database(kind: str, tmp: Path, args: argparse.Namespace, work: Workload) -> Figures:
-    """All phases on one fresh database."""
+def bench_database(
+    kind: str, tmp: Path, args: argparse.Namespace, work: Workload, workers: int = 1
+) -> Figures:
+    """All phases on one fresh database, served by ``workers`` processes (several need
+    PostgreSQL, as ``onceover serve --workers`` does)."""
     from backend.core.migrate import upgrade_to_head
 
-    figures = Figures(kind)
-    print(f"\n{kind}:", flush=True)
+    if workers > 1 and kind != "postgresql":
+        raise ValueError(f"{workers} server workers need PostgreSQL, not {kind}")
+    figures = Figures(kind if workers == 1 else f"{kind}, {workers} workers")
+    print(f"\n{figures.database}:", flush=True)
     try:
         with database(kind, tmp, args.postgres_admin) as url:
             upgrade_to_head(url)
@@ -566,7 +629,7 @@ def bench_database(kind: str, tmp: Path, args: argparse.Namespace, work: Workloa
                     f"{figures.fill_rate:,.0f} events/s",
                     flush=True,
                 )
-            with server(url) as base:
+            with server(url, workers) as base:
                 if work.http_events:
                     seconds, post_ms, figures.tenths = post_all(base, work)
                     figures.ingest_seconds = seconds
@@ -574,7 +637,8 @@ def bench_database(kind: str, tmp: Path, args: argparse.Namespace, work: Workloa
                     figures.post_ms = post_ms
                     print(
                         f"  posted over HTTP: {work.http_events:,} events, {len(post_ms):,} "
-                        f"POSTs of <= {args.batch} from {args.clients} clients in "
+                        f"POSTs of <= {args.batch} from {args.clients} clients to "
+                        f"{workers} server process{'es' if workers > 1 else ''} in "
                         f"{seconds:.1f} s: {figures.ingest_rate:,.0f} events/s, POST "
                         f"p50 {percentile(post_ms, 0.5):.0f} ms, "
                         f"p95 {percentile(post_ms, 0.95):.0f} ms\n"
@@ -667,13 +731,24 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=500, help="events per POST")
     parser.add_argument("--fill-batch", type=int, default=5_000, help="events per in-process call")
     parser.add_argument("--reads", type=int, default=50, help="timed calls per read endpoint")
+    parser.add_argument(
+        "--server-workers",
+        type=int,
+        default=1,
+        help="backend worker processes on PostgreSQL (onceover serve --workers); SQLite: 1",
+    )
     parser.add_argument("--postgres-admin", default=POSTGRES_ADMIN, help="admin DSN")
     args = parser.parse_args()
     kinds = [kind.strip() for kind in args.databases.split(",") if kind.strip()]
     if not kinds or any(kind not in DATABASES for kind in kinds):
         parser.error(f"--databases takes a comma-separated subset of {','.join(DATABASES)}")
-    if min(args.events, args.clients, args.batch, args.fill_batch, args.reads) < 1:
-        parser.error("--events, --clients, --batch, --fill-batch and --reads must be >= 1")
+    if (
+        min(args.events, args.clients, args.batch, args.fill_batch, args.reads, args.server_workers)
+        < 1
+    ):
+        parser.error(
+            "--events, --clients, --batch, --fill-batch, --reads and --server-workers must be >= 1"
+        )
     http_events = args.events if args.http_events is None else args.http_events
     if not 0 <= http_events <= args.events:
         parser.error("--http-events must be between 0 and --events")
@@ -702,7 +777,12 @@ def main() -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
-        results = [bench_database(kind, Path(tmp), args, work) for kind in kinds]
+        results = [
+            bench_database(
+                kind, Path(tmp), args, work, args.server_workers if kind == "postgresql" else 1
+            )
+            for kind in kinds
+        ]
     report(results, work)
     load = os.getloadavg()
     print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

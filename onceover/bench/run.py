@@ -129,7 +129,12 @@ def measure_control_plane(plan: BenchPlan, tmp: Path) -> list[cp.Figures]:
         f"{time.perf_counter() - started:.1f} s; posted over HTTP by 4 clients, 500 a POST"
     )
     args = argparse.Namespace(
-        postgres_admin=plan.postgres_admin, fill_batch=5_000, batch=500, clients=4, reads=50
+        postgres_admin=plan.postgres_admin,
+        fill_batch=5_000,
+        batch=500,
+        clients=4,
+        reads=50,
+        server_workers=1,
     )
     return [cp.bench_database(kind, tmp, args, work) for kind in plan.databases]
 
