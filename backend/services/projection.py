@@ -14,9 +14,10 @@ Everything happens in the ingest transaction (:mod:`backend.services.ingest`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy import func
 from sqlalchemy.dialects import postgresql, sqlite
@@ -63,19 +64,42 @@ class _Rollup:
 
 
 @dataclass
-class _RunTally:
-    """The times of one run's events in this batch, in plain Python; written to its row
-    once, in :meth:`Projector.finish`. Setting an attribute of a SQLModel row goes through
-    SQLAlchemy's instrumentation and then pydantic's ``__setattr__`` (several µs); done per
-    event, that was over half of ingest (docs/profiling.md)."""
+class _Span:
+    """The first and last time of one row's events in this batch."""
 
-    run: Run
     first: datetime
     last: datetime
 
     def note(self, time: datetime) -> None:
         self.first = min(self.first, time)
         self.last = max(self.last, time)
+
+
+_Key = TypeVar("_Key", bound=Hashable)
+_Tally = TypeVar("_Tally", bound=_Span)
+
+
+def _noted(
+    tallies: dict[_Key, _Tally], key: _Key, time: datetime, make: Callable[[], _Tally]
+) -> _Tally:
+    """The tally of ``key`` with ``time`` noted; ``make()`` (spanning just ``time``) the
+    first time ``key`` is seen."""
+    tally = tallies.get(key)
+    if tally is None:
+        tally = tallies[key] = make()
+    else:
+        tally.note(time)
+    return tally  # fmt: skip
+
+
+@dataclass
+class _RunTally(_Span):
+    """The times of one run's events in this batch, in plain Python; written to its row
+    once, in :meth:`Projector.finish`. Setting an attribute of a SQLModel row goes through
+    SQLAlchemy's instrumentation and then pydantic's ``__setattr__`` (several µs); done per
+    event, that was over half of ingest (docs/profiling.md)."""
+
+    run: Run
 
     def write(self) -> bool:
         """Write the times; whether an event came after the last one heard before."""
@@ -88,13 +112,11 @@ class _RunTally:
 
 
 @dataclass
-class _StreamTally:
+class _StreamTally(_Span):
     """What one stream's append outcomes add up to in this batch (counters, the highest
     offset, first and last times); written to its row once, like :class:`_RunTally`."""
 
     stream: Stream
-    first: datetime
-    last: datetime
     appends: int = 0
     rows: int = 0
     bytes: int = 0
@@ -102,10 +124,6 @@ class _StreamTally:
     out_of_range: int = 0
     errors: int = 0
     next_offset: int | None = None
-
-    def note(self, time: datetime) -> None:
-        self.first = min(self.first, time)
-        self.last = max(self.last, time)
 
     def reach(self, offset: int) -> None:
         self.next_offset = offset if self.next_offset is None else max(self.next_offset, offset)
@@ -124,9 +142,6 @@ class _StreamTally:
 
 
 _NAMES_PER_QUERY = 500  # bound parameters in one IN (...)
-
-# 8 columns a row: SQLite allows 32,766 bound parameters in one statement.
-_ROLLUP_ROWS_PER_STATEMENT = 1000
 
 RollupKey = tuple[str, datetime, str, str, str]  # run, minute, table, stream type, code
 
@@ -197,11 +212,8 @@ class Projector:
 
     def _apply(self, event: ev.Event) -> None:
         run = self._run(event)
-        tally = self._run_tallies.get(run.run_id)
-        if tally is None:
-            self._run_tallies[run.run_id] = _RunTally(run, event.time, event.time)
-        else:
-            tally.note(event.time)
+        _noted(self._run_tallies, run.run_id, event.time,
+               lambda: _RunTally(event.time, event.time, run))  # fmt: skip
         if isinstance(event, ev.RunEvent):
             self._apply_run_event(run, event)
             return
@@ -467,13 +479,8 @@ class Projector:
         return stream
 
     def _tally(self, event: ev.StreamEvent, stream: Stream) -> _StreamTally:
-        key = (event.run_id, event.stream)
-        tally = self._stream_tallies.get(key)
-        if tally is None:
-            tally = self._stream_tallies[key] = _StreamTally(stream, event.time, event.time)
-        else:
-            tally.note(event.time)
-        return tally
+        return _noted(self._stream_tallies, (event.run_id, event.stream), event.time,
+                      lambda: _StreamTally(event.time, event.time, stream))  # fmt: skip
 
     @staticmethod
     def _raise_stream(stream: Stream, state: str) -> None:
@@ -548,18 +555,19 @@ class Projector:
                 self._rollups.items(), key=lambda item: item[0]
             )
         ]  # fmt: skip
-        # One statement for the whole batch, rows in key order (a fixed lock order on
-        # PostgreSQL); each key appears once, as ON CONFLICT requires.
-        for start in range(0, len(rows), _ROLLUP_ROWS_PER_STATEMENT):
-            statement = insert(table).values(rows[start : start + _ROLLUP_ROWS_PER_STATEMENT])
-            excluded = statement.excluded
-            self.session.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
-                    set_={
-                        "requests": table.c.requests + excluded.requests,
-                        "rows": table.c.rows + excluded.rows,
-                        "bytes": table.c.bytes + excluded.bytes,
-                    },
-                )
-            )
+        # Rows in key order (a fixed lock order on PostgreSQL), each key once, as ON
+        # CONFLICT requires. One statement executed for every row: a multi-row VALUES
+        # is compiled anew for each row count (5 ms a batch, docs/profiling.md).
+        statement = insert(table)
+        excluded = statement.excluded
+        self.session.execute(
+            statement.on_conflict_do_update(
+                index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
+                set_={
+                    "requests": table.c.requests + excluded.requests,
+                    "rows": table.c.rows + excluded.rows,
+                    "bytes": table.c.bytes + excluded.bytes,
+                },
+            ),
+            rows,
+        )
