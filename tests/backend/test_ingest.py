@@ -6,6 +6,7 @@ import random
 import threading
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
@@ -95,6 +96,61 @@ def test_one_bad_event_rejects_the_whole_batch_and_names_it(
     assert {index for index, _ in bad} == {4, 7, 9}
     for table in (Event, Run, Batch, Stream, WriteRollup):
         assert _count(engine, table) == 0, table.__name__
+
+
+def _set(event: dict[str, Any], path: list[str | int], value: object) -> None:
+    holder: Any = event
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = value
+
+
+# Values the schema allows but the database cannot store, nested as deep as events go.
+# Ingest screens events with a quick pass and walks only those it flags: each case here
+# must be flagged, or it would reach the database (a 500).
+UNSTORABLE = [
+    pytest.param(0, ["spec", "args", 1], "a\x00b", "value_error", id="NUL in a list in a model"),
+    pytest.param(9, ["streams", 1, "rows"], 2**53, "less_than_equal", id="count in a list"),
+    pytest.param(9, ["streams", 0, "partition"], 2**31, "less_than_equal", id="int32 in a list"),
+    pytest.param(1, ["batch_id"], 2**31, "less_than_equal", id="int32 batch id"),
+    pytest.param(3, ["bytes"], 2**53, "less_than_equal", id="count"),
+    pytest.param(10, ["time"], "0001-01-01T00:30:00+01:00", "value_error", id="time before UTC"),
+    pytest.param(10, ["time"], "9999-12-31T23:30:00-01:00", "value_error", id="time past UTC"),
+]
+
+
+@pytest.mark.parametrize(("index", "path", "value", "kind"), UNSTORABLE)
+def test_a_value_the_database_cannot_store_is_422_naming_it(
+    client: TestClient,
+    engine: Engine,
+    index: int,
+    path: list[str | int],
+    value: object,
+    kind: str,
+) -> None:
+    events = f.as_json(f.full_run("r1"))
+    _set(events[index], path, value)
+
+    response = _post(client, events)
+
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", index, events[index]["type"], *path]
+    assert error["type"] == kind
+    for table in (Event, Run, Batch, Stream, WriteRollup):
+        assert _count(engine, table) == 0, table.__name__
+
+
+def test_values_at_the_limits_are_stored(client: TestClient, engine: Engine) -> None:
+    events = f.as_json(f.full_run("r1"))
+    _set(events[3], ["bytes"], 2**53 - 1)
+    _set(events[9], ["streams", 0, "partition"], 2**31 - 1)
+    _set(events[0], ["time"], "0001-01-01T00:30:00+00:00")
+
+    response = _post(client, events)
+
+    assert response.status_code == 200, response.text
+    assert _count(engine, Event) == len(events)
 
 
 def test_a_batch_that_is_not_a_list_is_422(client: TestClient, engine: Engine) -> None:
