@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +70,34 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+# One writer at a time per SQLite engine, handed over within the process. SQLite's own
+# busy handler polls for the write lock with sleeps of up to 100 ms, so writers of one
+# server waiting on each other left the database idle between them (docs/profiling.md).
+# Writers in other processes still wait on SQLite's lock. Re-entrant, so a nested write
+# on one thread behaves as before (SQLite's busy timeout, then an error).
+_SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
+_SQLITE_WRITERS_GUARD = threading.Lock()
+
+
+def _writer_lock(engine: Engine) -> AbstractContextManager[object]:
+    if engine.dialect.name != "sqlite":
+        return nullcontext()
+    with _SQLITE_WRITERS_GUARD:
+        lock = _SQLITE_WRITERS.get(engine)
+        if lock is None:
+            lock = _SQLITE_WRITERS[engine] = threading.RLock()
+    return lock
+
+
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Session]:
     """A session whose work commits on success and rolls back on any error.
 
-    On SQLite the transaction takes the write lock at its start (``BEGIN IMMEDIATE``);
-    on PostgreSQL callers lock the rows they change (``SELECT ... FOR UPDATE``).
+    On SQLite the transaction takes the write lock at its start (``BEGIN IMMEDIATE``),
+    after this process's other writers are done; on PostgreSQL callers lock the rows
+    they change (``SELECT ... FOR UPDATE``).
     """
-    with engine.connect() as plain:
+    with _writer_lock(engine), engine.connect() as plain:
         connection = plain.execution_options(sqlite_immediate=True)
         with connection.begin(), Session(bind=connection) as session:
             yield session
