@@ -23,7 +23,7 @@ that lost rows; the caller also counts the rows in BigQuery.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -192,17 +192,27 @@ def write_streaming_inserts(df: DataFrame, table_id: str, key: str) -> float:
 # -- the floor: Spark's own hand-off to Python --------------------------------------------
 
 
-def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import pyarrow as pa
+def sum_per_partition(
+    df: DataFrame, measure: Callable[[pa.RecordBatch], int], column: str
+) -> DataFrame:
+    """``df`` handed to Python workers as Arrow (``mapInArrow``, as the sink's tasks
+    receive it), each partition reduced there to one row: ``measure`` summed over its
+    batches, in the ``long`` column ``column``. Summed where the rows arrive, so only one
+    row per partition travels back to the driver."""
 
-    yield pa.record_batch({"rows": pa.array([sum(b.num_rows for b in batches)], pa.int64())})
+    def total(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa  # on the worker: this module imports it only for type hints
+
+        yield pa.record_batch({column: pa.array([sum(map(measure, batches))], pa.int64())})
+
+    return df.mapInArrow(total, f"{column} long")
 
 
 def hand_to_python(df: DataFrame) -> tuple[float, int]:
-    """Seconds for Spark to hand ``df`` to Python workers as Arrow (``mapInArrow``, as the
-    sink's tasks receive it), and the rows they counted."""
+    """Seconds for Spark to hand ``df`` to Python workers as Arrow, and the rows they
+    counted."""
     started = time.perf_counter()
-    counts = df.mapInArrow(_count_rows, "rows long").collect()
+    counts = sum_per_partition(df, lambda batch: batch.num_rows, "rows").collect()
     return time.perf_counter() - started, sum(int(row["rows"]) for row in counts)
 
 

@@ -18,16 +18,14 @@ import statistics
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from jobs.generate import write_files
 from jobs.sink.datasource import register
 from jobs.spark import spark_session
+from onceover.bench.baselines import sum_per_partition
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.localbq import LocalBigQuery
 
@@ -60,13 +58,9 @@ class ModeRuns:
         return statistics.median(self.ok) if self.ok else None
 
 
-def _batch_bytes(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield pa.record_batch({"n": pa.array([sum(b.nbytes for b in batches)], pa.int64())})
-
-
 def arrow_bytes(df: DataFrame) -> int:
     """The Arrow size of ``df`` as the sink's tasks receive it (summed on the executors)."""
-    row = df.mapInArrow(_batch_bytes, "n long").groupBy().sum("n").first()
+    row = sum_per_partition(df, lambda batch: batch.nbytes, "n").groupBy().sum("n").first()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 

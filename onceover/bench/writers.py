@@ -15,7 +15,8 @@ import statistics
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from onceover.bench.sink_modes import prepare as prepare_bench
 from onceover.bench.sink_modes import write as sink_write
 
 if TYPE_CHECKING:
+    from google.cloud import bigquery
     from pyspark.sql import SparkSession
 
     from onceover.bigquery import BigQueryConfig
@@ -43,6 +45,7 @@ docs/profiling.md), which the slow baselines between two sink writes would leave
 next one. Past this idle time a sink write is preceded by a small untimed one, so its
 figure is throughput, not start-up."""
 SINK_KEYS = frozenset({"pending", "committed", "default", "pending_monitored"})
+FLOOR = "spark_floor"
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ CONTENDERS = (
         "one client, pre-built Arrow batches, one COMMITTED stream, no Spark",
     ),
     Contender(
-        "spark_floor",
+        FLOOR,
         "Spark's hand-off (no writer)",
         "Spark hands the same cached rows to its Python workers as Arrow, which only count "
         "them: what any Python sink pays before it sends a byte; nothing is written",
@@ -158,33 +161,36 @@ class WriterBench:
         self._arrow: list[Any] | None = None
         self._last_sink_write = time.monotonic()
 
-    def _fresh_table(self, key: str, attempt: int) -> Any:
-        table_id = create_table(
-            self.bench.client, self.bench.table_id(f"{key}_{self.bench.rows}_{attempt}"),
-            self.bench.fields,
-        )  # fmt: skip
-        return self.bench.client.get_table(table_id)
+    @contextmanager
+    def _scratch_table(self, key: str, attempt: int) -> Iterator[bigquery.Table]:
+        """A fresh table for one write, dropped once the block is done with it: the local
+        BigQuery keeps every table in memory. A block that raised leaves it: its error is
+        what matters then."""
+        client = self.bench.client
+        table_id = create_table(client, self.bench.table_id(f"{key}_{self.bench.rows}_{attempt}"),
+                                self.bench.fields)  # fmt: skip
+        yield client.get_table(table_id)
+        client.delete_table(table_id)
 
-    def _timed(self, key: str, table: Any) -> float:
-        table_id = f"{table.project}.{table.dataset_id}.{table.table_id}"
-        ledger = self.bench.ledger_root / f"{table.table_id}"
+    def _ledger(self, table: bigquery.Table) -> Path:
+        return self.bench.ledger_root / table.table_id
+
+    def _timed(self, key: str, table: bigquery.Table) -> float:
+        table_id = full_id(table)
         df = self.bench.df
         match key:
             case "pending" | "committed" | "default":
-                return sink_write(df, table_id, key, ledger)
+                return sink_write(df, table_id, key, self._ledger(table))
             case "pending_monitored":
-                seconds = sink_write(df, table_id, "pending", ledger, self.monitor.options())
+                seconds = sink_write(
+                    df, table_id, "pending", self._ledger(table), self.monitor.options()
+                )
                 self.monitor.wait_for_run(table_id, self.bench.rows)
                 return seconds
             case "seed_proto_rows":
                 return baselines.write_seed_approach(df, table)
             case "streaming_inserts":
                 return baselines.write_streaming_inserts(df, table_id, KEY)
-            case "spark_floor":
-                seconds, handed = baselines.hand_to_python(df)
-                if handed != self.bench.rows:
-                    raise baselines.BaselineError(f"Python workers counted {handed:,} rows")
-                return seconds
             case "arrow_ceiling":
                 if self._arrow is None:  # built once, untimed: the ceiling pays no conversion
                     self._arrow = baselines.arrow_requests(df.toArrow(), table)
@@ -192,42 +198,71 @@ class WriterBench:
         raise ValueError(f"unknown contender {key!r}")
 
     def run(self, key: str, attempt: int, say: Callable[[str], None]) -> float | None:
+        """One timed run of ``key``; ``None`` if it failed."""
+        if key == FLOOR:
+            return self._run_floor(say)
+        return self._run_writer(key, attempt, say)
+
+    def _run_floor(self, say: Callable[[str], None]) -> float | None:
+        """The floor writes nothing, so it needs no table: its rows are counted in the
+        Python workers they were handed to."""
+        seconds = self._attempt(FLOOR, self._hand_off, say)
+        if seconds is not None:
+            self._say_done(FLOOR, seconds, "counted in Python", say)
+        return seconds
+
+    def _hand_off(self) -> float:
+        seconds, handed = baselines.hand_to_python(self.bench.df)
+        if handed != self.bench.rows:
+            raise baselines.BaselineError(f"Python workers counted {handed:,} rows")
+        return seconds
+
+    def _run_writer(self, key: str, attempt: int, say: Callable[[str], None]) -> float | None:
         """One timed write into a fresh table, verified in BigQuery; ``None`` if it failed."""
         if key in SINK_KEYS and time.monotonic() - self._last_sink_write > SINK_IDLE_S:
             self._rewarm()
-        table = self._fresh_table(key, attempt)
-        table_id = f"{table.project}.{table.dataset_id}.{table.table_id}"
-        try:
-            seconds = self._timed(key, table)
+        with self._scratch_table(key, attempt) as table:
+            seconds = self._attempt(key, lambda: self._timed(key, table), say)
+            if seconds is None:
+                return None
             if key in SINK_KEYS:
                 self._last_sink_write = time.monotonic()
-        except Exception as exc:
-            say(f"FAILED: {key} at {self.bench.rows:,} rows: {type(exc).__name__}: {exc}"[:600])
-            traceback.print_exc()
-            return None
-        if key == "spark_floor":  # writes nothing: its rows were counted where they arrived
-            self.bench.client.delete_table(table_id)
-            say(f"  {key:<18} {self.bench.rows:>10,} rows {seconds:8.2f} s  (counted in Python)")
-            return seconds
-        counted, distinct = count(self.bench.client, table_id)
-        self.bench.client.delete_table(table_id)  # the local BigQuery keeps tables in memory
+            counted, distinct = count(self.bench.client, full_id(table))
         if counted != self.bench.rows or distinct != self.bench.rows:
             say(
                 f"FAILED: {key} at {self.bench.rows:,} rows: BigQuery holds {counted:,} rows "
                 f"({distinct:,} distinct {KEY})"
             )
             return None
-        say(f"  {key:<18} {self.bench.rows:>10,} rows {seconds:8.2f} s  (verified in BigQuery)")
+        self._say_done(key, seconds, "verified in BigQuery", say)
         return seconds
+
+    def _attempt(
+        self, key: str, timed: Callable[[], float], say: Callable[[str], None]
+    ) -> float | None:
+        """The seconds ``timed`` reports, or ``None`` once its error is said: one failed
+        contender must not stop the others."""
+        try:
+            return timed()
+        except Exception as exc:
+            say(f"FAILED: {key} at {self.bench.rows:,} rows: {type(exc).__name__}: {exc}"[:600])
+            traceback.print_exc()
+            return None
+
+    def _say_done(self, key: str, seconds: float, checked: str, say: Callable[[str], None]) -> None:
+        say(f"  {key:<18} {self.bench.rows:>10,} rows {seconds:8.2f} s  ({checked})")
 
     def _rewarm(self) -> None:
         """A small untimed sink write: Spark's idle Python workers are started again.
         ``pending``, because it alone uses every kind (planning, tasks, the commit)."""
-        table = self._fresh_table("rewarm", 0)
-        table_id = f"{table.project}.{table.dataset_id}.{table.table_id}"
-        sink_write(self.bench.df.limit(WARMUP_ROWS), table_id, "pending",
-                   self.bench.ledger_root / table.table_id)  # fmt: skip
-        self.bench.client.delete_table(table_id)
+        with self._scratch_table("rewarm", 0) as table:
+            sink_write(self.bench.df.limit(WARMUP_ROWS), full_id(table), "pending",
+                       self._ledger(table))  # fmt: skip
+
+
+def full_id(table: bigquery.Table) -> str:
+    """``project.dataset.table``, as queries and the sink's ``table`` option take it."""
+    return f"{table.project}.{table.dataset_id}.{table.table_id}"
 
 
 def warm_up(bench: Bench, spark: SparkSession, monitor: Monitor) -> float:
