@@ -39,7 +39,6 @@ import math
 import multiprocessing
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -56,6 +55,7 @@ from typing import Any
 import httpx
 
 from onceover import events as ev
+from onceover.processes import ChildProcess
 
 DATABASES = ("sqlite", "postgresql")
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -372,28 +372,24 @@ class _Workers:
         command = [sys.executable, "-m", "onceover", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(port), "--workers", str(workers)]
         # Its log (an access line per POST) goes to a file, shown only if it exits.
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self._process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=self._log
+        self._logs = tempfile.TemporaryDirectory(prefix="onceover-bench-serve-")
+        self._log_path = Path(self._logs.name) / "serve.log"
+        self._child = ChildProcess(
+            f"onceover serve --workers {workers}", command, env=env, log_path=self._log_path
         )
+        self._child.start()
 
     def is_alive(self) -> bool:
-        return self._process.poll() is None
+        return self._child.poll() is None
 
     @property
     def exitcode(self) -> str:
-        self._log.seek(0)
-        tail = self._log.read()[-2000:].decode(errors="replace")
-        return f"{self._process.poll()}: {tail}"
+        """Its exit status and the end of its log."""
+        return f"{self._child.poll()}: {self._log_path.read_text(errors='replace')[-2000:]}"
 
     def stop(self) -> None:
-        self._process.terminate()
-        try:
-            self._process.wait(30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._log.close()
+        self._child.stop()  # its whole process group: the supervisor and its workers
+        self._logs.cleanup()
 
 
 class _Single:
