@@ -8,12 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import IO, Any, TypeVar
-
-from onceover.waiting import poll_until
-
-T = TypeVar("T")
+from collections.abc import Iterator
+from typing import IO, Any
 
 ONCEOVER = [sys.executable, "-m", "onceover"]
 
@@ -46,15 +42,6 @@ class LineReader:
             self.lines.append(line)
             if text in line:
                 return line
-
-
-def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float) -> T:
-    """Poll ``probe`` until it returns a value, failing after ``timeout_s``."""
-    return poll_until(
-        probe,
-        timeout_s,
-        timed_out=lambda: TimeoutError(f"{what} did not happen within {timeout_s} s"),
-    )
 
 
 @contextlib.contextmanager

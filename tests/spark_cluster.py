@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Self
 import pyspark
 
 from onceover.preflight import free_port
+from tests.waiting import wait_until
 
 START_S = 120.0
 
@@ -74,14 +74,16 @@ class SparkCluster:
                     "--webui-port", str(self.master_ui_port))  # fmt: skip
         self._start("worker", worker, "--cores", "1", "--memory", "1g",
                     "--webui-port", str(free_port()), self.url)  # fmt: skip
-        deadline = time.monotonic() + START_S
-        while not self._worker_alive():
+
+        def daemons_alive() -> None:
             for process in self._processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"a Spark daemon exited; see {self.work}/*.log")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no worker registered in {START_S:.0f} s; see {self.work}")
-            time.sleep(0.5)  # the JVMs start on their own time; look again
+
+        # the JVMs start on their own time
+        wait_until("a worker registering with the master", lambda: self._worker_alive() or None,
+                   START_S, every_s=0.5, between=daemons_alive,
+                   seen=lambda: f"logs in {self.work}")  # fmt: skip
         return self
 
     def __exit__(self, *_exc: object) -> None:

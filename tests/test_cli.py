@@ -11,7 +11,8 @@ import pytest
 
 from onceover.preflight import check_port_free, free_port
 from tests.conftest import REPO_ROOT
-from tests.processes import ONCEOVER, LineReader, run_onceover, running, wait_until
+from tests.processes import ONCEOVER, LineReader, run_onceover, running
+from tests.waiting import wait_until
 
 
 def _one_clear_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:

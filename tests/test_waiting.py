@@ -1,4 +1,5 @@
-"""``onceover.waiting.poll_until``: the one poll-with-a-deadline every wait is built on."""
+"""``onceover.waiting.poll_until``: the one poll-with-a-deadline every wait is built on,
+and the tests' own ``tests.waiting.wait_until`` over it."""
 
 from __future__ import annotations
 
@@ -38,3 +39,12 @@ def test_a_set_stop_ends_the_wait_as_ctrl_c_would() -> None:
     stop.set()
     with pytest.raises(KeyboardInterrupt):
         poll_until(lambda: None, 60, timed_out=AssertionError, stop=stop)
+
+
+def test_the_tests_wait_fails_naming_what_and_what_was_seen() -> None:
+    from tests.waiting import wait_until
+
+    answers = iter([None, "there"])
+    assert wait_until("an answer", lambda: next(answers), 5, every_s=0.01) == "there"
+    with pytest.raises(AssertionError, match=r"^the run succeeding did not .* seen: running$"):
+        wait_until("the run succeeding", lambda: None, 0.05, every_s=0.01, seen=lambda: "running")

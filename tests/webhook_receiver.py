@@ -15,6 +15,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from tests.local_http import LocalServer, TrackedHandler
+from tests.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,11 @@ class WebhookReceiver(LocalServer):
             return list(self.received)
 
     def wait_for(self, count: int, timeout_s: float = 30.0) -> list[Received]:
-        """The requests received, once there are at least ``count`` (or the deadline)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            got = self.all()
-            if len(got) >= count:
-                return got
-            time.sleep(0.05)  # requests arrive on the dispatcher's schedule; look again
-        raise AssertionError(f"{count} webhook requests expected, {len(self.all())} arrived")
+        """The requests received, once there are at least ``count`` (they arrive on the
+        dispatcher's schedule)."""
+        return wait_until(
+            f"{count} webhook requests arriving",
+            lambda: got if len(got := self.all()) >= count else None,
+            timeout_s,
+            seen=lambda: f"{len(self.all())} arrived",
+        )

@@ -56,6 +56,7 @@ import httpx
 
 from onceover import events as ev
 from onceover.processes import ChildProcess
+from onceover.waiting import poll_until
 
 DATABASES = ("sqlite", "postgresql")
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -426,19 +427,21 @@ def server(database_url: str, workers: int = 1) -> Iterator[str]:
     process = _Workers(database_url, port, workers) if workers > 1 else _Single(database_url, port)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + SERVER_START_S
         with httpx.Client(base_url=base, headers=_bearer("viewer"), timeout=5) as client:
-            while True:
+
+            def answers() -> bool | None:
+                try:
+                    return client.get("/api/runs", params={"limit": 1}).status_code == 200 or None
+                except httpx.TransportError:
+                    return None
+
+            def alive() -> None:
                 if not process.is_alive():
                     raise RuntimeError(f"the backend exited with code {process.exitcode}")
-                try:
-                    if client.get("/api/runs", params={"limit": 1}).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the backend did not answer within {SERVER_START_S} s")
-                time.sleep(0.1)
+
+            poll_until(answers, SERVER_START_S, every_s=0.1, between=alive, timed_out=lambda: (
+                RuntimeError(f"the backend did not answer within {SERVER_START_S} s")
+            ))  # fmt: skip
         yield base
     finally:
         process.stop()

@@ -27,6 +27,7 @@ from onceover.bench import baselines
 from onceover.bench.sink_modes import KEY, PARTITIONS, Bench, arrow_bytes, count, create_table
 from onceover.bench.sink_modes import prepare as prepare_bench
 from onceover.bench.sink_modes import write as sink_write
+from onceover.waiting import poll_until
 
 if TYPE_CHECKING:
     from google.cloud import bigquery
@@ -135,19 +136,20 @@ class Monitor:
         monitored figure is only worth printing if the events arrived. (A batch write's
         run stays ``running``: only a job ends its run.)"""
         headers = {"Authorization": f"Bearer {self.viewer_token}"}
-        deadline = time.monotonic() + MONITOR_WAIT_S
         seen: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
+
+        def shown() -> bool | None:
+            nonlocal seen
             answer = httpx.get(
                 f"{self.url}/api/runs", params={"table": table_id}, headers=headers, timeout=10
             )
             seen = answer.json().get("data", []) if answer.status_code == 200 else []
-            if any(r["rows_committed"] == rows for r in seen):
-                return
-            time.sleep(0.2)  # the sink's last events are a flush away; look again
-        raise baselines.BaselineError(
+            return any(r["rows_committed"] == rows for r in seen) or None
+
+        # the sink's last events are a flush away
+        poll_until(shown, MONITOR_WAIT_S, every_s=0.2, timed_out=lambda: baselines.BaselineError(
             f"the backend shows no run with {rows:,} rows committed into {table_id}: {seen}"
-        )
+        ))  # fmt: skip
 
 
 class WriterBench:

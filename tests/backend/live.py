@@ -4,8 +4,7 @@ socket: Server-Sent Events, jobs posting over HTTP."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from onceover.preflight import free_port
+from tests.waiting import wait_until
 
 
 @contextmanager
@@ -25,11 +25,14 @@ def serving(app: FastAPI, timeout_s: float = 30.0) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, name="test-backend", daemon=True)
     thread.start()
-    deadline = time.monotonic() + timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the backend did not start on port {port}")
-        time.sleep(0.02)  # uvicorn sets .started from its own thread
+
+    def alive() -> None:
+        if not thread.is_alive():
+            raise RuntimeError(f"the backend on port {port} stopped while starting")
+
+    # uvicorn sets .started from its own thread
+    wait_until(f"the backend on port {port} starting", lambda: server.started or None,
+               timeout_s, every_s=0.02, between=alive)  # fmt: skip
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -38,18 +41,40 @@ def serving(app: FastAPI, timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def wait_for_status(
-    url: str, token: str, run_id: str, status: str, timeout_s: float = 30.0
+    url: str,
+    token: str,
+    run_id: str,
+    status: str,
+    timeout_s: float = 30.0,
+    seen: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
-    """``GET /api/runs/{run_id}`` until it shows ``status``; the last body otherwise."""
-    deadline = time.monotonic() + timeout_s
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+    """``GET /api/runs/{run_id}`` until it shows ``status`` (events arrive on the
+    emitter's schedule); fails naming ``seen()``, else the last body."""
+    last: dict[str, Any] = {}
+
+    def shown() -> dict[str, Any] | None:
         response = httpx.get(
             f"{url}/api/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10
         )
         if response.status_code == 200:
-            body = response.json()
-            if body.get("status") == status:
-                break
-        time.sleep(0.2)  # events arrive on the emitter's schedule; look again
-    return body
+            last.update(response.json())
+        return last if last.get("status") == status else None
+
+    explain = seen or (lambda: last)
+    return wait_until(f"run {run_id} {status}", shown, timeout_s, every_s=0.2, seen=explain)
+
+
+def automatic_check(url: str, token: str, run_id: str, timeout_s: float) -> dict[str, Any]:
+    """The reconciliation the control plane made when the run succeeded (it runs after
+    the answer to the job's last event batch, so it may land a moment later)."""
+
+    def made() -> dict[str, Any] | None:
+        response = httpx.get(
+            f"{url}/api/runs/{run_id}/reconciliations",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        checks = [c for c in response.json()["data"] if c["trigger"] == "run_succeeded"]
+        return checks[0] if checks else None
+
+    return wait_until(f"run {run_id} reconciled on success", made, timeout_s, every_s=0.2)

@@ -4,7 +4,6 @@ running every 50 ms: every alert transition is made once and delivered once."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,6 +22,7 @@ from backend.tables import AlertTransition, WebhookDelivery
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, TOKENS, bearer
+from tests.waiting import wait_until
 from tests.webhook_receiver import WebhookReceiver
 
 REPLICAS = 2
@@ -62,14 +62,17 @@ def _burst(apps: list[FastAPI]) -> None:
 
 def _settled(apps: list[FastAPI], deliveries: int, timeout_s: float = 30) -> None:
     """Until ``deliveries`` exist and every one of them has succeeded."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def statuses() -> list[str]:
         with Session(apps[0].state.engine) as session:
-            statuses = [d.status for d in session.exec(select(WebhookDelivery))]
-        if len(statuses) >= deliveries and set(statuses) == {"succeeded"}:
-            return
-        time.sleep(0.05)  # the replicas' loops run on their own schedule; look again
-    raise AssertionError(f"deliveries not settled: {statuses}")
+            return [d.status for d in session.exec(select(WebhookDelivery))]
+
+    def settled() -> bool | None:
+        now = statuses()
+        return (len(now) >= deliveries and set(now) == {"succeeded"}) or None
+
+    # the replicas' loops run on their own schedule
+    wait_until(f"{deliveries} deliveries succeeded", settled, timeout_s, seen=statuses)
 
 
 def test_each_transition_is_delivered_once_by_two_replicas(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -40,19 +39,14 @@ from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import serving
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 DEADLINE_S = 60.0
 
 
 def until(what: str, probe: Callable[[], T | None], timeout_s: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = probe()
-        if value is not None:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s:g} s: {what}")
+    return wait_until(what, probe, timeout_s, every_s=0.1)
 
 
 @pytest.fixture

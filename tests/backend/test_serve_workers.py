@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from onceover.preflight import free_port
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, TOKENS, VIEWER, bearer
+from tests.waiting import wait_until
 from tests.webhook_receiver import WebhookReceiver
 
 WORKERS = 2
@@ -54,14 +54,18 @@ def served(
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_S
         log_path = tmp_path / "serve.log"
-        while log_path.read_text().count("Application startup complete") < WORKERS or not (
-            _answers(url)
-        ):
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
-            time.sleep(0.2)  # the workers import and start on their own; look again
+
+        def started() -> bool | None:
+            workers = log_path.read_text().count("Application startup complete")
+            return (workers >= WORKERS and _answers(url)) or None
+
+        def alive() -> None:
+            assert process.poll() is None, log_path.read_text()[-3000:]
+
+        # the workers import and start on their own
+        wait_until(f"{WORKERS} workers serving", started, START_S, every_s=0.2,
+                   between=alive, seen=lambda: log_path.read_text()[-3000:])  # fmt: skip
         yield url, process
     finally:
         process.terminate()
@@ -109,10 +113,13 @@ def test_two_workers_deliver_each_alert_transition_once(
     alerts = httpx.get(f"{url}/api/alerts", params={"run_id": "kept"}, headers=bearer(VIEWER))
     (kept,) = alerts.json()["data"]
     settled = _evaluated_at(url, kept["id"])
-    deadline = time.monotonic() + 30
-    while (_evaluated_at(url, kept["id"]) - settled).total_seconds() < 2:
-        assert time.monotonic() < deadline, "the evaluators stopped evaluating"
-        time.sleep(0.2)  # rounds run on the workers' own schedule; look again
+    # rounds run on the workers' own schedule
+    wait_until(
+        "the evaluators evaluating for two seconds more",
+        lambda: (_evaluated_at(url, kept["id"]) - settled).total_seconds() >= 2 or None,
+        30,
+        every_s=0.2,
+    )
 
     received = hook.all()
     by_run = sorted(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +19,7 @@ from backend.tables import Attempt, Run
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import VIEWER, bearer
+from tests.waiting import wait_until
 
 QUIET = timedelta(minutes=3)
 
@@ -85,12 +85,9 @@ def test_the_backend_sweeps_by_itself(settings: Settings) -> None:
     with TestClient(app) as client:
         ingest_events(app.state.engine, [f.started("r1", "a1", 0)])  # long ago
 
-        deadline = time.monotonic() + 20
-        body: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            body = client.get("/api/runs/r1", headers=bearer(VIEWER)).json()
-            if body["status"] == "stalled":
-                break
-            time.sleep(0.1)  # the sweeper runs on its own clock; look again
-        assert body["status"] == "stalled"
+        def stalled() -> dict[str, Any] | None:
+            body: dict[str, Any] = client.get("/api/runs/r1", headers=bearer(VIEWER)).json()
+            return body if body["status"] == "stalled" else None
+
+        body = wait_until("r1 stalled", stalled, 20, every_s=0.1)  # the sweeper's own clock
         assert [a["status"] for a in body["attempts"]] == ["stalled"]

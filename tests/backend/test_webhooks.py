@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +19,7 @@ from backend.services.ingest import ingest_events
 from backend.services.webhook_dispatch import backoff
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
+from tests.waiting import wait_until
 from tests.webhook_receiver import Answer, WebhookReceiver
 
 BACKOFF_S = 0.3
@@ -54,13 +54,13 @@ def _deliveries(client: TestClient, endpoint_id: int) -> list[dict[str, Any]]:
 def _wait_delivery(
     client: TestClient, endpoint_id: int, status: str, timeout_s: float = 30
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = [d for d in _deliveries(client, endpoint_id) if d["status"] == status]
-        if found:
-            return found[0]
-        time.sleep(0.05)  # the dispatcher runs on its own schedule; look again
-    raise AssertionError(f"no {status} delivery: {_deliveries(client, endpoint_id)}")
+    def found() -> dict[str, Any] | None:
+        return next((d for d in _deliveries(client, endpoint_id) if d["status"] == status), None)
+
+    # the dispatcher runs on its own schedule
+    return wait_until(
+        f"a {status} delivery", found, timeout_s, seen=lambda: _deliveries(client, endpoint_id)
+    )
 
 
 @pytest.mark.parametrize(
@@ -129,10 +129,11 @@ def test_a_receiver_that_is_down_gets_retries_with_growing_waits_then_the_messag
     first = client.post(f"/api/webhooks/{endpoint['id']}/test", headers=bearer(OPERATOR)).json()
     assert first["status"] == "pending"
     assert "ConnectError" in first["attempts"][0]["error"]
-    deadline = time.monotonic() + 30
-    while len(_deliveries(client, endpoint["id"])[0]["attempts"]) < 4:
-        assert time.monotonic() < deadline, "no fourth try within 30 s"
-        time.sleep(0.05)
+    wait_until(
+        "a fourth try",
+        lambda: len(_deliveries(client, endpoint["id"])[0]["attempts"]) >= 4 or None,
+        30,
+    )
     hook.up()  # the same port
 
     done = _wait_delivery(client, endpoint["id"], "succeeded")

@@ -53,10 +53,14 @@ def test_a_resume_onto_a_standalone_cluster_writes_exactly_once(
             shipped = command[command.index("--py-files") + 1]
             assert Path(shipped).name.startswith("onceover-py-files-")
 
-            body = wait_for_status(url, VIEWER, run_id, "succeeded", RESUME_DEADLINE_S)
-            log = httpx.get(f"{url}/api/runs/{run_id}/attempts/2/log?tail=60",
-                            headers=bearer(VIEWER)).json()  # fmt: skip
-            assert body.get("status") == "succeeded", "\n".join(log.get("lines", []))
+            def attempt_log() -> str:
+                log = httpx.get(f"{url}/api/runs/{run_id}/attempts/2/log?tail=60",
+                                headers=bearer(VIEWER)).json()  # fmt: skip
+                return "\n".join(log.get("lines", []))
+
+            body = wait_for_status(
+                url, VIEWER, run_id, "succeeded", RESUME_DEADLINE_S, seen=attempt_log
+            )
 
         finished = cluster.state()["completedapps"]
         workers = cluster.state()["workers"]

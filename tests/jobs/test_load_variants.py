@@ -79,7 +79,7 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
 ) -> None:
     import signal
 
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     source = tmp_path / "src"
     write_files(source, ROWS, 1, "json")

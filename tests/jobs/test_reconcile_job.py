@@ -10,7 +10,6 @@ a row deleted by hand is a missing row.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from backend.main import create_app
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
-from tests.backend.live import serving, wait_for_status
+from tests.backend.live import automatic_check, serving, wait_for_status
 from tests.jobs.orders import load_orders
 
 pytestmark = pytest.mark.spark
@@ -40,20 +39,6 @@ def _history(url: str, run_id: str) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
-
-
-def _automatic_check(url: str, run_id: str) -> dict[str, Any]:
-    """The check the control plane made when the run succeeded (it runs after the answer
-    to the job's last event batch, so it may land a moment later)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        checks: list[dict[str, Any]] = [
-            c for c in _history(url, run_id)["data"] if c["trigger"] == "run_succeeded"
-        ]
-        if checks:
-            return checks[0]
-        time.sleep(0.2)
-    raise AssertionError(f"run {run_id} was not reconciled within {DEADLINE_S:g} s of succeeding")
 
 
 def _reconcile(url: str, run_id: str) -> dict[str, Any]:
@@ -89,7 +74,7 @@ def test_a_run_with_faults_reconciles_ok_and_rows_changed_by_hand_are_named(
         run_id = (tmp_path / "ckpt" / "onceover" / "run_id").read_text().strip()
         assert wait_for_status(url, VIEWER, run_id, "succeeded")["status"] == "succeeded"
 
-        automatic = _automatic_check(url, run_id)
+        automatic = automatic_check(url, VIEWER, run_id, DEADLINE_S)
         clean = _reconcile(url, run_id)
 
         key = 4_321  # a key of the second batch

@@ -13,7 +13,6 @@ rows with N distinct keys, counted here with our own query.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +23,7 @@ from google.cloud import bigquery
 
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.backend.live import wait_for_status
+from tests.backend.live import automatic_check, wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
 
 pytestmark = pytest.mark.spark
@@ -50,27 +49,13 @@ def _succeeded(url: str, run_id: str) -> dict[str, Any]:
     return body
 
 
-def _automatic_check(url: str, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        response = httpx.get(
-            f"{url}/api/runs/{run_id}/reconciliations", headers=bearer(VIEWER), timeout=10
-        )
-        checks = [c for c in response.json()["data"] if c["trigger"] == "run_succeeded"]
-        if checks:
-            check: dict[str, Any] = checks[0]
-            return check
-        time.sleep(0.2)
-    raise AssertionError(f"run {run_id} was not reconciled within 60 s of succeeding")
-
-
 def _assert_exactly_once(
     url: str, rest: bigquery.Client, table: str, run_id: str, log_tail: str
 ) -> dict[str, Any]:
     body = _succeeded(url, run_id)
     assert [a["status"] for a in body["attempts"]] == ["failed", "succeeded"], log_tail
     assert body["attempts"][1]["launch"]["exit_code"] in (None, 0)
-    check = _automatic_check(url, run_id)
+    check = automatic_check(url, VIEWER, run_id, timeout_s=60)
     assert check["status"] == "ok", check
     assert (check["expected_rows"], check["actual_rows"], check["distinct_keys"]) == (
         ROWS, ROWS, ROWS

@@ -26,8 +26,8 @@ import pytest
 
 from jobs.sink.emitter import REJECTED_FILE, EventEmitter, NullEmitter, emitter_for
 from onceover.events import AppendAcknowledged, event_id, now
-from tests.processes import wait_until
 from tests.receiver import POISON_RUN, TOKEN, Receiver
+from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from google.api_core.exceptions import ServiceUnavailable
 from jobs.sink import failpoints
 from jobs.sink.errors import LedgerError, SinkOptionError
 from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit
+from tests.waiting import wait_until
 
 Arm = Callable[..., None]
 
@@ -108,16 +108,22 @@ def test_a_counter_survives_its_process_being_killed_mid_update(tmp_path: Path) 
         counting = subprocess.Popen(
             [sys.executable, "-c", _COUNT_FOREVER, str(counter)], cwd=Path(__file__).parents[2]
         )
-        deadline = time.monotonic() + 30
-        while _read_count(counter) < last + 50:
-            assert counting.poll() is None, "the counting process died on its own"
-            assert time.monotonic() < deadline, "the counter did not advance"
+        _counted_past(counter, last + 50, counting)
         counting.send_signal(signal.SIGKILL)
         counting.wait()
         now = counter.read_text()
         assert now.isdigit(), f"killed mid-update, the counter holds {now!r}"
         assert int(now) >= last
         last = int(now)
+
+
+def _counted_past(counter: Path, target: int, counting: subprocess.Popen[bytes]) -> None:
+    def alive() -> None:
+        assert counting.poll() is None, "the counting process died on its own"
+
+    wait_until(f"the counter reaching {target}",
+               lambda: _read_count(counter) >= target or None, 30, every_s=0.001,
+               between=alive)  # fmt: skip
 
 
 def _read_count(counter: Path) -> int:
