@@ -19,6 +19,8 @@ from onceover.localbq import LocalBigQuery
 from tests.receiver import Receiver
 from tests.webhook_receiver import WebhookReceiver
 
+pytest_plugins = ["tests.tiers"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 

@@ -46,8 +46,6 @@ from tests.writeapi import append_all, append_request, create_stream
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-pytestmark = pytest.mark.spark
-
 COMMITTED = types.WriteStream.Type.COMMITTED
 UTC = dt.UTC
 TABLE = "onceover-local.d.t"

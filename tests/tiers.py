@@ -1,0 +1,95 @@
+"""The suite's tiers: each test's derived from what it starts, its time summed per tier.
+
+A test's tier is never declared twice: it follows from the test's ``browser`` and
+``spark`` markers, the fixtures it uses and its folder (``docs/testing.md`` says what
+each tier covers and costs). Each tier is a marker too, so one tier runs alone:
+``.venv/bin/pytest -m jobs``.
+
+At the end of a run the time of each tier (set-up, call and tear-down of its tests: a
+session fixture counts where it is first set up) is printed, and written as JSON to
+``$ONCEOVER_TEST_TIMINGS`` when that names a file (``.ci/run`` prints it in its summary).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+TIERS = {
+    "unit": "pure Python: no server, no Spark, no child process of ours",
+    "backend": "the control plane in process, on SQLite and on PostgreSQL",
+    "localbq": "against the session's local BigQuery, without Spark",
+    "sink": "the sink in process, on the session's one shared Spark session",
+    "cli": "the onceover command in child processes, without Spark",
+    "jobs": "Spark jobs and commands that run them in child processes, each with a JVM",
+    "browser": "the dashboard in a real Chromium",
+}
+TIMINGS_ENV = "ONCEOVER_TEST_TIMINGS"
+_BACKEND = Path(__file__).parent / "backend"
+
+
+def tier_of(item: pytest.Item) -> str:  # noqa: PLR0911 - a return per tier, read as a table
+    """The tier of one collected test."""
+    if item.get_closest_marker("browser"):
+        return "browser"
+    fixtures = getattr(item, "fixturenames", ())
+    if "spark" in fixtures:
+        return "sink"
+    if item.get_closest_marker("spark"):  # Spark, but not the shared session's
+        return "jobs"
+    if "subprocess_env" in fixtures:
+        return "cli"
+    if "local_bigquery" in fixtures:
+        return "localbq"
+    if _BACKEND in Path(item.path).parents:
+        return "backend"
+    return "unit"
+
+
+class TierClock:
+    """Marks each test with its tier and adds up the tiers' time."""
+
+    def __init__(self) -> None:
+        self.tier: dict[str, str] = {}
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.tests: Counter[str] = Counter()
+
+    @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            tier = self.tier[item.nodeid] = tier_of(item)
+            item.add_marker(tier)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tier = self.tier.get(report.nodeid, "unit")
+        self.seconds[tier] += report.duration
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.tests[tier] += 1
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.tests:
+            return
+        terminalreporter.section("time per tier")
+        for tier in TIERS:
+            if self.tests[tier]:
+                terminalreporter.write_line(
+                    f"{tier:<8} {self.tests[tier]:>4} tests {self.seconds[tier]:>8.1f} s"
+                )
+        target = os.environ.get(TIMINGS_ENV)
+        if target:
+            figures = {
+                tier: {"tests": self.tests[tier], "seconds": round(self.seconds[tier], 1)}
+                for tier in TIERS
+                if self.tests[tier]
+            }
+            Path(target).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: tier: {meaning}")
+    config.pluginmanager.register(TierClock(), "onceover-tiers")
