@@ -307,12 +307,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
+    from onceover.chaos.curated import curated_schedules
     from onceover.chaos.report import Session
     from onceover.chaos.schedule import draw_schedules, load_schedule
     from onceover.chaos.session import run_session
 
     check_java()
-    if args.replay is not None:
+    if args.curated:
+        schedules = curated_schedules()
+        modes = list(dict.fromkeys(s.mode for s in schedules))
+        session = Session(None, len(schedules), modes, None, curated=True)
+    elif args.replay is not None:
         try:
             schedules = [load_schedule(args.replay)]
         except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -323,7 +328,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             draw_schedules(args.seed, args.schedules, modes=args.modes, rows=args.rows)
         )
         session = Session(args.seed, args.schedules, args.modes, args.rows)
-    name = f"replay-{schedules[0].name}" if args.replay else f"seed{args.seed}"
+    name = (
+        "curated"
+        if args.curated
+        else f"replay-{schedules[0].name}"
+        if args.replay
+        else f"seed{args.seed}"
+    )
     report_dir = args.report or STATE_DIR / "chaos" / name
     print(f"Chaos: {len(schedules)} schedules; report in {report_dir}", flush=True)
     with LocalBigQueryProcess(log_path=report_dir / "local-bigquery.log") as bigquery:
@@ -521,8 +532,12 @@ def _add_chaos_parser(commands: Any) -> None:
                             "default mode is the at-least-once baseline)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
                        help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
-    chaos.add_argument("--replay", type=Path, default=None,
-                       help="re-run one schedule from its JSON file")  # fmt: skip
+    chosen = chaos.add_mutually_exclusive_group()
+    chosen.add_argument("--replay", type=Path, default=None,
+                        help="re-run one schedule from its JSON file")  # fmt: skip
+    chosen.add_argument("--curated", action="store_true",
+                        help="run the curated schedules that arm every fault kind "
+                             "(what CI runs) instead of random draws")  # fmt: skip
     chaos.add_argument("--parallel", type=_positive, default=2,
                        help="schedules run side by side, each with its own control plane "
                             "(default %(default)s)")  # fmt: skip

@@ -22,10 +22,13 @@ class Session:
     modes: Sequence[str]
     rows: int | None
     replay: str | None = None
+    curated: bool = False
 
     def command(self) -> str:
         if self.replay:
             return f"onceover chaos --replay {self.replay}"
+        if self.curated:
+            return "onceover chaos --curated"
         rows = f" --rows {self.rows}" if self.rows else ""
         return (
             f"onceover chaos --schedules {self.schedules} --seed {self.seed}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.sink import failpoints
-from onceover.chaos.proxy import WireFault
+from onceover.chaos.proxy import APPEND_ROWS, WireFault
 from onceover.chaos.schedule import (
     KINDS,
     Fault,
@@ -116,3 +116,35 @@ def test_a_bad_schedule_is_refused_saying_what_is_wrong(
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=message):
         load_schedule(path)
+
+
+def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> None:
+    from onceover.chaos.curated import curated_schedules
+    from onceover.chaos.schedule import _UNARY_BY_MODE
+
+    schedules = curated_schedules()
+    assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
+    assert {s.mode for s in schedules} == {"pending", "committed"}
+    assert len({s.name for s in schedules}) == len(schedules)
+    for schedule in schedules:
+        shape = Shape.of(schedule.rows, schedule.files, schedule.files_per_batch,
+                         schedule.request_max_bytes)  # fmt: skip
+        for fault in schedule.faults:
+            assert fault.kind in kinds_for(schedule.mode), (schedule.name, fault)
+            if fault.kind == "backend/outage":
+                continue
+            if fault.method is not None:
+                assert fault.method in (APPEND_ROWS, *_UNARY_BY_MODE[schedule.mode]), fault
+            hits = (
+                shape.appends
+                if fault.kind == "spark/kill_task"
+                else shape.hits(fault.kind, fault.method)
+            )
+            # within one clean run's hits, so it fires however the restarts fall
+            assert 1 <= fault.nth <= hits, (schedule.name, fault, hits)
+    # each mode meets every wire method it calls
+    for mode, unary in _UNARY_BY_MODE.items():
+        if mode == "default":
+            continue
+        methods = {f.method for s in schedules if s.mode == mode for f in s.faults if f.method}
+        assert methods == {APPEND_ROWS, *unary}, mode

@@ -1,0 +1,97 @@
+"""The curated schedules: every fault kind armed, in as few job runs as can hold them.
+
+``onceover chaos --curated`` runs these; CI runs them on every change. Random draws
+(``--schedules N --seed S``, ``make chaos``) explore orders and hits that nobody
+thought of; this set makes sure that nothing the harness can do is left out of a
+short run. Each schedule arms one action at every failpoint its mode passes (a
+point can be armed once per schedule), so the three pending schedules take the
+actions of each point between them; wire faults take every method a mode calls.
+
+Every ``nth`` is at most the hits a clean run makes of its point or method
+(:class:`~onceover.chaos.schedule.Shape`: 3 batches, 6 tasks, 24 appends). Hits are
+counted across restarts and every batch, task and request passes each point at
+least once before the job can finish, so every armed fault fires in every run of
+the set, whatever Spark's timing: a test can ask that each one did.
+
+The set costs about 15 job runs (a driver fault costs a restart; an executor fault
+is retried by Spark within the run), where 20 random schedules cost about 34.
+"""
+
+from __future__ import annotations
+
+from onceover.chaos.proxy import APPEND_ROWS
+from onceover.chaos.schedule import Fault, Schedule
+
+CURATED_SEED = 0
+"""The seed curated schedules carry (their names are ``seed0-000N``); draws use others."""
+
+_CREATE = "CreateWriteStream"
+_FINALIZE = "FinalizeWriteStream"
+_COMMIT = "BatchCommitWriteStreams"
+
+
+def _fp(point: str, action: str, nth: int) -> Fault:
+    return Fault(f"failpoint/{point}/{action}", nth=nth)
+
+
+def _wire(action: str, method: str, nth: int, delay_s: float = 0.0) -> Fault:
+    return Fault(f"wire/{action}", nth=nth, method=method, delay_s=delay_s)
+
+
+_FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
+    ("pending", (
+        _fp("append.before", "crash", 3),
+        _fp("append.response", "error", 5),
+        _fp("finalize.after", "drop", 2),
+        _fp("ledger.after_intent", "crash", 1),
+        _fp("commit.before", "error", 2),
+        _fp("commit.after", "drop", 3),
+        _wire("unavailable", APPEND_ROWS, 4),
+        _wire("delay", _CREATE, 2, delay_s=1.5),
+    )),
+    ("pending", (
+        _fp("append.before", "error", 6),
+        _fp("append.response", "drop", 2),
+        _fp("finalize.after", "crash", 4),
+        _fp("ledger.after_intent", "error", 2),
+        _fp("commit.before", "crash", 1),
+        _fp("commit.after", "crash", 3),
+        _wire("drop_response", APPEND_ROWS, 7),
+        _wire("cut", APPEND_ROWS, 12),
+        _wire("unavailable", _FINALIZE, 3),
+    )),
+    ("pending", (
+        _fp("append.before", "drop", 9),
+        _fp("append.response", "crash", 11),
+        _fp("finalize.after", "error", 5),
+        _fp("commit.after", "error", 1),
+        _wire("drop_response", _COMMIT, 2),
+        _wire("delay", APPEND_ROWS, 15, delay_s=2.0),
+        Fault("spark/kill_task", nth=18),
+        Fault("backend/outage", at_s=3.0, for_s=4.0),
+    )),
+    ("committed", (
+        _fp("append.before", "crash", 5),
+        _fp("append.response", "drop", 8),
+        _fp("ledger.after_intent", "crash", 2),
+        _wire("cut", APPEND_ROWS, 3),
+        _wire("unavailable", _CREATE, 4),
+        Fault("spark/kill_task", nth=14),
+    )),
+    ("committed", (
+        _fp("append.before", "error", 10),
+        _fp("append.response", "crash", 4),
+        _fp("ledger.after_intent", "error", 1),
+        _wire("drop_response", APPEND_ROWS, 6),
+        _wire("drop_response", _CREATE, 2),
+        Fault("backend/outage", at_s=5.0, for_s=3.0),
+    )),
+)  # fmt: skip
+
+
+def curated_schedules() -> list[Schedule]:
+    """The curated set, in the order it runs."""
+    return [
+        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults)
+        for index, (mode, faults) in enumerate(_FAULTS)
+    ]
