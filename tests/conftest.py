@@ -16,10 +16,15 @@ from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.localbq import LocalBigQuery
+from onceover.processes import with_quick_jvm
 from tests.receiver import Receiver
 from tests.webhook_receiver import WebhookReceiver
 
 pytest_plugins = ["tests.tiers"]
+
+# Every JVM the tests start (the shared session, jobs, resumes, chaos, the demo, a
+# cluster) inherits this: none lives long enough to pay back the optimising compiler.
+os.environ.update(with_quick_jvm(os.environ))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"

@@ -20,16 +20,13 @@ from onceover.bigquery import BigQueryConfig
 from onceover.chaos.proxy import APPEND_ROWS, FaultProxy, WireFault
 from onceover.demo.waiting import poll
 from onceover.errors import OnceoverError
-from onceover.processes import ChildProcess, job_environment
+from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 
 DATASET = "onceover_demo"
 FILES = 4
 FILES_PER_BATCH = 2
 KEY = "event_id"
 JOB_TIMEOUT_S = 240.0
-QUICK_JVM = "-XX:TieredStopAtLevel=1"
-"""A demo load lives under a minute: the JVM's optimising compiler costs CPU it never
-pays back (the chaos harness measured a fifth less CPU per run without it)."""
 
 MIN_ROWS = 2_000
 """Enough for the faulty load's 10,000-byte requests to come to 4 or more per file: 16
@@ -127,8 +124,7 @@ class LoadJob:
             env[FAILPOINTS_STATE_ENV] = str(self.work / "failpoints")
         env["ONCEOVER_SPOOL_DIR"] = str(self.work / "spool")
         env["ONCEOVER_LOG_FORMAT"] = "text"
-        env["JDK_JAVA_OPTIONS"] = f"{env.get('JDK_JAVA_OPTIONS', '')} {QUICK_JVM}".strip()
-        return {**env, **self.monitor}
+        return with_quick_jvm({**env, **self.monitor})  # a demo load lives under a minute
 
     def wait(self, stop: threading.Event) -> int:
         """Its exit status, once it has exited (the proxy stops with it)."""
