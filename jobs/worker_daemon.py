@@ -2,8 +2,8 @@
 
 Spark forks every Python worker from a daemon process, and stops a worker that has been
 idle for a minute. A fresh worker must import what the sink needs: pyarrow and
-google-cloud-bigquery-storage, whose package imports pandas (about 3 s on the 2-core
-machine). A write that came more than a minute after the last one took about 13 s
+google-cloud-bigquery-storage, whose package also imports pandas wherever pandas is
+installed (about 3 s on the 2-core machine then; Onceover itself does not need pandas). A write that came more than a minute after the last one took about 13 s
 instead of 0.8 s (250,000 rows; docs/profiling.md), as would every micro-batch of a
 stream triggered less often than once a minute.
 
@@ -25,7 +25,7 @@ import traceback
 def preload() -> None:
     """Import the sink's modules and what they need; a failure only costs the speed-up."""
     try:
-        import google.cloud.bigquery_storage_v1  # noqa: F401  # and pandas, through it
+        import google.cloud.bigquery_storage_v1  # noqa: F401
         import pyarrow  # noqa: F401
 
         import jobs.sink.committer
