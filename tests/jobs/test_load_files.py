@@ -23,7 +23,7 @@ from tests.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
-ROWS = 100_000
+ROWS = 20_000
 
 
 @pytest.fixture(scope="module")
@@ -112,33 +112,35 @@ def test_each_mode_lands_every_row(load: Load, mode: str) -> None:
     assert any(entry.get("severity") == "INFO" for entry in logged)
 
 
-@pytest.mark.parametrize("point", ["ledger.after_intent", "commit.before", "commit.after"])
-def test_a_driver_crash_then_the_same_command_commits_exactly_once(load: Load, point: str) -> None:
-    args = ("--max-files-per-trigger", "2")
-    crashed = load.run(*args, failpoints=f"{point}=crash@1")
-    assert crashed.returncode != 0
-    assert f"failpoint {point} fired: crash" in load.fired()
+def test_a_driver_crash_at_each_point_then_the_same_command_commits_exactly_once(
+    load: Load,
+) -> None:
+    # One file per micro-batch, hits counted across runs: batch 0 dies after its intent
+    # is written, batch 1 just before its commit, batch 2 just after BigQuery committed
+    # it (the ledger never heard); batch 3 lands on the fourth run with no fault.
+    args = ("--max-files-per-trigger", "1")
+    spec = "ledger.after_intent=crash@1;commit.before=crash@2;commit.after=crash@3"
+    for point in ("ledger.after_intent", "commit.before", "commit.after"):
+        crashed = load.run(*args, failpoints=spec)
+        assert crashed.returncode != 0, crashed.stderr[-3000:]
+        assert f"failpoint {point} fired: crash" in load.fired(), load.fired()
 
-    again = load.run(*args)
+    again = load.run(*args, failpoints=spec)  # every armed hit has passed
     assert again.returncode == 0, again.stderr[-3000:]
     assert load.counted() == (ROWS, ROWS)
-    records = load.ledger()
-    assert sorted(int(str(r["batch_id"])) for r in records) == [0, 1]
+    records = sorted(load.ledger(), key=lambda r: int(str(r["batch_id"])))
+    assert [int(str(r["batch_id"])) for r in records] == [0, 1, 2, 3]
     assert all(r["state"] == "committed" for r in records)
+    # BigQuery, not the ledger, knew batch 2 was committed; its replay was skipped.
+    # Batches 0 and 1 were never committed, so they were written again on new streams.
+    assert [r["resolved"] for r in records] == [False, False, True, False]
     skipped = load.receiver.of_type("batch_skipped_duplicate")
+    assert [e["batch_id"] for e in skipped] == [2]
     orphaned = load.receiver.of_type("stream_orphaned")
-    if point == "commit.after":
-        # BigQuery, not the ledger, knew batch 0 was committed; its replay was skipped
-        assert [r["resolved"] for r in sorted(records, key=lambda r: str(r["batch_id"]))] == [
-            True, False,
-        ]  # fmt: skip
-        assert [e["batch_id"] for e in skipped] == [0]
-        assert {e["stream"] for e in orphaned} == set(skipped[0]["orphaned_streams"])
-    else:
-        # the intent was never committed: the batch was written again on new streams
-        assert not skipped
-        assert not any(r["resolved"] for r in records)
-        assert any("intent never committed" in e["reason"] for e in orphaned)
+    never = {e["batch_id"] for e in orphaned if "intent never committed" in e["reason"]}
+    assert never == {0, 1}
+    replayed = {e["stream"] for e in orphaned if e["batch_id"] == 2}
+    assert replayed == set(skipped[0]["orphaned_streams"])
 
 
 def test_a_failed_task_is_retried_by_spark_and_its_stream_reported_orphaned(load: Load) -> None:

@@ -8,6 +8,11 @@ the control plane launch attempt 2 from the run's stored spec, with no failpoint
 backend never passes its own ``ONCEOVER_*`` variables on). The run ends ``succeeded``,
 the control plane reconciles it by itself with ``ok``, and BigQuery holds exactly N
 rows with N distinct keys, counted here with our own query.
+
+The crash after the commit also carries the alerts issue's must-show: a rule
+``run_failed`` and an endpoint pointing at a local receiver; the crash produces one
+signed ``firing`` delivery whose signature verifies (Standard Webhooks reference
+library), and the resume one ``resolved`` delivery.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
 
+from backend.services.alert_evaluator import evaluate
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import automatic_check, wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
+from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.spark
 
@@ -34,7 +41,19 @@ RESUME_DEADLINE_S = 240.0
 
 @pytest.fixture
 def app(bq_config: BigQueryConfig, tmp_path: Path) -> FastAPI:
-    return control_plane(bq_config, tmp_path)
+    return control_plane(bq_config, tmp_path, alert_eval_interval_s=0.5, webhook_poll_s=0.2)
+
+
+def _alert_on_failure(url: str, hook: WebhookReceiver) -> dict[str, Any]:
+    """A ``run_failed`` rule and an endpoint at ``hook``; the endpoint."""
+    rule = httpx.post(f"{url}/api/alert-rules", headers=bearer(OPERATOR), json={
+        "name": "orders load failed", "kind": "run_failed", "severity": "critical",
+    }).json()  # fmt: skip
+    endpoint: dict[str, Any] = httpx.post(f"{url}/api/webhooks", headers=bearer(OPERATOR), json={
+        "name": "on-call", "url": hook.url, "rule_ids": [rule["id"]],
+    }).json()  # fmt: skip
+    hook.secret = endpoint["secret"]
+    return endpoint
 
 
 def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
@@ -104,11 +123,15 @@ def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
     rest: bigquery.Client,
     dataset: str,
     tmp_path: Path,
+    hook: WebhookReceiver,
 ) -> None:
-    """The must-show, with the API's guards around the one call that matters."""
+    """The must-show, with the API's guards around the one call that matters, and the
+    alert the failure fires and the resume resolves, once each."""
     table = f"{dataset}.orders"
     with served(app) as url:
+        endpoint = _alert_on_failure(url, hook)
         run_id = crashed_run(app, url, bq_config, tmp_path, table, "commit.after", ROWS)
+        [fired] = hook.wait_for(1, timeout_s=60)
 
         assert _post_resume(url, run_id, VIEWER).status_code == 403
         dry = httpx.post(
@@ -150,3 +173,31 @@ def test_a_run_crashed_after_its_commit_is_resumed_with_one_call(
         assert after.status_code == 409
         assert "is succeeded" in after.json()["detail"]
         assert "Committed" in _log(url, run_id, 2)
+
+        fired, resolved = hook.wait_for(2, timeout_s=60)
+        # Settled: another round finds nothing to say, nothing is left to send.
+        assert evaluate(app.state.engine, url) == 0
+        assert app.state.dispatcher.run_once() == []
+        deliveries = httpx.get(
+            f"{url}/api/webhooks/{endpoint['id']}/deliveries", headers=bearer(VIEWER)
+        ).json()["data"]
+        history = httpx.get(
+            f"{url}/api/alerts/history?run_id={run_id}", headers=bearer(VIEWER)
+        ).json()["data"]
+
+    assert len(hook.all()) == 2, [r.body for r in hook.all()]
+    assert fired.verified
+    assert resolved.verified
+    firing = fired.json()
+    assert firing["status"] == "firing"
+    [alert] = firing["alerts"]
+    assert alert["labels"]["alertname"] == "orders load failed"
+    assert alert["labels"]["run_id"] == run_id
+    assert alert["labels"]["table"] == table
+    assert alert["generatorURL"] == f"{url}/runs/{run_id}"
+    assert resolved.json()["status"] == "resolved"
+    assert resolved.json()["alerts"][0]["fingerprint"] == alert["fingerprint"]
+    assert sorted((d["event_status"], d["status"]) for d in deliveries) == [
+        ("firing", "succeeded"), ("resolved", "succeeded")
+    ]  # fmt: skip
+    assert [t["status"] for t in history] == ["resolved", "firing"]
