@@ -6,17 +6,19 @@ PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 VENV := .venv
+# Each phase's time, kept when $ONCEOVER_CI_TIMINGS names a file (.ci/run prints them).
+TIMED := scripts/timed
 # Never let uv download a Python of its own: the machine's Python is the one checked.
 export UV_PYTHON_DOWNLOADS := never
 
 FRONTEND_SOURCES := $(shell find frontend/src -type f -not -name "*.test.*" 2>/dev/null) \
 	frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
 
-.PHONY: help install frontend lint vitest pytest test demo up chaos client clean
+.PHONY: help install frontend lint typecheck vitest pytest test demo up chaos client clean
 
 help:
 	@echo "make demo      start the local stack and run the demo job"
-	@echo "make test      lint, type-check and run every test"
+	@echo "make test      lint, type-check and run every test (docs/testing.md)"
 	@echo "make up        run the local BigQuery and the backend until Ctrl-C"
 	@echo "make chaos     200 random fault schedules against real jobs, then verify (long)"
 	@echo "make install   only install the Python environment"
@@ -26,41 +28,42 @@ help:
 $(UV):
 	@scripts/preflight.sh python $(PYTHON)
 	$(PYTHON) -m venv .tools
-	.tools/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
+	$(TIMED) "install: uv" .tools/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
 
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 	@scripts/preflight.sh python $(PYTHON)
-	$(UV) sync --frozen --python $(PYTHON)
+	$(TIMED) "install: python" $(UV) sync --frozen --python $(PYTHON)
 	@touch $@
 
 install: $(VENV)/.installed
 
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
 	@scripts/preflight.sh node
-	cd frontend && npm ci --no-audit --no-fund
+	$(TIMED) "install: npm" sh -c "cd frontend && npm ci --no-audit --no-fund"
 	@touch $@
 
 frontend/dist/index.html: frontend/node_modules/.installed $(FRONTEND_SOURCES)
-	cd frontend && npm run build
+	$(TIMED) "build: dashboard" sh -c "cd frontend && npm run build"
 
 frontend: frontend/dist/index.html
 
 lint: install
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(TIMED) "lint: ruff" sh -c "$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check ."
+
+typecheck: install
+	$(TIMED) "type-check: mypy" $(VENV)/bin/mypy
 
 # The dashboard's component tests (Vitest, jsdom); its type-check runs in the build.
 vitest: frontend/node_modules/.installed
-	cd frontend && npm test
+	$(TIMED) vitest sh -c "cd frontend && npm test"
 
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
-	$(VENV)/bin/pytest
+	$(TIMED) pytest $(VENV)/bin/pytest
 
-test: lint vitest pytest
+test: lint typecheck vitest pytest
 
 demo: install frontend
 	$(VENV)/bin/onceover demo

@@ -3,9 +3,10 @@
 Spark forks every Python worker from a daemon process, and stops a worker that has been
 idle for a minute. A fresh worker must import what the sink needs: pyarrow and
 google-cloud-bigquery-storage, whose package also imports pandas wherever pandas is
-installed (about 3 s on the 2-core machine then; Onceover itself does not need pandas). A write that came more than a minute after the last one took about 13 s
-instead of 0.8 s (250,000 rows; docs/profiling.md), as would every micro-batch of a
-stream triggered less often than once a minute.
+installed (about 3 s on the 2-core machine then; Onceover itself does not need pandas).
+A write that came more than a minute after the last one took about 13 s instead of
+0.8 s (250,000 rows; docs/profiling.md), as would every micro-batch of a stream
+triggered less often than once a minute.
 
 Imported here, before any fork, the task workers start with them loaded: that write
 then took 7-9 s. The rest is the data source's planning and commit workers, which Spark
