@@ -9,9 +9,9 @@
 - :func:`write_streaming_inserts`: the legacy ``tabledata.insertAll`` through
   ``Client.insert_rows_json``, 500 rows a call with ``row_ids`` (best-effort dedupe),
   from ``foreachPartition``.
-- :func:`hand_to_python`: no writer at all. Spark hands the rows to its Python workers
-  as Arrow, which count them: the floor under any Python sink on the same Spark, so a
-  report shows which part of a sink's time is Spark's own.
+- :func:`onceover.bench.handoff.hand_off`: no writer at all. Spark hands the rows to a
+  Python data source's writers as Arrow, which count them: the floor under any Python
+  sink on the same Spark, so a report shows which part of a sink's time is Spark's own.
 - :func:`push_arrow_ceiling`: no Spark, no retries, no bookkeeping: one client pushes
   pre-built Arrow record batches down one COMMITTED stream on one connection. Nothing a
   job can do with the same server is faster; it is the ceiling the sink is held to.
@@ -23,7 +23,7 @@ that lost rows; the caller also counts the rows in BigQuery.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -187,33 +187,6 @@ def write_streaming_inserts(df: DataFrame, table_id: str, key: str) -> float:
     started = time.perf_counter()
     df.foreachPartition(lambda rows: _insert_partition(rows, table_id, key))
     return time.perf_counter() - started
-
-
-# -- the floor: Spark's own hand-off to Python --------------------------------------------
-
-
-def sum_per_partition(
-    df: DataFrame, measure: Callable[[pa.RecordBatch], int], column: str
-) -> DataFrame:
-    """``df`` handed to Python workers as Arrow (``mapInArrow``, as the sink's tasks
-    receive it), each partition reduced there to one row: ``measure`` summed over its
-    batches, in the ``long`` column ``column``. Summed where the rows arrive, so only one
-    row per partition travels back to the driver."""
-
-    def total(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa  # on the worker: this module imports it only for type hints
-
-        yield pa.record_batch({column: pa.array([sum(map(measure, batches))], pa.int64())})
-
-    return df.mapInArrow(total, f"{column} long")
-
-
-def hand_to_python(df: DataFrame) -> tuple[float, int]:
-    """Seconds for Spark to hand ``df`` to Python workers as Arrow, and the rows they
-    counted."""
-    started = time.perf_counter()
-    counts = sum_per_partition(df, lambda batch: batch.num_rows, "rows").collect()
-    return time.perf_counter() - started, sum(int(row["rows"]) for row in counts)
 
 
 # -- the ceiling: pre-built Arrow, one client, one stream -------------------------------

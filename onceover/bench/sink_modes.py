@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from jobs.generate import write_files
 from jobs.sink.datasource import register
 from jobs.spark import spark_session
-from onceover.bench.baselines import sum_per_partition
+from onceover.bench.handoff import hand_off
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.localbq import LocalBigQuery
 
@@ -60,8 +60,7 @@ class ModeRuns:
 
 def arrow_bytes(df: DataFrame) -> int:
     """The Arrow size of ``df`` as the sink's tasks receive it (summed on the executors)."""
-    row = sum_per_partition(df, lambda batch: batch.nbytes, "n").groupBy().sum("n").first()
-    return int(row[0]) if row is not None and row[0] is not None else 0
+    return hand_off(df).arrow_bytes
 
 
 def create_table(client: bigquery.Client, table_id: str, fields: list[bigquery.SchemaField]) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from onceover.bench import baselines
+from onceover.bench.handoff import hand_off
 from onceover.bench.sink_modes import KEY, PARTITIONS, Bench, arrow_bytes, count, create_table
 from onceover.bench.sink_modes import prepare as prepare_bench
 from onceover.bench.sink_modes import write as sink_write
@@ -83,8 +84,9 @@ CONTENDERS = (
     Contender(
         FLOOR,
         "Spark's hand-off (no writer)",
-        "Spark hands the same cached rows to its Python workers as Arrow, which only count "
-        "them: what any Python sink pays before it sends a byte; nothing is written",
+        "Spark hands the same cached rows to a Python data source's writers as Arrow, the "
+        "sink's own way in, and they only count them: what any Python sink pays before it "
+        "sends a byte; nothing is written",
     ),
 )
 
@@ -214,10 +216,10 @@ class WriterBench:
         return seconds
 
     def _hand_off(self) -> float:
-        seconds, handed = baselines.hand_to_python(self.bench.df)
-        if handed != self.bench.rows:
-            raise baselines.BaselineError(f"Python workers counted {handed:,} rows")
-        return seconds
+        handed = hand_off(self.bench.df)
+        if handed.rows != self.bench.rows:
+            raise baselines.BaselineError(f"Python workers counted {handed.rows:,} rows")
+        return handed.seconds
 
     def _run_writer(self, key: str, attempt: int, say: Callable[[str], None]) -> float | None:
         """One timed write into a fresh table, verified in BigQuery; ``None`` if it failed."""
