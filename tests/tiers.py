@@ -54,18 +54,20 @@ class TierClock:
     """Marks each test with its tier and adds up the tiers' time."""
 
     def __init__(self) -> None:
-        self.tier: dict[str, str] = {}
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.tests: Counter[str] = Counter()
 
     @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            tier = self.tier[item.nodeid] = tier_of(item)
+            tier = tier_of(item)
             item.add_marker(tier)
+            # Reports carry user properties: under pytest-xdist they arrive here from the
+            # workers that did the collecting.
+            item.user_properties.append(("tier", tier))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        tier = self.tier.get(report.nodeid, "unit")
+        tier = str(dict(report.user_properties).get("tier", "unit"))
         self.seconds[tier] += report.duration
         if report.when == "call" or (report.when == "setup" and report.skipped):
             self.tests[tier] += 1

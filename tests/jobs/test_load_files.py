@@ -23,7 +23,9 @@ from tests.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
-ROWS = 20_000
+# Spark reads the 4 files as 2 partitions; 25,000 rows reach a task as 3 Arrow batches,
+# so a stream gets 3 appends, enough for the faults armed at the 3rd append.
+ROWS = 50_000
 
 
 @pytest.fixture(scope="module")
