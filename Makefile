@@ -57,11 +57,19 @@ typecheck: install
 vitest: frontend/node_modules/.installed
 	$(TIMED) vitest sh -c "cd frontend && npm test"
 
+# The tiers whose tests start commands and JVMs run on two pytest-xdist workers: a job
+# keeps about 1.1 of the 2 cores busy, and the load job tests took 195 s on two workers
+# where they took 304 s on one (docs/testing.md). The rest runs in one process, as some
+# of its tests time what must never block (the emitter), which a neighbouring JVM skews.
+COMMAND_TIERS := jobs or cli or browser
+
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
-	$(TIMED) pytest $(VENV)/bin/pytest
+	$(TIMED) "pytest: in process" $(VENV)/bin/pytest -m "not ($(COMMAND_TIERS))"
+	$(TIMED) "pytest: commands, 2 workers" $(VENV)/bin/pytest -m "$(COMMAND_TIERS)" \
+		-n 2 --dist worksteal
 
 test: lint typecheck vitest pytest
 

@@ -6,8 +6,9 @@ each tier covers and costs). Each tier is a marker too, so one tier runs alone:
 ``.venv/bin/pytest -m jobs``.
 
 At the end of a run the time of each tier (set-up, call and tear-down of its tests: a
-session fixture counts where it is first set up) is printed, and written as JSON to
-``$ONCEOVER_TEST_TIMINGS`` when that names a file (``.ci/run`` prints it in its summary).
+session fixture counts where it is first set up; under pytest-xdist, summed over the
+workers) is printed, and added to the JSON in ``$ONCEOVER_TEST_TIMINGS`` when that names
+a file (``.ci/run`` prints it in its summary).
 """
 
 from __future__ import annotations
@@ -83,12 +84,22 @@ class TierClock:
                 )
         target = os.environ.get(TIMINGS_ENV)
         if target:
-            figures = {
-                tier: {"tests": self.tests[tier], "seconds": round(self.seconds[tier], 1)}
-                for tier in TIERS
-                if self.tests[tier]
-            }
-            Path(target).write_text(json.dumps(figures, indent=2) + "\n")
+            _add_to(Path(target), self.tests, self.seconds)
+
+
+def _add_to(path: Path, tests: Counter[str], seconds: defaultdict[str, float]) -> None:
+    """Add this run's figures to those ``path`` holds: ``make test`` runs pytest twice."""
+    try:
+        figures: dict[str, dict[str, float]] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        figures = {}
+    for tier in TIERS:
+        if tests[tier]:
+            known = figures.setdefault(tier, {"tests": 0, "seconds": 0.0})
+            known["tests"] += tests[tier]
+            known["seconds"] = round(known["seconds"] + seconds[tier], 1)
+    ordered = {tier: figures[tier] for tier in TIERS if tier in figures}
+    path.write_text(json.dumps(ordered, indent=2) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
