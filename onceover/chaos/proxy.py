@@ -104,13 +104,14 @@ class FaultProxy(StartStop):
         upstream: str,
         plan: Sequence[WireFault] = (),
         *,
-        on_kill: Callable[[str], str] | None = None,
+        on_kill: Callable[[str, str], str] | None = None,
         host: str = "127.0.0.1",
     ) -> None:
         self.upstream = upstream
         self.plan = list(plan)
         self.on_kill = on_kill
-        """Called with the client's peer address (``ipv4:127.0.0.1:54321``); says what it did."""
+        """Called with the client's peer address (``ipv4:127.0.0.1:54321``) and the
+        proxy's own endpoint, the connection's two ends; says what it did."""
         self.host = host
         self.port = 0
         self.fired: list[FiredWireFault] = []
@@ -233,7 +234,8 @@ class FaultProxy(StartStop):
                         abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
                         upstream["call"].cancel()
                         return
-                    detail = self.on_kill(context.peer()) if self.on_kill else "no callback"
+                    peer = context.peer()
+                    detail = self.on_kill(peer, self.endpoint) if self.on_kill else "no callback"
                     self._fire(fault, detail)
 
         call = self._channel.stream_stream(SERVICE + APPEND_ROWS)(

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -42,6 +40,7 @@ from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.chaos.proxy import FaultProxy
 from onceover.chaos.schedule import Fault, Schedule
+from onceover.chaos.task_kill import KILLED, kill_sender
 from onceover.chaos.verify import KeyAggregate, compare_keys, control_plane_view, table_aggregate
 from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
@@ -62,7 +61,6 @@ ORDER_SCHEMA = [
     bigquery.SchemaField("currency", "STRING"),
     bigquery.SchemaField("event_time", "TIMESTAMP"),
 ]
-KILLED = "killed Spark worker"
 _FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
 
 
@@ -346,55 +344,3 @@ def _count_failpoints(schedule: Schedule, state: Path, outcomes: dict[int, Fault
             if match and match["point"] == point and match["action"] == action:
                 outcomes[id(fault)].fired += 1
                 outcomes[id(fault)].details.append(f"hit {match['hit']}")
-
-
-# -- killing a Spark task mid-append ------------------------------------------------
-
-
-def kill_sender(peer: str) -> str:
-    """SIGKILL the Spark Python worker whose connection is ``peer`` (``ipv4:host:port``).
-
-    The proxy calls this while the worker's append is in flight: the local port of
-    the peer's socket leads to the socket's inode (``/proc/net/tcp``) and the inode
-    to the process holding it (``/proc/<pid>/fd``).
-    """
-    port = int(peer.rsplit(":", 1)[1])
-    pid = _pid_with_local_port(port)
-    if pid is None:
-        return f"no process holds port {port} any more"
-    command = _command(pid)
-    if pid == os.getpid() or "pyspark" not in command:
-        return f"pid {pid} ({command[:60]}) is not a Spark worker; left alone"
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return f"pid {pid} exited before it could be killed"
-    return f"{KILLED} pid {pid}"
-
-
-def _pid_with_local_port(port: int) -> int | None:
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(f"socket:[{fields[9]}]")
-    if not inodes:
-        return None
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if os.readlink(fd) in inodes:
-                        return int(proc.name)
-    return None
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return "?"

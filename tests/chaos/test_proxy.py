@@ -178,14 +178,14 @@ def test_a_cut_connection_and_a_delay(
     assert [f.fault.action for f in proxy.fired] == ["delay", "cut"]
 
 
-def test_kill_hands_the_clients_address_to_the_callback(
+def test_kill_hands_both_ends_of_the_clients_connection_to_the_callback(
     proxies: list[FaultProxy], bq_config: BigQueryConfig, table: str
 ) -> None:
-    peers: list[str] = []
+    peers: list[tuple[str, str]] = []
     called = threading.Event()
 
-    def on_kill(peer: str) -> str:
-        peers.append(peer)
+    def on_kill(peer: str, server: str) -> str:
+        peers.append((peer, server))
         called.set()
         return "noted"
 
@@ -194,7 +194,8 @@ def test_kill_hands_the_clients_address_to_the_callback(
     stream = create_stream(client, table, COMMITTED).name
     _append_one(client, stream, 0, 0)
     assert called.wait(10)
-    assert peers[0].startswith(("ipv4:127.0.0.1:", "ipv6:[::1]:"))
+    assert peers[0][0].startswith(("ipv4:127.0.0.1:", "ipv6:[::1]:"))
+    assert peers[0][1] == proxy.endpoint  # the connection's other end
     assert proxy.fired[0].detail == "noted"
 
 
