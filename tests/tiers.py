@@ -51,21 +51,23 @@ def tier_of(item: pytest.Item) -> str:  # noqa: PLR0911 - a return per tier, rea
     return "unit"
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        item.add_marker(tier)
+        # Reports carry user properties: under pytest-xdist they reach the controller's
+        # clock from the workers that did the collecting.
+        item.user_properties.append(("tier", tier))
+
+
 class TierClock:
-    """Marks each test with its tier and adds up the tiers' time."""
+    """Adds up the tiers' time; in the process that reports (under pytest-xdist, the
+    controller, never a worker)."""
 
     def __init__(self) -> None:
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.tests: Counter[str] = Counter()
-
-    @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            tier = tier_of(item)
-            item.add_marker(tier)
-            # Reports carry user properties: under pytest-xdist they arrive here from the
-            # workers that did the collecting.
-            item.user_properties.append(("tier", tier))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = str(dict(report.user_properties).get("tier", "unit"))
@@ -105,4 +107,5 @@ def _add_to(path: Path, tests: Counter[str], seconds: defaultdict[str, float]) -
 def pytest_configure(config: pytest.Config) -> None:
     for name, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{name}: tier: {meaning}")
-    config.pluginmanager.register(TierClock(), "onceover-tiers")
+    if not hasattr(config, "workerinput"):  # set in pytest-xdist's workers only
+        config.pluginmanager.register(TierClock(), "onceover-tiers")

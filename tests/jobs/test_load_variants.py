@@ -31,38 +31,31 @@ def job_args(source: Path, fmt: str, table: str, checkpoint: Path) -> list[str]:
             "--checkpoint", str(checkpoint), "--create-table"]  # fmt: skip
 
 
-def test_spark_submit_runs_the_job(
-    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, tmp_path: Path
-) -> None:
-    write_files(tmp_path / "src", ROWS, 2, "json")
-    table = f"{dataset}.orders"
-    env = job_environment(bq_config)
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    result = subprocess.run(
-        [str(spark_submit), "--master", "local[2]", str(REPO_ROOT / "jobs" / "load_files.py"),
-         *job_args(tmp_path / "src", "json", table, tmp_path / "ckpt")],
-        env=env, capture_output=True, text=True, timeout=400, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert counted(rest, table) == (ROWS, ROWS)
-
-
-@pytest.mark.parametrize(("fmt", "row_format"), [("csv", "arrow"), ("parquet", "proto")])
-def test_csv_and_parquet_sources_and_proto_rows(
+@pytest.mark.parametrize(
+    ("fmt", "row_format", "launcher"),
+    [("csv", "arrow", "spark-submit"), ("parquet", "proto", "python")],
+)
+def test_csv_and_parquet_sources_proto_rows_and_spark_submit(
     bq_config: BigQueryConfig,
     rest: bigquery.Client,
     dataset: str,
     tmp_path: Path,
     fmt: str,
     row_format: str,
+    launcher: str,
 ) -> None:
     write_files(tmp_path / "src", ROWS, 3, fmt)
     table = f"{dataset}.orders"
+    args = [*job_args(tmp_path / "src", fmt, table, tmp_path / "ckpt"), "--row-format", row_format]
+    if launcher == "spark-submit":  # the job file, as a cluster user submits it
+        spark_submit = Path(sys.executable).parent / "spark-submit"
+        command = [str(spark_submit), "--master", "local[2]",
+                   str(REPO_ROOT / "jobs" / "load_files.py"), *args]  # fmt: skip
+    else:
+        command = [sys.executable, "-m", "jobs.load_files", *args]
     result = subprocess.run(
-        [sys.executable, "-m", "jobs.load_files",
-         *job_args(tmp_path / "src", fmt, table, tmp_path / "ckpt"), "--row-format", row_format],
-        env=job_environment(bq_config), capture_output=True, text=True, timeout=400,
-        check=False,
+        command, env=job_environment(bq_config), capture_output=True, text=True, timeout=400,
+        check=False, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert counted(rest, table) == (ROWS, ROWS)
