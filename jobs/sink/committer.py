@@ -165,7 +165,18 @@ class BatchCommitter:
                 logger.warning("%s: commit response lost (failpoint); asking again", self.label)
                 continue
             if not response.stream_errors:
-                return _timestamp_text(response.commit_time)
+                if response.commit_time:
+                    return _timestamp_text(response.commit_time)
+                # BigQuery's API: "if this field is not set, it means the commit was not
+                # successful". Nothing is committed yet; committing again is safe (an
+                # earlier try that did take effect answers STREAM_ALREADY_COMMITTED).
+                logger.warning(
+                    "%s: BatchCommit answered without a commit time (not committed); "
+                    "committing again (try %d)",
+                    self.label,
+                    attempt,
+                )
+                continue
             already = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
             codes = {e.code for e in response.stream_errors}
             if codes == {already} and len(response.stream_errors) == len(names):
@@ -178,7 +189,11 @@ class BatchCommitter:
                 f"BigQuery refused to commit {self.label} into {self.job.table}: "
                 + "; ".join(f"{e.entity}: {e.error_message}" for e in response.stream_errors)
             )
-        raise CommitRejectedError(f"{self.label}: no commit response after 5 tries")
+        raise CommitRejectedError(
+            f"{self.label}: BigQuery did not confirm the commit of {self.job.table} in 5 "
+            "tries (answers lost, or without a commit time); its intent is in the ledger, "
+            "and a restart asks BigQuery whether its streams were committed"
+        )
 
     def _commit_time(self, names: Sequence[str]) -> str | None:
         """The commit time if every stream is committed, None if none is; else an error."""

@@ -59,6 +59,7 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
         _wire("drop_response", APPEND_ROWS, 7),
         _wire("cut", APPEND_ROWS, 12),
         _wire("unavailable", _FINALIZE, 3),
+        _wire("uncommitted", _COMMIT, 1),
     )),
     ("pending", (
         _fp("append.before", "drop", 9),

@@ -16,6 +16,10 @@ unary method, or the n-th message of ``AppendRows``, into one of:
   server applied the message, and the ones in flight before it, is left to chance.
 - ``kill``: ``AppendRows`` only: forward the message, then hand the client's
   address to a callback (the chaos harness kills the Spark task that sent it).
+- ``uncommitted``: ``BatchCommitWriteStreams`` only: answer, without forwarding, with
+  neither ``commit_time`` nor ``stream_errors``. BigQuery's API: "if this field is not
+  set, it means the commit was not successful". Nothing was committed; a client that
+  reads the empty answer as success loses the batch.
 - ``gap``: ``AppendRows`` only: forward the message with its offset moved past the
   end of the stream, as a client that skipped a request would send it. The server
   answers OUT_OF_RANGE and applies nothing; the call goes on. (The one fault here that
@@ -53,8 +57,10 @@ UNARY_METHODS = (
     "BatchCommitWriteStreams",
     "FlushRows",
 )
-WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill", "gap"]
+WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill", "gap", "uncommitted"]
 STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill", "gap"})
+COMMIT_ONLY: frozenset[str] = frozenset({"uncommitted"})
+BATCH_COMMIT = "BatchCommitWriteStreams"
 GAP_ROWS = 1_000_000
 """How far ``gap`` moves an offset: past any stream a test or the demo writes."""
 
@@ -76,6 +82,8 @@ class WireFault:
             raise ValueError(f"unknown Storage Write method {self.method!r}")
         if self.action in STREAM_ONLY and self.method != APPEND_ROWS:
             raise ValueError(f"{self.action} applies to AppendRows only, not {self.method}")
+        if self.action in COMMIT_ONLY and self.method != BATCH_COMMIT:
+            raise ValueError(f"{self.action} applies to {BATCH_COMMIT} only, not {self.method}")
         if self.nth < 1:
             raise ValueError("nth counts from 1")
 
@@ -178,11 +186,13 @@ class FaultProxy(StartStop):
     def unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
         assert self._channel is not None
         nth = self._next(method)
-        before = self._faults(method, nth, ("delay", "unavailable"))
+        before = self._faults(method, nth, ("delay", "unavailable", "uncommitted"))
         for fault in before:
             self._fire(fault)
             if fault.action == "delay":
                 time.sleep(fault.delay_s)
+            elif fault.action == "uncommitted":
+                return b""  # a BatchCommitWriteStreamsResponse with no field set
             else:
                 context.abort(grpc.StatusCode.UNAVAILABLE, _message(fault, "before forwarding"))
         call = self._channel.unary_unary(SERVICE + method)

@@ -13,7 +13,8 @@ Fault kinds, each a string in reports:
                                 restart of the run: ``crash``, ``error`` or ``drop``
 ``wire/<action>``               the fault proxy in front of the Storage Write API
                                 (:mod:`onceover.chaos.proxy`): ``unavailable``,
-                                ``drop_response``, ``delay``, ``cut``
+                                ``drop_response``, ``delay``, ``cut``, ``uncommitted``
+                                (a commit answered with no commit time: not done)
 ``spark/kill_task``             the Spark task sending the n-th append is killed
                                 (SIGKILL) while its request is in flight
 ``backend/outage``              the control plane is killed some seconds into the
@@ -33,7 +34,7 @@ from typing import Any
 
 from jobs.sink.failpoints import POINTS, Action
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
-from onceover.chaos.proxy import APPEND_ROWS, WireFault
+from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
 MODES = ("pending", "committed", "default")
 """``default`` is the at-least-once baseline: the harness is expected to catch its duplicates."""
@@ -55,12 +56,19 @@ FAILPOINT_KINDS = tuple(
     for action in Action
     if action is not Action.DROP or point.has_response
 )
-WIRE_KINDS = ("wire/unavailable", "wire/drop_response", "wire/delay", "wire/cut")
+WIRE_KINDS = (
+    "wire/unavailable",
+    "wire/drop_response",
+    "wire/delay",
+    "wire/cut",
+    "wire/uncommitted",
+)
 OTHER_KINDS = ("spark/kill_task", "backend/outage")
 KINDS = FAILPOINT_KINDS + WIRE_KINDS + OTHER_KINDS
 
 # What each mode passes through: committed streams are neither finalized nor committed.
 _PENDING_ONLY_POINTS = frozenset({"finalize.after", "commit.before", "commit.after"})
+_PENDING_ONLY_WIRE = frozenset({"wire/uncommitted"})
 _UNARY_BY_MODE = {
     "pending": ("CreateWriteStream", "FinalizeWriteStream", "BatchCommitWriteStreams"),
     "committed": ("CreateWriteStream",),
@@ -75,7 +83,8 @@ def kinds_for(mode: str) -> tuple[str, ...]:
     return tuple(
         k
         for k in KINDS
-        if not (k.startswith("failpoint/") and k.split("/")[1] in _PENDING_ONLY_POINTS)
+        if k not in _PENDING_ONLY_WIRE
+        and not (k.startswith("failpoint/") and k.split("/")[1] in _PENDING_ONLY_POINTS)
     )
 
 
@@ -274,6 +283,8 @@ def _weighted_kinds(mode: str, modes: Sequence[str]) -> list[str]:
 def _draw_fault(kind: str, mode: str, shape: Shape, rng: random.Random) -> Fault:
     if kind == "backend/outage":
         return Fault(kind, at_s=round(rng.uniform(1.0, 12.0), 1), for_s=round(rng.uniform(2, 8), 1))
+    if kind == "wire/uncommitted":
+        return Fault(kind, nth=rng.randint(1, shape.batches), method=BATCH_COMMIT)
     if kind.startswith("wire/"):
         unary = () if kind == "wire/cut" else _UNARY_BY_MODE[mode]
         method = APPEND_ROWS if not unary or rng.random() < 0.6 else rng.choice(unary)

@@ -151,6 +151,26 @@ def test_unary_faults_unavailable_then_dropped_commit_response(
     assert _count(rest, table) == 10
 
 
+def test_an_uncommitted_answer_has_neither_commit_time_nor_errors_and_commits_nothing(
+    proxies: list[FaultProxy], bq_config: BigQueryConfig, rest: bigquery.Client, table: str
+) -> None:
+    proxy = _proxy(proxies, bq_config, WireFault("uncommitted", "BatchCommitWriteStreams", 1))
+    client = _through(proxy, bq_config)
+    stream = create_stream(client, table, PENDING).name
+    _append_one(client, stream, 0, 0)
+    client.finalize_write_stream(name=stream)
+
+    answer = types.BatchCommitWriteStreamsResponse.pb(_commit(client, table, stream))
+    assert not answer.HasField("commit_time")  # BigQuery: unset means not committed
+    assert not answer.stream_errors
+    assert _count(rest, table) == 0  # the server never saw it
+    assert not types.WriteStream.pb(client.get_write_stream(name=stream)).HasField("commit_time")
+    assert _commit(client, table, stream).commit_time  # the next try commits
+    assert _count(rest, table) == 10
+    with pytest.raises(ValueError, match="BatchCommitWriteStreams only"):
+        WireFault("uncommitted", "AppendRows", 1)
+
+
 def test_a_cut_connection_and_a_delay(
     proxies: list[FaultProxy], bq_config: BigQueryConfig, rest: bigquery.Client, table: str
 ) -> None:

@@ -5,6 +5,7 @@ BigQuery's own COUNT decides; the ledger and the events are checked as well."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,14 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 
 from jobs.sink import failpoints
 from jobs.sink.committer import BatchCommitter
+from jobs.sink.errors import CommitRejectedError
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
 from jobs.sink.options import parse_options
 from jobs.sink.schema import plan_write
 from jobs.sink.task import TaskResult
 from onceover.bigquery import BigQueryConfig
+from onceover.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 from tests.receiver import TOKEN, Receiver
 from tests.writeapi import (
     ARROW_SCHEMA,
@@ -187,3 +190,36 @@ def test_a_lost_finalize_response_is_asked_again(
     failpoints.reset()
     assert finalize_stream(job, write, stream) == 12  # finalizing twice answers the count again
     assert failpoints.fired() == [("finalize.after", failpoints.Action.DROP, 1)]
+
+
+@pytest.mark.parametrize("empty_answers", [1, 5])
+def test_a_commit_answered_without_a_commit_time_is_not_taken_as_done(
+    job: SinkJob,
+    write: BigQueryWriteClient,
+    rest: bigquery.Client,
+    table: str,
+    empty_answers: int,
+) -> None:
+    # BigQuery's API: an unset commit_time means the commit did not happen. The proxy
+    # answers the first BatchCommits itself with neither a time nor an error.
+    assert job.bigquery.grpc_endpoint is not None
+    faults = [WireFault("uncommitted", BATCH_COMMIT, n) for n in range(1, empty_answers + 1)]
+    with FaultProxy(job.bigquery.grpc_endpoint, faults) as proxy:
+        through = replace(
+            job, bigquery=BigQueryConfig(job.bigquery.rest_endpoint, proxy.endpoint,
+                                         job.bigquery.project),
+        )  # fmt: skip
+        results = staged(write, table, (0, 40))
+        if empty_answers < 5:  # answered again, committed
+            record = BatchCommitter(through, 4).commit(results)
+            assert record.committed
+            assert record.commit_time is not None
+            assert count(rest, table) == (40, 40)
+        else:  # never confirmed: refused, the intent kept for a restart to settle
+            with pytest.raises(CommitRejectedError, match="did not confirm the commit"):
+                BatchCommitter(through, 4).commit(results)
+            assert count(rest, table) == (0, 0)
+            kept = job.ledger().batch(4)
+            assert kept is not None
+            assert kept.state == "intent"
+    assert len(proxy.fired) == empty_answers
