@@ -32,6 +32,7 @@ from jobs.sink import failpoints
 from jobs.sink.errors import CommitRejectedError, LedgerError
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
+from jobs.sink.offsets_log import check_same_offsets, fingerprint
 from jobs.sink.task import TaskResult, call_with_retry
 from jobs.sink.telemetry import Telemetry
 from onceover import events
@@ -101,6 +102,9 @@ class BatchCommitter:
         try:
             streams = _streams(results)
             record = self.ledger.batch(self.batch_id)
+            if record is not None and self.job.options.checkpoint is not None:
+                # A replay only if it was written from the same offsets log entry.
+                check_same_offsets(record, self.ledger, self.job.options.checkpoint)
             if record is not None and record.committed:
                 self._skip_duplicate(record, streams)
                 return record
@@ -124,6 +128,7 @@ class BatchCommitter:
             streams=streams,
             expected_rows=sum(s.rows for s in streams),
             intent_at=_now_text(),
+            source_offsets=self._source_offsets(),
         )
         self.ledger.write_intent(intent)
         self.telemetry.emit(
@@ -151,6 +156,12 @@ class BatchCommitter:
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
         )
         return committed
+
+    def _source_offsets(self) -> str | None:
+        checkpoint = self.job.options.checkpoint
+        if checkpoint is None or self.batch_id is None:
+            return None
+        return fingerprint(checkpoint, self.batch_id)
 
     def _batch_commit(self, names: list[str]) -> str | None:
         """``BatchCommitWriteStreams``; a lost response is retried and resolves as committed."""

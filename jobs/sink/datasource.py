@@ -46,6 +46,7 @@ from jobs.sink import failpoints
 from jobs.sink.committer import BatchCommitter
 from jobs.sink.errors import SinkOptionError
 from jobs.sink.job import SinkJob, streaming_query_id
+from jobs.sink.offsets_log import check_not_reset
 from jobs.sink.options import parse_options
 from jobs.sink.task import TaskResult, current_task, write_partition
 from onceover.bigquery import BigQueryConfig
@@ -100,7 +101,7 @@ def prepare_job(
     else:
         run_id = options.run_id or uuid.uuid4().hex
         query_id = run_id
-    return SinkJob(
+    job = SinkJob(
         options=options,
         bigquery=config,
         plan=plan,
@@ -109,6 +110,10 @@ def prepare_job(
         run_id=run_id,
         streaming=streaming,
     )
+    if streaming:
+        assert options.checkpoint is not None
+        check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
+    return job
 
 
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:

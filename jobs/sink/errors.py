@@ -13,6 +13,7 @@ The tree::
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
         ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
+            └── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
 
 google-api-core and gRPC errors are mapped to these at one boundary (the appender and
 the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
@@ -71,3 +72,8 @@ class CommitRejectedError(SinkError):
 
 class LedgerError(SinkError):
     """The ledger cannot be read or written, or disagrees with what BigQuery says."""
+
+
+class CheckpointResetError(LedgerError):
+    """Spark's checkpoint was reset while the ledger beside it was kept: the batch ids the
+    ledger knows now name other data. Raised before anything is written."""

@@ -57,6 +57,9 @@ class BatchRecord:
     commit_time: str | None = None
     resolved: bool = False
     """Found committed in BigQuery after a crash, rather than committed by this attempt."""
+    source_offsets: str | None = None
+    """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
+    (:mod:`jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
 
     @property
     def committed(self) -> bool:

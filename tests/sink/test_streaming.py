@@ -1,0 +1,74 @@
+"""df.writeStream.format("onceover") as a user's own script writes it, on the shared Spark
+session: a file source, a checkpoint, availableNow; judged by what BigQuery holds."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from google.cloud import bigquery
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from jobs.generate import write_files
+
+pytestmark = pytest.mark.spark
+
+ORDER_SCHEMA = [
+    bigquery.SchemaField("event_id", "INT64"),
+    bigquery.SchemaField("order_id", "STRING"),
+    bigquery.SchemaField("customer_id", "INT64"),
+    bigquery.SchemaField("amount", "FLOAT64"),
+    bigquery.SchemaField("currency", "STRING"),
+    bigquery.SchemaField("event_time", "TIMESTAMP"),
+]
+SOURCE_SCHEMA = (
+    "event_id BIGINT, order_id STRING, customer_id BIGINT, amount DOUBLE, currency STRING, "
+    "event_time TIMESTAMP"
+)
+
+
+def counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
+    """``COUNT(*)`` and ``COUNT(DISTINCT event_id)``, asked of BigQuery."""
+    query = f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{table}`"
+    row = next(iter(rest.query_and_wait(query)))
+    return int(row["n"]), int(row["ids"])
+
+
+def load(spark: SparkSession, source: Path, table: str, checkpoint: Path) -> None:
+    """Everything new in ``source`` into ``table``, one file per micro-batch."""
+    query = (
+        spark.readStream.schema(SOURCE_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.format("onceover")
+        .option("table", table)
+        .option("key", "event_id")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+
+
+def test_a_reset_checkpoint_is_refused_before_a_row_is_written(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
+    write_files(source, 2_000, 2, "json")
+    load(spark, source, table, checkpoint)
+    assert counted(rest, table) == (2_000, 2_000)
+
+    # Spark's progress deleted, the ledger (checkpoint/onceover) and the query id kept;
+    # new files arrive. Batch ids 0 and 1 now name other data than the ledger's.
+    for kept_by_spark in ("offsets", "commits", "sources"):
+        shutil.rmtree(checkpoint / kept_by_spark)
+    write_files(source, 1_000, 1, "json", start=2_000)
+
+    with pytest.raises(StreamingQueryException, match="was reset") as refused:
+        load(spark, source, table, checkpoint)
+    assert "new checkpointLocation" in str(refused.value)
+    assert counted(rest, table) == (2_000, 2_000)  # nothing written, nothing twice
