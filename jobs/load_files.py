@@ -351,11 +351,11 @@ class RunReporter:
     def totals(self) -> tuple[int, int]:
         if self.query_id is None:
             return 0, 0
-        from jobs.sink.ledger import Ledger
+        from jobs.sink.ledger import scope_records
 
         batches = [
             b
-            for b in Ledger(self.args.checkpoint / "onceover", self.query_id).batches()
+            for b in scope_records(self.args.checkpoint / "onceover", self.query_id)
             if b.committed
         ]
         return sum(b.expected_rows for b in batches), len(batches)
@@ -403,7 +403,7 @@ class RunReporter:
 
 def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
     """Batches Spark recorded as done (commit log) that the ledger does not hold committed."""
-    from jobs.sink.ledger import Ledger
+    from jobs.sink.ledger import scope_records
 
     commits = checkpoint / "commits"
     done = (
@@ -411,8 +411,10 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
         if commits.is_dir()
         else []
     )
-    ledger = Ledger(checkpoint / "onceover", query_id)
-    return [b for b in done if (r := ledger.batch(b)) is None or not r.committed]
+    committed = {
+        r.batch_id for r in scope_records(checkpoint / "onceover", query_id) if r.committed
+    }
+    return [b for b in done if b not in committed]
 
 
 def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:

@@ -120,16 +120,21 @@ def hook() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture(scope="session")
-def spark(bq_config: BigQueryConfig) -> Iterator[SparkSession]:
+def spark(
+    bq_config: BigQueryConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SparkSession]:
     """One Spark session (local[2,4]: tasks retried as on a cluster) for the test run.
 
     Spark's Python workers take their environment from the JVM, which is fixed when
-    the first session starts; so the local BigQuery is named in os.environ first.
+    the first session starts; so the local BigQuery is named in os.environ first, and
+    the default ledger of writes that name none is the session's own.
     """
     from jobs.sink.datasource import register
+    from jobs.sink.options import LEDGER_ENV
     from jobs.spark import spark_session
 
     os.environ.update(bq_config.env())
+    os.environ[LEDGER_ENV] = str(tmp_path_factory.mktemp("default-ledger"))
     session = spark_session("onceover-tests", "local[2,4]")
     register(session)
     yield session

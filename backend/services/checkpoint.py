@@ -16,7 +16,7 @@ from pathlib import Path
 
 from backend.errors import UnresumableError
 from jobs.sink.errors import LedgerError
-from jobs.sink.ledger import BatchRecord, Ledger
+from jobs.sink.ledger import BatchRecord, scope_records, scopes
 from onceover.events import JobSpec
 
 RUN_ID_FILE = "run_id"
@@ -96,11 +96,8 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
     committed: list[BatchRecord] = []
     intents: list[BatchRecord] = []
     try:
-        directories = sorted(p for p in ledger_root.iterdir() if p.is_dir())
-        for directory in directories:
-            if not any(directory.glob("batch-*.json")):
-                continue
-            records = Ledger(ledger_root, directory.name).batches()
+        for scope in scopes(ledger_root):
+            records = scope_records(ledger_root, scope)
             if records:
                 queries.append(records[0].query_id)
             committed += [r for r in records if r.committed]

@@ -18,6 +18,9 @@ the ledger and BigQuery before calling anything an orphan.
 ``committed`` and ``default`` modes have nothing to commit in BigQuery (rows became
 visible per append); their batches go straight to committed in the ledger, which is
 what makes a replayed batch id a no-op.
+
+Which write a batch is (:mod:`jobs.sink.identity`) the streaming sink knows on the
+driver; for any other write the tasks worked it out and every result names it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.sink import failpoints
 from jobs.sink.errors import CommitRejectedError, LedgerError
+from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
@@ -73,10 +77,32 @@ def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
     )
 
 
+def written_by_tasks(job: SinkJob, results: Sequence[TaskResult | None]) -> SinkJob | None:
+    """``job`` as the write its tasks say they belong to; None when no task ran (nothing
+    was written, so there is nothing to commit or record)."""
+    if job.write is not None:
+        return job
+    writes = {r.write for r in results if r is not None and r.write is not None}
+    if not writes:
+        return None
+    if len(writes) > 1:
+        raise LedgerError(
+            f"the tasks of one write into {job.table} disagree on which write it is: "
+            + "; ".join(sorted(w.describe() for w in writes))
+            + ". Two writes of one run (or one foreachBatch call) into one table ran at "
+            "once: give each a write_id; nothing was committed"
+        )
+    (write,) = writes
+    return job.for_write(write)
+
+
 class BatchCommitter:
-    """Commits (or aborts) one batch of one query; built in the driver's commit worker."""
+    """Commits (or aborts) one batch of one write; built in the driver's commit worker."""
 
     def __init__(self, job: SinkJob, batch_id: int | None) -> None:
+        assert job.write is not None, "written_by_tasks first"
+        if batch_id is None:
+            batch_id = job.write.batch_id  # a foreachBatch write: its micro-batch
         self.job = job
         self.batch_id = batch_id
         self.ledger = job.ledger()
@@ -93,7 +119,17 @@ class BatchCommitter:
 
     @property
     def label(self) -> str:
+        write: WriteIdentity | None = self.job.write
+        if write is not None and write.kind != "streaming":
+            return write.describe()
         return f"batch {self.telemetry.batch_id_text()} of query {self.job.query_id}"
+
+    def _event_id(self, kind: str, *facts: str) -> str:
+        """Derived from the facts, so a repeated event is stored once; the write's table
+        and place keep apart the writes of one foreachBatch call or run."""
+        write = self.job.write
+        named = () if write is None or write.kind == "streaming" else (write.table, write.write)
+        return event_id(self.job.run_id, kind, self.job.query_id, self.batch_id, *named, *facts)
 
     # -- commit -------------------------------------------------------------------
 
@@ -133,13 +169,7 @@ class BatchCommitter:
         self.ledger.write_intent(intent)
         self.telemetry.emit(
             events.BatchIntent(
-                id=event_id(
-                    job.run_id,
-                    "batch_intent",
-                    job.query_id,
-                    self.batch_id,
-                    *(s.stream for s in streams),
-                ),
+                id=self._event_id("batch_intent", *(s.stream for s in streams)),
                 streams=_stream_rows(streams),
                 expected_rows=intent.expected_rows,
                 **self.telemetry.batch_event_fields(),
@@ -257,13 +287,7 @@ class BatchCommitter:
                 self._orphaned(stream, "replay of a committed batch; never committed")
         self.telemetry.emit(
             events.BatchSkippedDuplicate(
-                id=event_id(
-                    self.job.run_id,
-                    "batch_skipped_duplicate",
-                    self.job.query_id,
-                    self.batch_id,
-                    *(s.stream for s in replay),
-                ),
+                id=self._event_id("batch_skipped_duplicate", *(s.stream for s in replay)),
                 rows=sum(s.rows for s in replay),
                 orphaned_streams=[s.stream for s in replay] if record.mode == "pending" else [],
                 **self.telemetry.batch_event_fields(),
@@ -274,7 +298,7 @@ class BatchCommitter:
     def _emit_committed(self, record: BatchRecord, duration_ms: float | None) -> None:
         self.telemetry.emit(
             events.BatchCommitted(
-                id=event_id(self.job.run_id, "batch_committed", self.job.query_id, self.batch_id),
+                id=self._event_id("batch_committed"),
                 streams=_stream_rows(record.streams),
                 rows=record.expected_rows,
                 duration_ms=duration_ms,
@@ -314,13 +338,7 @@ class BatchCommitter:
                 )
             self.telemetry.emit(
                 events.BatchAborted(
-                    id=event_id(
-                        self.job.run_id,
-                        "batch_aborted",
-                        self.job.query_id,
-                        self.batch_id,
-                        *(s.stream for s in streams),
-                    ),
+                    id=self._event_id("batch_aborted", *(s.stream for s in streams)),
                     streams=_stream_rows(streams),
                     reason=reason,
                     **self.telemetry.batch_event_fields(),

@@ -9,6 +9,9 @@ Batch::
        .option("ledger", "/shared/onceover-ledger")
        .mode("append").save())
 
+The same inside ``foreachBatch`` needs no ``run_id``: the query id and micro-batch id
+are the write's identity (:mod:`jobs.sink.identity` says what identifies each write).
+
 Structured Streaming::
 
     (df.writeStream.format("onceover")
@@ -43,9 +46,11 @@ from pyspark.sql.datasource import (
 )
 
 from jobs.sink import failpoints
-from jobs.sink.committer import BatchCommitter
+from jobs.sink.committer import BatchCommitter, written_by_tasks
 from jobs.sink.errors import SinkOptionError
+from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob, streaming_query_id
+from jobs.sink.ledger import leave_probe
 from jobs.sink.offsets_log import check_not_reset
 from jobs.sink.options import parse_options
 from jobs.sink.task import TaskResult, current_task, write_partition
@@ -94,13 +99,18 @@ def prepare_job(
         )
         arrow_schema = with_stamp_fields(arrow_schema)
     plan = plan_write(options.table, arrow_schema, fields)
+    write: WriteIdentity | None = None
     if streaming:
         assert options.checkpoint is not None
         query_id = streaming_query_id(options.checkpoint)
         run_id = options.run_id or query_id
+        write = WriteIdentity("streaming", query_id, options.table, None)
     else:
+        # Which write this is, the tasks work out (jobs.sink.resolve): only they see
+        # whether it runs inside foreachBatch, and which execution it is.
         run_id = options.run_id or uuid.uuid4().hex
         query_id = run_id
+    assert options.ledger is not None
     job = SinkJob(
         options=options,
         bigquery=config,
@@ -109,6 +119,8 @@ def prepare_job(
         query_id=query_id,
         run_id=run_id,
         streaming=streaming,
+        probe=leave_probe(options.ledger),
+        write=write,
     )
     if streaming:
         assert options.checkpoint is not None
@@ -128,10 +140,16 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        BatchCommitter(self.job, None).commit(_results(messages))
+        results = _results(messages)
+        job = written_by_tasks(self.job, results)
+        if job is not None:  # else no task ran: nothing was written
+            BatchCommitter(job, None).commit(results)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        BatchCommitter(self.job, None).abort(_results(messages))
+        results = _results(messages)
+        job = written_by_tasks(self.job, results)
+        if job is not None:
+            BatchCommitter(job, None).abort(results)
 
 
 class OnceoverStreamWriter(DataSourceStreamArrowWriter):

@@ -13,7 +13,8 @@ The tree::
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
         ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
-            └── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
+            ├── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
+            └── LedgerNotSharedError    an executor cannot see the driver's ledger
 
 google-api-core and gRPC errors are mapped to these at one boundary (the appender and
 the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
@@ -77,3 +78,9 @@ class LedgerError(SinkError):
 class CheckpointResetError(LedgerError):
     """Spark's checkpoint was reset while the ledger beside it was kept: the batch ids the
     ledger knows now name other data. Raised before anything is written."""
+
+
+class LedgerNotSharedError(LedgerError):
+    """A task cannot see the ledger the driver writes: the executors would each keep
+    their own, and a retried task would not find what its first attempt recorded.
+    Raised before the task writes a row."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink.errors import LedgerError
+from jobs.sink.identity import WriteIdentity
 from jobs.sink.ledger import Ledger
 from jobs.sink.options import SinkOptions
 from onceover.bigquery import BigQueryConfig
@@ -27,6 +28,21 @@ class SinkJob:
     """The streaming query's id (stable across restarts), or the run id of a batch write."""
     run_id: str
     streaming: bool
+    probe: str | None = None
+    """The file the driver left in the ledger for the tasks to find (ledger.leave_probe)."""
+    write: WriteIdentity | None = None
+    """Which write this is: known on the driver for the streaming sink, worked out by
+    the tasks otherwise (jobs.sink.identity); see :meth:`for_write`."""
+
+    def for_write(self, write: WriteIdentity) -> SinkJob:
+        """This job as the write ``write``: its ledger, and the run and query events name.
+        A foreachBatch write is its query's: events carry the query id as run id unless
+        the user named the run."""
+        if write.kind == "foreachBatch":
+            return replace(
+                self, write=write, query_id=write.scope, run_id=self.options.run_id or write.scope
+            )
+        return replace(self, write=write)
 
     @property
     def table(self) -> str:
@@ -39,7 +55,8 @@ class SinkJob:
 
     def ledger(self) -> Ledger:
         assert self.options.ledger is not None  # parse_options always sets it
-        return Ledger(self.options.ledger, self.query_id)
+        assert self.write is not None, "the write's identity is worked out first"
+        return Ledger.of(self.options.ledger, self.write)
 
     def schema_fields(self) -> list[Any]:
         from google.cloud.bigquery import SchemaField

@@ -1,11 +1,18 @@
 """The commit ledger: what the sink has promised and done, durable across crashes.
 
-One JSON record per (query id, batch id) under the ledger root (for streaming,
-``<checkpointLocation>/onceover/``; for batch writes the ``ledger`` option, keyed by
-``run_id``)::
+One JSON record per write and batch (:mod:`jobs.sink.identity` says what a write is)
+under the ledger root (for streaming, ``<checkpointLocation>/onceover/``; otherwise the
+``ledger`` option)::
 
-    <root>/<query id>/batch-<batch id>.json             intent, then committed
-    <root>/<query id>/partitions/<batch id>/<n>.json    committed mode: stream + progress
+    <root>/<scope>/<table>/batch-<batch id>.json             the streaming sink's batches
+    <root>/<scope>/<table>/writes/<write>/batch-<id>.json    foreachBatch and batch writes
+    <dir>/partitions/<batch id>/<n>.json                      committed mode: stream + progress
+    <root>/<scope>/<table>/calls/<batch>/<call>/<k>.json      which execution is write k
+
+``scope`` is the query id (streaming, foreachBatch) or the run id (batch writes);
+``batch id`` is ``write`` for a batch write, which Spark does not number. Records of
+the layout before write identities (``<root>/<scope>/batch-<id>.json``) are still read
+as the first write of their table.
 
 Every write is atomic (temp file, fsync, rename, fsync of the directory), so a crash
 leaves either the old record or the new one, never half of one. A record only moves
@@ -17,19 +24,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from jobs.sink.errors import LedgerError
+from jobs.sink.errors import LedgerError, LedgerNotSharedError
+from jobs.sink.identity import OrdinalRegistry, WriteIdentity, safe_name
 
 LEDGER_VERSION = 1
 BATCH_WRITE = "write"
 """The batch id of a batch (non-streaming) write, which Spark does not number."""
-
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+SHARED_PROBES = ".shared"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class BatchRecord:
     commit_time: str | None = None
     resolved: bool = False
     """Found committed in BigQuery after a crash, rather than committed by this attempt."""
+    write: str = ""
+    """Which write of its scope to ``table`` (:class:`jobs.sink.identity.WriteIdentity`)."""
     source_offsets: str | None = None
     """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
     (:mod:`jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
@@ -85,6 +94,15 @@ class PartitionProgress:
 
 def _batch_name(batch_id: int | None) -> str:
     return BATCH_WRITE if batch_id is None else str(batch_id)
+
+
+def write_exclusively(path: Path, payload: dict[str, Any]) -> bool:
+    """Create ``path`` holding ``payload``; False if it exists (another writer won)."""
+    return _write_atomically(path, payload, exclusive=True)
+
+
+def write_replacing(path: Path, payload: dict[str, Any]) -> None:
+    _write_atomically(path, payload)
 
 
 def _write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = False) -> bool:
@@ -132,12 +150,30 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 class Ledger:
-    """The ledger of one query (a streaming query id, or the run id of a batch write)."""
+    """The ledger of one write target: one scope's batches into one table, of one write."""
 
-    def __init__(self, root: str | os.PathLike[str], query_id: str) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], scope: str, table: str, write: str = ""
+    ) -> None:
         self.root = Path(root)
-        self.query_id = query_id
-        self.directory = self.root / _SAFE.sub("_", query_id)
+        self.query_id = scope
+        self.table = table
+        self.write = write
+        self.table_directory = self.root / safe_name(scope) / safe_name(table)
+        self.directory = (
+            self.table_directory / "writes" / safe_name(write) if write else self.table_directory
+        )
+        self._legacy = self.root / safe_name(scope) if write in ("", "0") else None
+
+    @classmethod
+    def of(cls, root: str | os.PathLike[str], identity: WriteIdentity) -> Ledger:
+        return cls(root, identity.scope, identity.table, identity.write)
+
+    def registry(self, batch_id: int | None, call: str) -> OrdinalRegistry:
+        """The ordinals of one call's writes to this table (:mod:`jobs.sink.identity`)."""
+        return OrdinalRegistry(
+            self.table_directory / "calls" / _batch_name(batch_id) / safe_name(call)
+        )
 
     # -- batches (driver) --------------------------------------------------------
 
@@ -145,18 +181,18 @@ class Ledger:
         return self.directory / f"batch-{_batch_name(batch_id)}.json"
 
     def batch(self, batch_id: int | None) -> BatchRecord | None:
-        payload = _read(self._batch_path(batch_id))
-        if payload is None:
-            return None
-        try:
-            streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
-            return BatchRecord(streams=streams, **payload)
-        except (TypeError, KeyError) as exc:
-            raise LedgerError(f"ledger record {self._batch_path(batch_id)}: {exc}") from exc
+        record = read_record(self._batch_path(batch_id))
+        if record is None and self._legacy is not None:
+            legacy = read_record(self._legacy / f"batch-{_batch_name(batch_id)}.json")
+            if legacy is not None and legacy.table == self.table:
+                return legacy
+        return record
 
     def _save(self, record: BatchRecord) -> None:
         try:
-            _write_atomically(self._batch_path(record.batch_id), asdict(record))
+            _write_atomically(
+                self._batch_path(record.batch_id), asdict(replace(record, write=self.write))
+            )
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
 
@@ -180,14 +216,18 @@ class Ledger:
         return committed
 
     def batches(self) -> list[BatchRecord]:
-        """Every batch recorded for this query, in batch order."""
-        found = []
-        for path in sorted(self.directory.glob("batch-*.json")):
-            name = path.stem.removeprefix("batch-")
-            record = self.batch(None if name == BATCH_WRITE else int(name))
+        """Every batch recorded for this write target, in batch order."""
+        found: dict[int | None, BatchRecord] = {}
+        if self._legacy is not None:
+            for path in self._legacy.glob("batch-*.json"):
+                legacy = read_record(path)
+                if legacy is not None and legacy.table == self.table:
+                    found[legacy.batch_id] = legacy
+        for path in self.directory.glob("batch-*.json"):
+            record = read_record(path)
             if record is not None:
-                found.append(record)
-        return sorted(found, key=lambda r: -1 if r.batch_id is None else r.batch_id)
+                found[record.batch_id] = record
+        return sorted(found.values(), key=_batch_order)
 
     # -- partitions (executors, committed mode) -----------------------------------
 
@@ -216,3 +256,61 @@ class Ledger:
             _write_atomically(self._partition_path(batch_id, partition), asdict(progress))
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+
+
+def _batch_order(record: BatchRecord) -> int:
+    return -1 if record.batch_id is None else record.batch_id
+
+
+def read_record(path: Path) -> BatchRecord | None:
+    payload = _read(path)
+    if payload is None:
+        return None
+    try:
+        streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
+        return BatchRecord(streams=streams, **payload)
+    except (TypeError, KeyError) as exc:
+        raise LedgerError(f"ledger record {path}: {exc}") from exc
+
+
+def scope_records(root: str | os.PathLike[str], scope: str) -> list[BatchRecord]:
+    """Every record of one query or run, whatever its table and write, in batch order."""
+    directory = Path(root) / safe_name(scope)
+    paths = sorted(directory.rglob("batch-*.json")) if directory.is_dir() else []
+    records = [r for r in map(read_record, paths) if r is not None]
+    return sorted(records, key=lambda r: (_batch_order(r), r.table, r.write))
+
+
+def scopes(root: str | os.PathLike[str]) -> list[str]:
+    """The directory names of the scopes (queries, runs) a ledger root holds records of."""
+    directory = Path(root)
+    return sorted(
+        p.name for p in directory.iterdir() if p.is_dir() and any(p.rglob("batch-*.json"))
+    )
+
+
+# -- proof that the executors see the driver's ledger ----------------------------------
+
+
+def leave_probe(root: str | os.PathLike[str]) -> str:
+    """On the driver, before any task: a file the tasks must find where the driver left
+    it. Returns its name, which travels to the tasks in the job."""
+    name = uuid.uuid4().hex
+    path = Path(root) / SHARED_PROBES / name
+    try:
+        write_exclusively(path, {"probe": name})
+    except OSError as exc:
+        raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc
+    return name
+
+
+def check_probe(root: str | os.PathLike[str], name: str, where: str) -> None:
+    """In a task: the driver's probe must be here, or this executor has another ledger."""
+    if not (Path(root) / SHARED_PROBES / name).is_file():
+        raise LedgerNotSharedError(
+            f"{where} cannot see the ledger the driver writes at {root} (the driver's "
+            f"probe {SHARED_PROBES}/{name} is not there): this executor would keep its "
+            "own ledger, and a retried or replayed task could write its rows again. Put "
+            "the ledger (the 'ledger' option, or ONCEOVER_LEDGER) on storage the driver "
+            "and every executor mount at the same path (NFS, Filestore); nothing was written"
+        )

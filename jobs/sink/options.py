@@ -14,11 +14,19 @@ option                      default     meaning
                                         (the table must have them) so reconciliation
                                         counts a run's and a batch's rows in place
 ``run_id``                  see below   the run this write belongs to; streaming: the
-                                        query id; batch writes: a new id each time
-                                        (set one to make a re-run a no-op)
-``ledger``                  see below   batch writes: ledger directory (default
-                                        ``./onceover-ledger``); streaming always uses
-                                        ``<checkpointLocation>/onceover``
+                                        query id; batch writes in ``pending`` or
+                                        ``committed`` mode: required (a re-run with
+                                        the same id writes nothing again); inside
+                                        foreachBatch: not needed (the query id and
+                                        micro-batch id are the write's identity)
+``write_id``                the ordinal which of the run's (or the foreachBatch call's)
+                                        writes to the table this is; by default their
+                                        order (the first write to a table is 0, ...)
+``ledger``                  see below   batch and foreachBatch writes: the ledger
+                                        directory (default ``$ONCEOVER_LEDGER``, else
+                                        ``~/.onceover/ledger``); on a cluster, storage
+                                        the driver and executors share; streaming
+                                        always uses ``<checkpointLocation>/onceover``
 ``job``                     app name    a name for the job in events and the dashboard
 ``monitor.url``             none        control plane base URL; events go to
                                         ``<url>/api/events``
@@ -52,7 +60,8 @@ ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
 DEFAULT_MAX_REQUEST_BYTES = 8_000_000
 MAX_REQUEST_BYTES_LIMIT = 9_500_000
 MIN_REQUEST_BYTES = 10_000
-DEFAULT_BATCH_LEDGER = "onceover-ledger"
+LEDGER_ENV = "ONCEOVER_LEDGER"
+DEFAULT_BATCH_LEDGER = "~/.onceover/ledger"
 
 KNOWN = frozenset(
     {
@@ -61,6 +70,7 @@ KNOWN = frozenset(
         "key",
         "stamp",
         "run_id",
+        "write_id",
         "ledger",
         "job",
         "monitor.url",
@@ -91,6 +101,7 @@ class SinkOptions:
     key: str | None = None
     stamp: bool = False
     run_id: str | None = None
+    write_id: str | None = None
     ledger: str | None = None
     checkpoint: str | None = None
     job: str | None = None
@@ -145,6 +156,14 @@ def _bool(options: Mapping[str, str], name: str) -> bool:
     return text in _TRUE
 
 
+def _id(options: Mapping[str, str], name: str) -> str | None:
+    """An id that names a run or a write (and becomes part of a ledger path)."""
+    text = options.get(name) or None
+    if text is not None and not _RUN_ID_RE.match(text):
+        raise SinkOptionError(name, f"{text!r}: use 1-128 letters, digits, '.', '_', ':' or '-'")
+    return text
+
+
 def _local_path(checkpoint: str) -> str:
     """The checkpoint as a filesystem path: the ledger beside Spark's checkpoint needs an
     atomic rename and fsync, which a mounted filesystem gives and an object store's
@@ -185,12 +204,9 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
     key = options.get("key") or None
     if key is not None and not COLUMN_NAME_RE.match(key):
         raise SinkOptionError("key", f"{key!r} is not a column name")
-    run_id = options.get("run_id") or None
-    if run_id is not None and not _RUN_ID_RE.match(run_id):
-        raise SinkOptionError(
-            "run_id", f"{run_id!r}: use 1-128 letters, digits, '.', '_', ':' or '-'"
-        )
+    run_id = _id(options, "run_id")
 
+    write_id = _id(options, "write_id")
     checkpoint = options.get("checkpointlocation") or None
     ledger = options.get("ledger") or None
     if streaming:
@@ -202,10 +218,17 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
             raise SinkOptionError(
                 "ledger", "streaming writes keep the ledger in <checkpointLocation>/onceover"
             )
+        if write_id is not None:
+            raise SinkOptionError(
+                "write_id", "a streaming query writes one table: its batches are its writes"
+            )
         checkpoint = _local_path(checkpoint)
         ledger = os.path.join(checkpoint, "onceover")
     else:
-        ledger = os.path.abspath(ledger or DEFAULT_BATCH_LEDGER)
+        # Not the working directory: a driver restarted in cluster deploy mode runs in
+        # a new one, and would find no ledger there.
+        given = ledger or os.environ.get(LEDGER_ENV) or DEFAULT_BATCH_LEDGER
+        ledger = os.path.abspath(os.path.expanduser(given))
 
     monitor_url = options.get("monitor.url") or None
     if monitor_url is not None:
@@ -231,6 +254,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         key=key,
         stamp=_bool(options, "stamp"),
         run_id=run_id,
+        write_id=write_id,
         ledger=ledger,
         checkpoint=checkpoint,
         job=(options.get("job") or None),

@@ -8,8 +8,9 @@
   Rows are visible as soon as each append is acknowledged.
 - ``default``: the ``_default`` stream, no offsets: at-least-once.
 
-In every mode a task first asks the ledger whether its batch is already committed
-(a replay) and then writes nothing.
+In every mode a task first works out which write it belongs to
+(:mod:`jobs.sink.resolve`), then asks the ledger whether that write's batch is already
+committed (a replay) and then writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ import pyarrow as pa
 from jobs.sink import failpoints
 from jobs.sink.appender import TRANSIENT, PlannedAppend, RetryPolicy, StreamAppender
 from jobs.sink.errors import RetryDeadlineError, RowCountMismatchError
+from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import PartitionProgress
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
@@ -46,6 +48,7 @@ class TaskContextInfo:
     partition: int
     attempt: int
     batch_id: int | None
+    call: SparkCall = field(default_factory=SparkCall)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class TaskResult:
     attempt: int
     skipped: bool = False
     """The batch was already committed: the task wrote nothing."""
+    write: WriteIdentity | None = None
+    """The write the task worked out it belongs to; the driver commits that write."""
 
 
 def current_task(batch_id: int | None) -> TaskContextInfo:
@@ -68,10 +73,10 @@ def current_task(batch_id: int | None) -> TaskContextInfo:
     context = TaskContext.get()
     if context is None:  # outside Spark (unit tests)
         return TaskContextInfo(0, 0, batch_id)
+    call = SparkCall.from_properties(context.getLocalProperty)
     if batch_id is None:
-        text = context.getLocalProperty("streaming.sql.batchId")
-        batch_id = int(text) if text is not None else None
-    return TaskContextInfo(context.partitionId(), context.attemptNumber(), batch_id)
+        batch_id = call.batch_id  # inside foreachBatch: the micro-batch
+    return TaskContextInfo(context.partitionId(), context.attemptNumber(), batch_id, call)
 
 
 def encoder_for(job: SinkJob) -> RowEncoder:
@@ -98,6 +103,16 @@ def write_partition(
     job: SinkJob, batches: Iterable[pa.RecordBatch], task: TaskContextInfo
 ) -> TaskResult:
     """Write this task's rows in the job's mode; return what the driver must commit."""
+    from jobs.sink.resolve import resolve_write
+
+    job = resolve_write(job, task.call, f"partition {task.partition} of {job.table}")
+    result = _write_partition(job, batches, task)
+    return replace(result, write=job.write)
+
+
+def _write_partition(
+    job: SinkJob, batches: Iterable[pa.RecordBatch], task: TaskContextInfo
+) -> TaskResult:
     from onceover.bigquery import write_client
 
     telemetry = Telemetry(job, task.batch_id)
@@ -105,9 +120,8 @@ def write_partition(
         record = job.ledger().batch(task.batch_id)
         if record is not None and record.committed:
             logger.info(
-                "batch %s of %s is already committed; partition %d writes nothing",
-                telemetry.batch_id_text(),
-                job.query_id,
+                "%s is already committed; partition %d writes nothing",
+                job.write.describe() if job.write else job.query_id,
                 task.partition,
             )
             return TaskResult(

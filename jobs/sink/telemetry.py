@@ -67,6 +67,12 @@ class Telemetry:
         except Exception:
             logger.exception("could not flush events")
 
+    def write_facts(self) -> tuple[str, ...]:
+        """What keeps the event ids of one foreachBatch call's (or one run's) writes
+        apart: the write's table and place; nothing for the streaming sink."""
+        write = self.job.write
+        return () if write is None or write.kind == "streaming" else (write.table, write.write)
+
     def batch_id_text(self) -> str:
         return "write" if self.batch_id is None else str(self.batch_id)
 
@@ -104,6 +110,7 @@ class StreamTelemetry:
             kind,
             self.stream_name,
             self.parent.batch_id,
+            *self.parent.write_facts(),
             f["partition"],
             f["attempt"],
             *facts,

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +84,7 @@ def write(
         .option("table", table_id)
         .option("mode", mode)
         .option("ledger", str(ledger))
+        .option("run_id", f"bench-{uuid.uuid4().hex}")  # each timed write is a run of its own
     )
     for name, value in (options or {}).items():
         writer = writer.option(name, value)

@@ -75,7 +75,7 @@ def checkpoint(tmp_path: Path, run_id: str, *, committed: int = 1, intent: bool 
     root = tmp_path / f"ckpt-{run_id}"
     (root / "offsets").mkdir(parents=True)
     (root / "commits").mkdir()
-    ledger = Ledger(root / "onceover", "q1")
+    ledger = Ledger(root / "onceover", "q1", f.TABLE)
     (root / "onceover").mkdir()
     (root / "onceover" / "run_id").write_text(run_id)
     for batch in range(committed + (1 if intent else 0)):

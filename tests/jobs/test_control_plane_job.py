@@ -102,7 +102,7 @@ def test_the_api_agrees_with_the_ledger_and_bigquery_after_a_crash_and_a_rerun(
     # The batches and their streams are the ledger's.
     ledger = [
         json.loads(path.read_text())
-        for path in (tmp_path / "ckpt" / "onceover").glob("*/batch-*.json")
+        for path in (tmp_path / "ckpt" / "onceover").rglob("batch-*.json")
     ]
     assert all(record["state"] == "committed" for record in ledger)
 

@@ -74,7 +74,7 @@ class Load:
         return int(row["n"]), int(row["ids"])
 
     def ledger(self) -> list[dict[str, object]]:
-        paths = (self.checkpoint / "onceover").glob("*/batch-*.json")
+        paths = (self.checkpoint / "onceover").rglob("batch-*.json")
         return [json.loads(path.read_text()) for path in paths]
 
 

@@ -15,6 +15,7 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from jobs.sink import failpoints
 from jobs.sink.committer import BatchCommitter
 from jobs.sink.errors import CommitRejectedError
+from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
 from jobs.sink.options import parse_options
@@ -61,7 +62,7 @@ def job(bq_config: BigQueryConfig, table: str, tmp_path: Path, receiver: Receive
     return SinkJob(
         options=options, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
         table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
-        run_id="run-1", streaming=True,
+        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
     )  # fmt: skip
 
 

@@ -148,14 +148,14 @@ def _record(batch_id: int | None = 3) -> BatchRecord:
 
 
 def test_a_batch_goes_from_intent_to_committed_and_never_back(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path, "q1")
+    ledger = Ledger(tmp_path, "q1", "p.d.t")
     assert ledger.batch(3) is None
     ledger.write_intent(_record())
     intent = ledger.batch(3)
     assert intent is not None
     assert intent.state == "intent"
     ledger.mark_committed(intent, at="2026-11-21T00:00:01+00:00", commit_time=None)
-    reread = Ledger(tmp_path, "q1").batch(3)
+    reread = Ledger(tmp_path, "q1", "p.d.t").batch(3)
     assert reread is not None
     assert reread.committed
     assert reread.streams == intent.streams
@@ -167,7 +167,7 @@ def test_a_batch_goes_from_intent_to_committed_and_never_back(tmp_path: Path) ->
 
 
 def test_a_corrupt_record_is_an_error_not_an_empty_ledger(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path, "q1")
+    ledger = Ledger(tmp_path, "q1", "p.d.t")
     ledger.write_intent(_record())
     (ledger.directory / "batch-3.json").write_text("{not json")
     with pytest.raises(LedgerError, match="unreadable"):
@@ -175,7 +175,7 @@ def test_a_corrupt_record_is_an_error_not_an_empty_ledger(tmp_path: Path) -> Non
 
 
 def test_only_the_first_attempt_claims_a_partition(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path, "q1")
+    ledger = Ledger(tmp_path, "q1", "p.d.t")
     first = ledger.claim_partition(0, 5, PartitionProgress(stream="s-first", attempt=0))
     second = ledger.claim_partition(0, 5, PartitionProgress(stream="s-second", attempt=1))
     assert first.stream == second.stream == "s-first"

@@ -27,7 +27,7 @@ def _committed(ledger: Ledger, checkpoint: Path, batch_id: int) -> None:
 
 
 def test_a_checkpoint_that_accounts_for_every_batch_passes(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "onceover", "q")
+    ledger = Ledger(tmp_path / "onceover", "q", "p.d.t")
     check_not_reset(ledger, str(tmp_path))  # nothing recorded yet
     for batch in (0, 1):
         _entry(tmp_path, batch, f'{{"batch": {batch}}}')
@@ -42,7 +42,7 @@ def test_a_checkpoint_that_accounts_for_every_batch_passes(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("reset", ["emptied", "behind", "rewritten"])
 def test_a_reset_checkpoint_is_named_with_its_fix(tmp_path: Path, reset: str) -> None:
-    ledger = Ledger(tmp_path / "onceover", "q")
+    ledger = Ledger(tmp_path / "onceover", "q", "p.d.t")
     for batch in (0, 1):
         _entry(tmp_path, batch, f'{{"batch": {batch}}}')
         _committed(ledger, tmp_path, batch)
