@@ -32,7 +32,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink import failpoints
-from jobs.sink.errors import CommitRejectedError, LedgerError
+from jobs.sink.driver import driver_owner
+from jobs.sink.errors import CommitRejectedError, LedgerError, StreamsUncommittableError
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
@@ -48,6 +49,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DRIVER_EVENT_FLUSH_S = 2.0
+INTENT_RACES = 3
+"""How often a commit settles another driver's intent that appeared as it wrote its own."""
+
+# StorageError codes after which the streams can never be committed, by anyone.
+_UNCOMMITTABLE = frozenset({3, 4, 5})  # STREAM_NOT_FOUND, INVALID_STREAM_TYPE, _STATE
 
 
 def _timestamp_text(value: Any) -> str | None:
@@ -127,9 +133,14 @@ class BatchCommitter:
     def _event_id(self, kind: str, *facts: str) -> str:
         """Derived from the facts, so a repeated event is stored once; the write's table
         and place keep apart the writes of one foreachBatch call or run."""
-        write = self.job.write
-        named = () if write is None or write.kind == "streaming" else (write.table, write.write)
-        return event_id(self.job.run_id, kind, self.job.query_id, self.batch_id, *named, *facts)
+        return event_id(
+            self.job.run_id,
+            kind,
+            self.job.query_id,
+            self.batch_id,
+            *self.telemetry.write_facts(),
+            *facts,
+        )
 
     # -- commit -------------------------------------------------------------------
 
@@ -137,23 +148,35 @@ class BatchCommitter:
         started = time.perf_counter()
         try:
             streams = _streams(results)
-            record = self.ledger.batch(self.batch_id)
-            if record is not None and self.job.options.checkpoint is not None:
-                # A replay only if it was written from the same offsets log entry.
-                check_same_offsets(record, self.ledger, self.job.options.checkpoint)
-            if record is not None and record.committed:
-                self._skip_duplicate(record, streams)
-                return record
-            if record is not None:
-                resolved = self._resolve_intent(record)
-                if resolved is not None:
-                    self._skip_duplicate(resolved, streams)
-                    return resolved
-            return self._commit_new(streams, started)
+            for _ in range(INTENT_RACES):
+                record = self.ledger.batch(self.batch_id)
+                if record is not None and self.job.options.checkpoint is not None:
+                    # A replay only if it was written from the same offsets log entry.
+                    check_same_offsets(record, self.ledger, self.job.options.checkpoint)
+                if record is not None and record.committed:
+                    self._skip_duplicate(record, streams)
+                    return record
+                if record is not None:
+                    resolved = self._resolve_intent(record)
+                    if resolved is not None:
+                        self._skip_duplicate(resolved, streams)
+                        return resolved
+                committed = self._commit_new(streams, started, replacing=record)
+                if committed is not None:
+                    return committed
+                # Another driver wrote its intent for this batch since we looked: settle
+                # that one (with its own streams), never a second commit beside it.
+            raise LedgerError(
+                f"{self.label}: other drivers kept writing intents for this batch; one "
+                "checkpoint (or run id) must have one driver at a time"
+            )
         finally:
             self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
 
-    def _commit_new(self, streams: tuple[StreamCommit, ...], started: float) -> BatchRecord:
+    def _commit_new(
+        self, streams: tuple[StreamCommit, ...], started: float, *, replacing: BatchRecord | None
+    ) -> BatchRecord | None:
+        """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
         intent = BatchRecord(
             query_id=job.query_id,
@@ -165,8 +188,10 @@ class BatchCommitter:
             expected_rows=sum(s.rows for s in streams),
             intent_at=_now_text(),
             source_offsets=self._source_offsets(),
+            owner=driver_owner(),
         )
-        self.ledger.write_intent(intent)
+        if not self.ledger.write_intent(intent, replacing=replacing):
+            return None
         self.telemetry.emit(
             events.BatchIntent(
                 id=self._event_id("batch_intent", *(s.stream for s in streams)),
@@ -195,13 +220,17 @@ class BatchCommitter:
 
     def _batch_commit(self, names: list[str]) -> str | None:
         """``BatchCommitWriteStreams``; a lost response is retried and resolves as committed."""
+        from google.api_core.exceptions import NotFound
         from google.cloud.bigquery_storage_v1 import types
 
         request = types.BatchCommitWriteStreamsRequest(parent=self.job.parent, write_streams=names)
         for attempt in range(1, 6):
-            response = call_with_retry(
-                self.job, lambda: self.client.batch_commit_write_streams(request=request)
-            )
+            try:
+                response = call_with_retry(
+                    self.job, lambda: self.client.batch_commit_write_streams(request=request)
+                )
+            except NotFound as exc:  # a stream that is gone: no one can commit it
+                raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
             if failpoints.hit("commit.after"):
                 logger.warning("%s: commit response lost (failpoint); asking again", self.label)
                 continue
@@ -226,10 +255,13 @@ class BatchCommitter:
                     "%s: already committed (retry %d after a lost response)", self.label, attempt
                 )
                 return self._commit_time(names)
-            raise CommitRejectedError(
+            refused = (
                 f"BigQuery refused to commit {self.label} into {self.job.table}: "
                 + "; ".join(f"{e.entity}: {e.error_message}" for e in response.stream_errors)
             )
+            if codes <= _UNCOMMITTABLE:
+                raise StreamsUncommittableError(refused)
+            raise CommitRejectedError(refused)
         raise CommitRejectedError(
             f"{self.label}: BigQuery did not confirm the commit of {self.job.table} in 5 "
             "tries (answers lost, or without a commit time); its intent is in the ledger, "
@@ -238,9 +270,14 @@ class BatchCommitter:
 
     def _commit_time(self, names: Sequence[str]) -> str | None:
         """The commit time if every stream is committed, None if none is; else an error."""
+        from google.api_core.exceptions import NotFound
+
         times = []
         for name in names:
-            stream = call_with_retry(self.job, partial(self.client.get_write_stream, name=name))
+            try:
+                stream = call_with_retry(self.job, partial(self.client.get_write_stream, name=name))
+            except NotFound as exc:  # gone: never committed, and never will be
+                raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
             times.append(_timestamp_text(stream.commit_time))
         if all(times):
             return max(t for t in times if t)
@@ -261,22 +298,33 @@ class BatchCommitter:
             )
             self._emit_committed(committed, duration_ms=None)
             return committed
-        commit_time = self._commit_time([s.stream for s in record.streams])
-        if commit_time is None:
+        try:
+            commit_time = self._commit_time([s.stream for s in record.streams])
+            if commit_time is None:
+                # Commit the intent's own streams, never the replay's: if the driver that
+                # wrote it still runs (an orchestrator's retry, a resume of a run that
+                # only looked stalled), its commit of the same streams then answers
+                # STREAM_ALREADY_COMMITTED, and the batch is in BigQuery once.
+                logger.warning(
+                    "%s: intent of %s, not committed in BigQuery: committing its streams",
+                    self.label,
+                    record.owner or "an earlier driver",
+                )
+                commit_time = self._batch_commit([s.stream for s in record.streams])
+        except StreamsUncommittableError as exc:
             logger.warning(
-                "%s: its intent was never committed in BigQuery; writing it again "
-                "on the replay's streams",
+                "%s: the intent's streams can no longer be committed (%s); writing the "
+                "batch again on the replay's streams",
                 self.label,
+                exc,
             )
             for stream in record.streams:
-                self._orphaned(stream, "intent never committed; the batch was written again")
+                self._orphaned(stream, "intent's streams uncommittable; written again")
             return None
         committed = self.ledger.mark_committed(
             record, at=_now_text(), commit_time=commit_time, resolved=True
         )
-        logger.warning(
-            "%s: committed by an earlier attempt that died before marking it", self.label
-        )
+        logger.warning("%s: settled from the intent an earlier attempt left", self.label)
         self._emit_committed(committed, duration_ms=None)
         return committed
 

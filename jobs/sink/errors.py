@@ -12,6 +12,7 @@ The tree::
         ├── RetryDeadlineError      transient failures outlasted the retry deadline
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
         ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
+        │   └── StreamsUncommittableError   for good: gone, or never finalized
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
             ├── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
             └── LedgerNotSharedError    an executor cannot see the driver's ledger
@@ -84,3 +85,8 @@ class LedgerNotSharedError(LedgerError):
     """A task cannot see the ledger the driver writes: the executors would each keep
     their own, and a retried task would not find what its first attempt recorded.
     Raised before the task writes a row."""
+
+
+class StreamsUncommittableError(CommitRejectedError):
+    """BigQuery can never commit these streams (not found, wrong type or state): an
+    intent recorded with them is settled by writing the batch again."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from jobs.sink.driver import java_ancestor
 from jobs.sink.errors import SinkOptionError
 
 logger = logging.getLogger(__name__)
@@ -222,25 +223,9 @@ def _crash(point: Point) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     if point.on_driver:
-        jvm = _java_ancestor()
+        jvm = java_ancestor()
         if jvm is not None:
             # The JVM relays this worker's stderr; give it a moment to pass the line on.
             time.sleep(0.3)
             os.kill(jvm, signal.SIGKILL)
     os._exit(CRASH_EXIT_CODE)
-
-
-def _java_ancestor() -> int | None:
-    """The pid of the nearest ancestor JVM (Spark's driver), if there is one."""
-    pid = os.getppid()
-    while pid > 1:
-        try:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return None
-        if comm == "java":
-            return pid
-        # The parent pid is the 2nd field after the parenthesised command name.
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-    return None

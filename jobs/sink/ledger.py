@@ -66,6 +66,8 @@ class BatchRecord:
     """Found committed in BigQuery after a crash, rather than committed by this attempt."""
     write: str = ""
     """Which write of its scope to ``table`` (:class:`jobs.sink.identity.WriteIdentity`)."""
+    owner: str | None = None
+    """The driver that wrote the intent (jobs.sink.driver.driver_owner)."""
     source_offsets: str | None = None
     """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
     (:mod:`jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
@@ -196,15 +198,27 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
 
-    def write_intent(self, record: BatchRecord) -> None:
-        """Record what is about to be committed (before ``BatchCommitWriteStreams``)."""
+    def write_intent(self, record: BatchRecord, *, replacing: BatchRecord | None = None) -> bool:
+        """Record what is about to be committed (before ``BatchCommitWriteStreams``).
+
+        Created exclusively: False when another driver's intent is there (unless it is
+        ``replacing``, an intent whose streams BigQuery can no longer commit)."""
         existing = self.batch(record.batch_id)
         if existing is not None and existing.committed:
             raise LedgerError(
                 f"batch {_batch_name(record.batch_id)} of {self.query_id} is already "
                 "committed; refusing to write a new intent over it"
             )
-        self._save(replace(record, state="intent"))
+        intent = replace(record, state="intent", write=self.write)
+        if existing is not None:
+            if existing != replacing:
+                return False  # another driver's, written since the caller looked
+            self._save(intent)
+            return True
+        try:
+            return write_exclusively(self._batch_path(record.batch_id), asdict(intent))
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
 
     def mark_committed(
         self, record: BatchRecord, *, at: str, commit_time: str | None, resolved: bool = False

@@ -157,7 +157,7 @@ def test_abort_before_commit_orphans_the_streams_and_the_replay_commits_once(
     assert count(rest, table) == (25, 25)
 
 
-def test_an_intent_never_committed_is_written_again_on_the_replays_streams(
+def test_an_intent_left_uncommitted_is_settled_with_its_own_streams_so_its_driver_adds_nothing(
     job: SinkJob,
     write: BigQueryWriteClient,
     rest: bigquery.Client,
@@ -167,14 +167,38 @@ def test_an_intent_never_committed_is_written_again_on_the_replays_streams(
     monkeypatch.setenv(failpoints.ENV, "commit.before=error@1")
     failpoints.reset()
     first = staged(write, table, (0, 20))
+    stalled = BatchCommitter(job, 4)  # driver A: its intent written, then it stalls
     with pytest.raises(Exception, match=r"commit\.before"):
-        BatchCommitter(job, 4).commit(first)
+        stalled.commit(first)
     intent = job.ledger().batch(4)
     assert intent is not None
     assert intent.state == "intent"
+    assert intent.owner  # names the driver that wrote it
 
-    replay = staged(write, table, (0, 20))
+    replay = staged(write, table, (0, 20))  # driver B: a resume, an orchestrator's retry
     record = BatchCommitter(job, 4).commit(replay)
+    assert [s.stream for s in record.streams] == [first[0].stream]  # the intent's own
+    assert record.resolved
+    assert count(rest, table) == (20, 20)
+
+    # Driver A wakes and sends the commit it was about to send: STREAM_ALREADY_COMMITTED.
+    assert stalled._batch_commit([first[0].stream]) is not None
+    assert count(rest, table) == (20, 20)
+
+
+def test_an_intent_whose_streams_are_gone_is_written_again_on_the_replays_streams(
+    job: SinkJob, write: BigQueryWriteClient, rest: bigquery.Client, table: str
+) -> None:
+    gone = f"{job.parent}/streams/{'0' * 16}"  # gone (expired, or another table's)
+    job.ledger().write_intent(
+        BatchRecord(
+            query_id="query-1", batch_id=5, table=table, mode="pending", state="intent",
+            streams=(StreamCommit(gone, 20, 0, 0, 0),), expected_rows=20,
+            intent_at="2026-11-01T00:00:00+00:00", owner="another host pid 1 started 1",
+        )
+    )  # fmt: skip
+    replay = staged(write, table, (0, 20))
+    record = BatchCommitter(job, 5).commit(replay)
     assert [s.stream for s in record.streams] == [replay[0].stream]
     assert not record.resolved
     assert count(rest, table) == (20, 20)
