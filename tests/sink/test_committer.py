@@ -182,7 +182,7 @@ def test_an_intent_left_uncommitted_is_settled_with_its_own_streams_so_its_drive
     assert count(rest, table) == (20, 20)
 
     # Driver A wakes and sends the commit it was about to send: STREAM_ALREADY_COMMITTED.
-    assert stalled._batch_commit([first[0].stream]) is not None
+    assert stalled._batch_commit([s.stream for s in intent.streams]) is not None
     assert count(rest, table) == (20, 20)
 
 
