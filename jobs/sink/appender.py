@@ -79,6 +79,8 @@ class PlannedAppend:
     """Sets the rows on a request: ``fn(request, with_schema: bool) -> None``."""
     may_exist: bool = False
     """An identical request may already have been applied (a re-send)."""
+    digest: str = ""
+    """Of the encoded rows (committed mode records it with the offset)."""
     sent_at: float = 0.0
     sends: int = 0
 

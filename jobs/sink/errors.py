@@ -9,13 +9,15 @@ The tree::
         ├── SchemaMismatchError     DataFrame and table disagree (names columns); a ValueError
         ├── AppendRejectedError     BigQuery refused an append for good (names stream, batch, rows)
         │   └── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
+        ├── NonDeterministicInputError  a retry's rows are not the rows its partition sent
         ├── RetryDeadlineError      transient failures outlasted the retry deadline
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
         ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
         │   └── StreamsUncommittableError   for good: gone, or never finalized
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
             ├── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
-            └── LedgerNotSharedError    an executor cannot see the driver's ledger
+            ├── LedgerNotSharedError    an executor cannot see the driver's ledger
+            └── PartitionTakenError     another attempt of the partition advanced it first
 
 google-api-core and gRPC errors are mapped to these at one boundary (the appender and
 the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
@@ -90,3 +92,14 @@ class LedgerNotSharedError(LedgerError):
 class StreamsUncommittableError(CommitRejectedError):
     """BigQuery can never commit these streams (not found, wrong type or state): an
     intent recorded with them is settled by writing the batch again."""
+
+
+class NonDeterministicInputError(SinkError):
+    """Committed mode: a retried task's rows are not those an earlier attempt of its
+    partition sent at the same offsets (their digests differ, or there are fewer). Rows
+    already visible would mix with others; the task stops before sending one."""
+
+
+class PartitionTakenError(LedgerError):
+    """Committed mode: another attempt of the same partition (speculation, a zombie
+    task) saved its progress first; this attempt stops rather than overwrite it."""

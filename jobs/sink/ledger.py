@@ -30,13 +30,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from jobs.sink.errors import LedgerError, LedgerNotSharedError
+from jobs.sink.errors import LedgerError, LedgerNotSharedError, PartitionTakenError
 from jobs.sink.identity import OrdinalRegistry, WriteIdentity, safe_name
 
 LEDGER_VERSION = 1
 BATCH_WRITE = "write"
 """The batch id of a batch (non-streaming) write, which Spark does not number."""
 SHARED_PROBES = ".shared"
+PRUNE_RACES = 10
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,11 @@ class PartitionProgress:
     """(offset, rows) of each request sent but not known to be acknowledged: a retry
     cuts these again at the same boundaries, so ALREADY_EXISTS for them is an
     identical retry."""
+    revision: int = 0
+    """Which save this is: the next is created exclusively (Ledger.save_partition)."""
+    sent: list[list[int | str]] = field(default_factory=list)
+    """(offset, rows, digest) of every request sent, acknowledged or not: a retry cuts
+    its rows at the same boundaries and sends nothing unless each digest matches."""
 
 
 def _batch_name(batch_id: int | None) -> str:
@@ -245,31 +251,62 @@ class Ledger:
 
     # -- partitions (executors, committed mode) -----------------------------------
 
-    def _partition_path(self, batch_id: int | None, partition: int) -> Path:
-        return self.directory / "partitions" / _batch_name(batch_id) / f"{partition}.json"
+    def _partition_directory(self, batch_id: int | None, partition: int) -> Path:
+        return self.directory / "partitions" / _batch_name(batch_id) / str(partition)
+
+    def _version_path(self, batch_id: int | None, partition: int, version: int) -> Path:
+        return self._partition_directory(batch_id, partition) / f"v{version:09d}.json"
 
     def partition(self, batch_id: int | None, partition: int) -> PartitionProgress | None:
-        payload = _read(self._partition_path(batch_id, partition))
-        return None if payload is None else PartitionProgress(**payload)
+        """The partition's progress: the newest version of its record."""
+        directory = self._partition_directory(batch_id, partition)
+        for _ in range(PRUNE_RACES):
+            versions = sorted(directory.glob("v*.json")) if directory.is_dir() else []
+            if not versions:  # the layout before versions: <partition>.json
+                payload = _read(directory.with_suffix(".json"))
+                return None if payload is None else PartitionProgress(**payload)
+            payload = _read(versions[-1])
+            if payload is not None:
+                return PartitionProgress(**payload)
+            # pruned between the listing and the read: a newer one exists; list again
+        raise LedgerError(f"{directory}: its versions kept changing under the reader")
 
     def claim_partition(
         self, batch_id: int | None, partition: int, progress: PartitionProgress
     ) -> PartitionProgress:
         """Record ``progress`` unless another attempt did first; return whichever holds."""
-        path = self._partition_path(batch_id, partition)
-        if _write_atomically(path, asdict(progress), exclusive=True):
-            return progress
+        existing = self.partition(batch_id, partition)
+        if existing is not None:
+            return existing
+        first = replace(progress, revision=0)
+        if write_exclusively(self._version_path(batch_id, partition, 0), asdict(first)):
+            return first
         existing = self.partition(batch_id, partition)
         assert existing is not None  # it existed a moment ago and records are never deleted
         return existing
 
     def save_partition(
         self, batch_id: int | None, partition: int, progress: PartitionProgress
-    ) -> None:
+    ) -> PartitionProgress:
+        """Advance the record from ``progress.revision`` (a compare-and-swap: the next
+        version is created exclusively) and return what was saved. Another attempt of the
+        partition that advanced it first (speculation, a zombie task) makes this raise."""
+        saved = replace(progress, revision=progress.revision + 1)
+        path = self._version_path(batch_id, partition, saved.revision)
         try:
-            _write_atomically(self._partition_path(batch_id, partition), asdict(progress))
+            won = write_exclusively(path, asdict(saved))
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+        if not won:
+            raise PartitionTakenError(
+                f"partition {partition} of {_batch_name(batch_id)} ({self.directory}): another "
+                f"attempt advanced its progress past revision {progress.revision} first (a "
+                "speculative or zombie attempt of the same partition); this attempt stops so "
+                "the two never write over each other's offsets"
+            )
+        stale = self._version_path(batch_id, partition, saved.revision - 2)
+        stale.unlink(missing_ok=True)  # keep the last two: a reader may be on the older
+        return saved
 
 
 def _batch_order(record: BatchRecord) -> int:

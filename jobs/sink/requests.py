@@ -9,13 +9,14 @@ offset, same row count), so an ALREADY_EXISTS for them is an identical retry.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from jobs.sink.errors import AppendRejectedError
+from jobs.sink.errors import AppendRejectedError, NonDeterministicInputError
 
 REQUEST_OVERHEAD_BYTES = 2_000
 """Room for the request envelope (stream name, offset, writer schema)."""
@@ -27,6 +28,17 @@ class EncodedRows:
     bytes: int
     apply: Callable[[Any], None]
     """Sets the rows on a raw ``AppendRowsRequest`` protobuf."""
+    digest: str = ""
+    """Of the encoded rows: the same rows encode to the same digest (committed mode
+    records it, so a retry can tell its rows are the ones sent at those offsets)."""
+
+
+def digest_of(*parts: bytes) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(len(part).to_bytes(8, "little"))
+        hasher.update(part)
+    return hasher.hexdigest()[:32]
 
 
 class RowEncoder(Protocol):
@@ -47,12 +59,20 @@ class ArrowEncoder:
         pb.arrow_rows.writer_schema.serialized_schema = self.serialized_schema
 
     def encode(self, batch: pa.RecordBatch) -> EncodedRows:
-        data = batch.serialize().to_pybytes()
+        data = compact(batch).serialize().to_pybytes()
 
         def apply(request: Any) -> None:
             raw_request(request).arrow_rows.rows.serialized_record_batch = data
 
-        return EncodedRows(batch.num_rows, len(data), apply)
+        return EncodedRows(batch.num_rows, len(data), apply, digest_of(data))
+
+
+def compact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` in buffers of its own: a slice of a larger batch serializes otherwise
+    than the same rows gathered from other batches, and the digest must not tell them
+    apart (nor carry more than the rows)."""
+    columns = [pa.concat_arrays([column]) for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def raw_request(request: Any) -> Any:
@@ -161,9 +181,9 @@ def plan_requests(
     """
     cursor = RowCursor(batches)
     if cursor.skip(start_row) != start_row:
-        raise AppendRejectedError(
+        raise NonDeterministicInputError(
             f"the partition has fewer rows than the {start_row} its earlier attempt "
-            "recorded as written; the input changed between attempts"
+            "recorded as written"
         )
     offset = start_row
     for recorded_offset, rows in recorded:
@@ -173,9 +193,9 @@ def plan_requests(
             )
         batch = cursor.take(rows)
         if batch is None or batch.num_rows != rows:
-            raise AppendRejectedError(
-                f"the partition has fewer rows than its earlier attempt sent at offset {offset}; "
-                "the input changed between attempts"
+            raise NonDeterministicInputError(
+                f"the partition has fewer rows than its earlier attempt sent at offsets "
+                f"{offset}..{offset + rows - 1}"
             )
         yield Request(offset, encoder.encode(batch))
         offset += rows

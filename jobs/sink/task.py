@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from jobs.sink import failpoints
 from jobs.sink.appender import TRANSIENT, PlannedAppend, RetryPolicy, StreamAppender
-from jobs.sink.errors import RetryDeadlineError, RowCountMismatchError
+from jobs.sink.errors import NonDeterministicInputError, RetryDeadlineError, RowCountMismatchError
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import PartitionProgress
@@ -186,22 +186,39 @@ def _append_all(
     offsets: bool,
     start_row: int = 0,
     recorded: tuple[tuple[int, int], ...] = (),
+    sent: Mapping[int, tuple[int, str]] | None = None,
+    acknowledged: int = 0,
 ) -> int:
-    """Send every request of the partition; returns the rows appended (from ``start_row``)."""
+    """Send every request of the partition; returns the rows appended (from ``start_row``).
+
+    ``sent``: (rows, digest) by offset of what an earlier attempt sent; each such request
+    is cut again at its boundaries and must encode to the same digest, and those below
+    ``acknowledged`` are not sent again (their rows count as appended)."""
     rows = 0
     for request in plan_requests(
         batches, encoder, job.options.max_request_bytes, start_row=start_row, recorded=recorded
     ):
+        encoded = request.encoded
+        before = sent.get(request.offset) if sent is not None else None
+        if before is not None and before != (encoded.rows, encoded.digest):
+            raise NonDeterministicInputError(
+                f"the rows at offsets {request.offset}..{request.offset + before[0] - 1} are "
+                "not those an earlier attempt of this partition sent there (their digests "
+                "differ)"
+            )
+        rows += encoded.rows
+        if before is not None and request.offset + encoded.rows <= acknowledged:
+            continue  # in BigQuery already, and the same rows
         appender.append(
             PlannedAppend(
                 offset=request.offset if offsets else None,
-                rows=request.encoded.rows,
-                bytes=request.encoded.bytes,
-                rows_payload=request.encoded.apply,
-                may_exist=(request.offset, request.encoded.rows) in recorded,
+                rows=encoded.rows,
+                bytes=encoded.bytes,
+                rows_payload=encoded.apply,
+                may_exist=(request.offset, encoded.rows) in recorded,
+                digest=encoded.digest,
             )
         )
-        rows += request.encoded.rows
     appender.flush()
     return rows
 
@@ -299,6 +316,30 @@ def call_with_retry(job: SinkJob, fn: Callable[[], R]) -> R:
             time.sleep(max(0.0, delay))
 
 
+def _sent_before(progress: PartitionProgress) -> dict[int, tuple[int, str]] | None:
+    """What earlier attempts sent, by offset, if recorded from the partition's first row;
+    None for a record kept before digests were (or with a gap, which a record never has)."""
+    sent = {int(o): (int(r), str(d)) for o, r, d in progress.sent}
+    covered = 0
+    for offset in sorted(sent):
+        if offset != covered:
+            return None
+        covered += sent[offset][0]
+    return sent if covered == progress.sent_rows and sent else None
+
+
+def _input_changed(job: SinkJob, telemetry: Telemetry, task: TaskContextInfo, what: str) -> str:
+    return (
+        f"{_context(job, telemetry, task)}: {what}. The partition's input is not "
+        "deterministic: it changed between attempts (a shuffle without a fixed order, a "
+        "non-deterministic source or function, or another partitioning of the input), so "
+        "rows already visible would mix with others. This attempt sent nothing. Make the "
+        "input deterministic before the sink (df.repartition(n, key).sortWithinPartitions("
+        "key), or df.cache() / df.checkpoint()), reconcile what the table holds, and run "
+        "the write again under a new run id"
+    )
+
+
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield first
     yield from rest
@@ -350,9 +391,13 @@ def _write_committed(
         unacked = [(a.offset, a.rows) for a in pending if a.offset is not None]
         acked = unacked[0][0] if unacked else end
         state["progress"] = replace(
-            current, acked_rows=acked, sent_rows=end, inflight=[list(pair) for pair in unacked]
+            current,
+            acked_rows=acked,
+            sent_rows=end,
+            inflight=[list(pair) for pair in unacked],
+            sent=[*current.sent, [append.offset, append.rows, append.digest]],
         )
-        ledger.save_partition(task.batch_id, task.partition, state["progress"])
+        state["progress"] = ledger.save_partition(task.batch_id, task.partition, state["progress"])
 
     appender = _appender(
         job,
@@ -364,11 +409,21 @@ def _write_committed(
         task=task,
         before_send=before_send,
     )
-    recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
+    sent = _sent_before(progress)
+    if sent is not None:
+        # Cut again from the first row at the recorded boundaries, and checked: the
+        # acknowledged rows are not sent again, the ones in flight are re-sent.
+        start = 0
+        recorded = tuple((offset, rows) for offset, (rows, _) in sorted(sent.items()))
+    else:  # recorded before digests were kept: on from the acknowledged offset
+        recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
     try:
         rows = _append_all(
-            appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded
-        )
+            appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded,
+            sent=sent, acknowledged=progress.acked_rows,
+        )  # fmt: skip
+    except NonDeterministicInputError as exc:
+        raise NonDeterministicInputError(_input_changed(job, telemetry, task, str(exc))) from exc
     finally:
         appender.close()
     total = start + rows

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
 from jobs.sink import failpoints
-from jobs.sink.errors import LedgerError, SinkOptionError
+from jobs.sink.errors import LedgerError, PartitionTakenError, SinkOptionError
 from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit
 from tests.waiting import wait_until
 
@@ -179,8 +179,32 @@ def test_only_the_first_attempt_claims_a_partition(tmp_path: Path) -> None:
     first = ledger.claim_partition(0, 5, PartitionProgress(stream="s-first", attempt=0))
     second = ledger.claim_partition(0, 5, PartitionProgress(stream="s-second", attempt=1))
     assert first.stream == second.stream == "s-first"
-    ledger.save_partition(
-        0, 5, PartitionProgress(stream="s-first", acked_rows=7, sent_rows=9, inflight=[[7, 2]])
+    saved = ledger.save_partition(
+        0, 5, replace(first, acked_rows=7, sent_rows=9, inflight=[[7, 2]])
     )
-    assert ledger.partition(0, 5) == PartitionProgress("s-first", 7, 9, inflight=[[7, 2]])
-    assert os.listdir(ledger.directory / "partitions" / "0") == ["5.json"]
+    assert ledger.partition(0, 5) == saved
+    assert saved == PartitionProgress("s-first", 7, 9, inflight=[[7, 2]], revision=1)
+
+
+def test_progress_is_saved_by_compare_and_swap_so_two_attempts_never_interleave(
+    tmp_path: Path,
+) -> None:
+    ledger = Ledger(tmp_path, "q1", "p.d.t")
+    claimed = ledger.claim_partition(0, 5, PartitionProgress(stream="s", attempt=0))
+    speculative = replace(claimed, attempt=1)  # both attempts read revision 0
+    ahead = ledger.save_partition(0, 5, replace(claimed, acked_rows=100, sent_rows=100))
+    with pytest.raises(PartitionTakenError, match="another attempt advanced its progress"):
+        ledger.save_partition(0, 5, replace(speculative, acked_rows=40, sent_rows=40))
+    for rows in (200, 300, 400):  # the winner goes on; old versions are pruned
+        ahead = ledger.save_partition(0, 5, replace(ahead, acked_rows=rows, sent_rows=rows))
+    assert ledger.partition(0, 5) == ahead
+    assert ahead.acked_rows == 400
+    kept = sorted(p.name for p in (ledger.directory / "partitions" / "0" / "5").iterdir())
+    assert kept == ["v000000003.json", "v000000004.json"]
+    # a record of the layout before versions is still read
+    legacy = Ledger(tmp_path, "q2", "p.d.t")
+    (legacy.directory / "partitions" / "0").mkdir(parents=True)
+    (legacy.directory / "partitions" / "0" / "5.json").write_text(
+        '{"version": 1, "stream": "s-old", "acked_rows": 3}'
+    )
+    assert legacy.partition(0, 5) == PartitionProgress("s-old", 3)
