@@ -50,7 +50,7 @@ from jobs.sink.committer import BatchCommitter, written_by_tasks
 from jobs.sink.errors import SinkOptionError
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob, streaming_query_id
-from jobs.sink.ledger import leave_probe
+from jobs.sink.ledger import claim_driver, leave_probe
 from jobs.sink.offsets_log import check_not_reset
 from jobs.sink.options import parse_options
 from jobs.sink.task import TaskResult, current_task, write_partition
@@ -124,7 +124,10 @@ def prepare_job(
     )
     if streaming:
         assert options.checkpoint is not None
+        claim_driver(options.ledger, query_id, f"the query on {options.checkpoint}")
         check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
+    elif options.run_id is not None:
+        claim_driver(options.ledger, options.run_id, f"run {options.run_id}")
     return job
 
 

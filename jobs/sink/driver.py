@@ -28,9 +28,22 @@ def driver_owner() -> str:
     """Names the driver for the ledger's intents: host, JVM pid and the JVM's start time
     (so a pid the system gives again is another owner). Outside Spark, this process."""
     pid = java_ancestor() or os.getpid()
+    return f"{socket.gethostname()} pid {pid} started {_start_time(pid) or '?'}"
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot."""
     try:
-        # /proc/<pid>/stat field 22: start time in clock ticks since boot
-        started = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
-        started = "?"
-    return f"{socket.gethostname()} pid {pid} started {started}"
+        return None
+
+
+def alive_here(owner: str) -> bool:
+    """Whether ``owner`` (a :func:`driver_owner`) is a process still running on this host;
+    False when it is not, or is on another host (which cannot be told from here)."""
+    host, _, rest = owner.partition(" pid ")
+    pid_text, _, started = rest.partition(" started ")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    return _start_time(int(pid_text)) == started

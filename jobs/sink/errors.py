@@ -17,7 +17,8 @@ The tree::
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
             ├── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
             ├── LedgerNotSharedError    an executor cannot see the driver's ledger
-            └── PartitionTakenError     another attempt of the partition advanced it first
+            ├── PartitionTakenError     another attempt of the partition advanced it first
+            └── ConcurrentDriverError   another driver still runs the same query or run
 
 google-api-core and gRPC errors are mapped to these at one boundary (the appender and
 the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
@@ -103,3 +104,8 @@ class NonDeterministicInputError(SinkError):
 class PartitionTakenError(LedgerError):
     """Committed mode: another attempt of the same partition (speculation, a zombie
     task) saved its progress first; this attempt stops rather than overwrite it."""
+
+
+class ConcurrentDriverError(LedgerError):
+    """Another driver, still running on this host, writes the same query (checkpoint)
+    or run id. Raised on the driver before any task writes a row."""

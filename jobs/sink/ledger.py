@@ -30,7 +30,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from jobs.sink.errors import LedgerError, LedgerNotSharedError, PartitionTakenError
+from jobs.sink.errors import (
+    ConcurrentDriverError,
+    LedgerError,
+    LedgerNotSharedError,
+    PartitionTakenError,
+)
 from jobs.sink.identity import OrdinalRegistry, WriteIdentity, safe_name
 
 LEDGER_VERSION = 1
@@ -365,3 +370,31 @@ def check_probe(root: str | os.PathLike[str], name: str, where: str) -> None:
             "the ledger (the 'ledger' option, or ONCEOVER_LEDGER) on storage the driver "
             "and every executor mount at the same path (NFS, Filestore); nothing was written"
         )
+
+
+# -- one driver at a time per query or run ---------------------------------------------
+
+DRIVER_FILE = "driver.json"
+
+
+def claim_driver(root: str | os.PathLike[str], scope: str, what: str) -> None:
+    """Record this driver as the one writing ``scope``; refuse when the one recorded is
+    another that still runs on this host. (One on another host cannot be seen from here:
+    it is taken over, and an intent it leaves is settled with its own streams.)"""
+    from jobs.sink.driver import alive_here, driver_owner
+
+    me = driver_owner()
+    path = Path(root) / safe_name(scope) / DRIVER_FILE
+    recorded = _read(path)
+    other = None if recorded is None else str(recorded.get("owner"))
+    if other is not None and other != me and alive_here(other):
+        raise ConcurrentDriverError(
+            f"{what} is being written by another driver that still runs ({other}, recorded "
+            f"in {path}). Two drivers on one checkpoint or run id race to commit the same "
+            "batches. Stop that one (or wait for it to finish) and start this again; if it "
+            "is not a Spark driver of yours, delete the file. Nothing was written"
+        )
+    try:
+        write_replacing(path, {"owner": me})
+    except OSError as exc:
+        raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc

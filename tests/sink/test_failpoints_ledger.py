@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -13,8 +15,13 @@ import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
 from jobs.sink import failpoints
-from jobs.sink.errors import LedgerError, PartitionTakenError, SinkOptionError
-from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit
+from jobs.sink.errors import (
+    ConcurrentDriverError,
+    LedgerError,
+    PartitionTakenError,
+    SinkOptionError,
+)
+from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit, claim_driver
 from tests.waiting import wait_until
 
 Arm = Callable[..., None]
@@ -208,3 +215,26 @@ def test_progress_is_saved_by_compare_and_swap_so_two_attempts_never_interleave(
         '{"version": 1, "stream": "s-old", "acked_rows": 3}'
     )
     assert legacy.partition(0, 5) == PartitionProgress("s-old", 3)
+
+
+def test_a_second_driver_is_refused_while_the_first_still_runs_on_this_host(
+    tmp_path: Path,
+) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        stat = Path(f"/proc/{other.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        owner = f"{socket.gethostname()} pid {other.pid} started {stat[19]}"
+        (tmp_path / "q1").mkdir()
+        (tmp_path / "q1" / "driver.json").write_text(json.dumps({"version": 1, "owner": owner}))
+        with pytest.raises(ConcurrentDriverError, match="another driver that still runs") as no:
+            claim_driver(tmp_path, "q1", "the query on /ckpt")
+        assert owner in str(no.value)
+        assert "Nothing was written" in str(no.value)
+    finally:
+        other.kill()
+        other.wait()
+    claim_driver(tmp_path, "q1", "the query on /ckpt")  # it is gone: this one takes over
+    recorded = json.loads((tmp_path / "q1" / "driver.json").read_text())["owner"]
+    assert recorded.startswith(f"{socket.gethostname()} pid ")
+    assert recorded != owner
+    claim_driver(tmp_path, "q1", "the query on /ckpt")  # the same driver again: fine

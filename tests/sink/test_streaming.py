@@ -3,7 +3,11 @@ session: a file source, a checkpoint, availableNow; judged by what BigQuery hold
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +76,34 @@ def test_a_reset_checkpoint_is_refused_before_a_row_is_written(
         load(spark, source, table, checkpoint)
     assert "new checkpointLocation" in str(refused.value)
     assert counted(rest, table) == (2_000, 2_000)  # nothing written, nothing twice
+
+
+def test_a_second_driver_on_a_checkpoint_is_refused_while_the_first_runs(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
+    write_files(source, 1_000, 1, "json")
+    load(spark, source, table, checkpoint)
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    write_files(source, 1_000, 1, "json", start=1_000)
+
+    # An orchestrator's retry while the first driver still runs: that one, on this host,
+    # is recorded as the query's driver (a stand-in process plays it).
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        started = Path(f"/proc/{first.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        owner = f"{socket.gethostname()} pid {first.pid} started {started}"
+        (checkpoint / "onceover" / query_id / "driver.json").write_text(
+            json.dumps({"version": 1, "owner": owner})
+        )
+        with pytest.raises(StreamingQueryException, match="still runs") as refused:
+            load(spark, source, table, checkpoint)
+        assert f"pid {first.pid}" in str(refused.value)
+        assert counted(rest, table) == (1_000, 1_000)  # nothing written
+    finally:
+        first.kill()
+        first.wait()
+    load(spark, source, table, checkpoint)  # the first is gone: this one goes on
+    assert counted(rest, table) == (2_000, 2_000)
