@@ -309,14 +309,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_chaos(args: argparse.Namespace) -> int:
     from onceover.chaos.curated import curated_schedules
     from onceover.chaos.report import Session
-    from onceover.chaos.schedule import draw_schedules, load_schedule
+    from onceover.chaos.schedule import WORKLOADS, draw_schedules, load_schedule
     from onceover.chaos.session import run_session
 
     check_java()
     if args.curated:
         schedules = curated_schedules()
         modes = list(dict.fromkeys(s.mode for s in schedules))
-        session = Session(None, len(schedules), modes, None, curated=True)
+        workloads = list(dict.fromkeys(s.workload for s in schedules))
+        session = Session(None, len(schedules), modes, None, curated=True, workloads=workloads)
     elif args.replay is not None:
         try:
             schedules = [load_schedule(args.replay)]
@@ -324,10 +325,17 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"--replay {args.replay}: not a schedule ({exc})") from None
         session = Session(None, 1, [schedules[0].mode], None, replay=str(args.replay))
     else:
-        schedules = list(
-            draw_schedules(args.seed, args.schedules, modes=args.modes, rows=args.rows)
-        )
-        session = Session(args.seed, args.schedules, args.modes, args.rows)
+        workloads = args.workloads or list(WORKLOADS)
+        try:
+            schedules = list(
+                draw_schedules(
+                    args.seed, args.schedules, modes=args.modes, rows=args.rows,
+                    workloads=workloads,
+                )
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ConfigurationError(f"--workloads/--modes: {exc}") from None
+        session = Session(args.seed, args.schedules, args.modes, args.rows, workloads=workloads)
     name = (
         "curated"
         if args.curated
@@ -530,6 +538,10 @@ def _add_chaos_parser(commands: Any) -> None:
     chaos.add_argument("--modes", type=_modes, default=["pending", "committed"],
                        help="sink modes, taken in turn (default pending,committed; "
                             "default mode is the at-least-once baseline)")  # fmt: skip
+    chaos.add_argument("--workloads", type=_workloads, default=None,
+                       help="jobs, taken in turn with the modes (default all: load_files, "
+                            "foreach_batch, two_tables; the user-code ones skip default "
+                            "mode)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
                        help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
     chosen = chaos.add_mutually_exclusive_group()
@@ -549,6 +561,12 @@ def _port(value: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{value!r} is not a port (0-65535)")
     return port
+
+
+def _workloads(value: str) -> list[str]:
+    from onceover.chaos.schedule import WORKLOADS
+
+    return _comma_separated(value, WORKLOADS, "workloads")
 
 
 def _modes(value: str) -> list[str]:

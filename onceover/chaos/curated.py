@@ -13,8 +13,9 @@ counted across restarts and every batch, task and request passes each point at
 least once before the job can finish, so every armed fault fires in every run of
 the set, whatever Spark's timing: a test can ask that each one did.
 
-The set costs about 15 job runs (a driver fault costs a restart; an executor fault
-is retried by Spark within the run), where 20 random schedules cost about 34.
+The load job's five cost about 15 job runs (a driver fault costs a restart; an
+executor fault is retried by Spark within the run), where 20 random schedules cost
+about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _wire(action: str, method: str, nth: int, delay_s: float = 0.0) -> Fault:
     return Fault(f"wire/{action}", nth=nth, method=method, delay_s=delay_s)
 
 
-_FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
+_FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (jobs.load_files)
     ("pending", (
         _fp("append.before", "crash", 3),
         _fp("append.response", "error", 5),
@@ -90,9 +91,41 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
+# Users' own jobs (jobs.examples): a foreachBatch writing three times per micro-batch
+# (9 commits, at least 15 streams and appends in a clean run), a batch job writing
+# two tables under one run id after a repartition() (3 commits, 7 streams and appends).
+# A crash just after BigQuery committed a write that is not the first of its call or
+# run, and a task killed mid-append, in both exactly-once modes. (No executor crash
+# beside a task kill: the kill would find its worker gone.)
+_USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
+    ("foreach_batch", "pending", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.response", "drop", 3),
+        _fp("ledger.after_intent", "error", 4),
+        _wire("unavailable", _COMMIT, 5),
+    )),
+    ("foreach_batch", "committed", (
+        _fp("append.before", "error", 3),
+        _fp("ledger.after_intent", "crash", 2),
+        Fault("spark/kill_task", nth=6),
+    )),
+    ("two_tables", "pending", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.before", "error", 4),
+        _wire("drop_response", APPEND_ROWS, 5),
+    )),
+    ("two_tables", "committed", (
+        _fp("append.response", "drop", 3),
+        _fp("ledger.after_intent", "error", 3),
+        Fault("spark/kill_task", nth=5),
+    )),
+)  # fmt: skip
+
+
 def curated_schedules() -> list[Schedule]:
     """The curated set, in the order it runs."""
+    load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
     return [
-        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults)
-        for index, (mode, faults) in enumerate(_FAULTS)
+        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload=workload)
+        for index, (workload, mode, faults) in enumerate([*load_files, *_USER_CODE])
     ]

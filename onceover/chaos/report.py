@@ -23,6 +23,7 @@ class Session:
     rows: int | None
     replay: str | None = None
     curated: bool = False
+    workloads: Sequence[str] = ("load_files",)
 
     def command(self) -> str:
         if self.replay:
@@ -32,7 +33,7 @@ class Session:
         rows = f" --rows {self.rows}" if self.rows else ""
         return (
             f"onceover chaos --schedules {self.schedules} --seed {self.seed}"
-            f" --modes {','.join(self.modes)}{rows}"
+            f" --modes {','.join(self.modes)} --workloads {','.join(self.workloads)}{rows}"
         )
 
 
@@ -84,6 +85,7 @@ def report_json(
         "command": session.command(),
         "seed": session.seed,
         "modes": list(session.modes),
+        "workloads": list(session.workloads),
         "started_at": started.isoformat(),
         "seconds": round(seconds, 1),
         "schedules": len(results),
@@ -114,15 +116,16 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         "## Schedules",
         "",
-        "| schedule | mode | faults (fired) | restarts | verdict | seconds |",
-        "|---|---|---|---:|---|---:|",
+        "| schedule | workload | mode | faults (fired) | restarts | verdict | seconds |",
+        "|---|---|---|---|---:|---|---:|",
     ]
     for result in report["results"]:
         schedule = result["schedule"]
         faults = "<br>".join(f"{f['armed']} ({f['fired']})" for f in result["faults"]) or "none"
         verdict = "ok" if result["verdict"] == "ok" else "**VIOLATION**"
         lines.append(
-            f"| {schedule['name']} | {schedule['mode']} | {faults} | {result['restarts']} "
+            f"| {schedule['name']} | {schedule.get('workload', 'load_files')} "
+            f"| {schedule['mode']} | {faults} | {result['restarts']} "
             f"| {verdict} | {result['seconds']:.0f} |"
         )
     violations = [r for r in report["results"] if r["verdict"] != "ok"]

@@ -2,16 +2,19 @@
 
 For a schedule, in order:
 
-1. write the source files (``rows`` unique keys) and a fresh table;
+1. write the source files (``rows`` unique keys) and fresh tables (the orders table;
+   a summary table for the user-code workloads);
 2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
    with the schedule's wire faults and task kills;
-3. run ``python -m jobs.load_files`` against the proxy with the schedule's
-   failpoints armed (hits counted across every process and restart), events going
-   to the control plane, while a timer takes the control plane down and up again
-   for each outage fault;
+3. run the workload's job (``python -m jobs.load_files``, or a user's script in
+   ``jobs.examples``) against the proxy with the schedule's failpoints armed (hits
+   counted across every process and restart), events going to the control plane,
+   while a timer takes the control plane down and up again for each outage fault;
 4. while the job fails, run it again on the same checkpoint, at most
    ``max_restarts`` times;
-5. ask BigQuery and the control plane (:mod:`onceover.chaos.verify`).
+5. ask BigQuery (every workload: the orders table holds each source key once; the
+   summary table one row per group, summing to the source's rows) and, for the
+   load job that reports to it, the control plane (:mod:`onceover.chaos.verify`).
 
 The stack (local BigQuery, control plane) is shared by every schedule of a chaos
 session: :class:`ChaosStack`.
@@ -37,11 +40,18 @@ from jobs.generate import write_files
 from jobs.sink.failpoints import ENV as FAILPOINTS_ENV
 from jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
+from jobs.sink.options import LEDGER_ENV
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.chaos.proxy import FaultProxy
 from onceover.chaos.schedule import Fault, Schedule
 from onceover.chaos.task_kill import KILLED, kill_sender
-from onceover.chaos.verify import KeyAggregate, compare_keys, control_plane_view, table_aggregate
+from onceover.chaos.verify import (
+    KeyAggregate,
+    compare_keys,
+    control_plane_view,
+    summary_problems,
+    table_aggregate,
+)
 from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 from onceover.stack import BackendProcess
@@ -52,6 +62,18 @@ DATASET = "onceover_chaos"
 KEY = "event_id"
 JOB_TIMEOUT_S = 240.0
 """A run still going after this is killed and counted as hung (a liveness violation)."""
+
+SUMMARY_SCHEMAS = {
+    "foreach_batch": [
+        bigquery.SchemaField("batch_id", "INT64"),
+        bigquery.SchemaField("orders", "INT64"),
+    ],
+    "two_tables": [
+        bigquery.SchemaField("currency", "STRING"),
+        bigquery.SchemaField("orders", "INT64"),
+    ],
+}
+"""The user-code workloads' second table: one row per group, its orders counted."""
 
 ORDER_SCHEMA = [
     bigquery.SchemaField("event_id", "INT64"),
@@ -178,6 +200,10 @@ def run_schedule(
     table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
     client.delete_table(table, not_found_ok=True)
     client.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
+    if summary_schema is not None:
+        client.delete_table(f"{table}_summary", not_found_ok=True)
+        client.create_table(bigquery.Table(f"{table}_summary", schema=summary_schema))
 
     outcomes = {id(f): FaultOutcome(f) for f in schedule.faults}
     assert stack.bigquery.grpc_endpoint is not None
@@ -204,7 +230,10 @@ def run_schedule(
     violations += compare_keys(KeyAggregate.of(range(schedule.rows)), actual)
     control_plane: dict[str, Any] = {}
     run_id_path = work / "checkpoint" / "onceover" / "run_id"
-    if run_id_path.exists():
+    if summary_schema is not None:
+        group = summary_schema[0].name
+        violations += summary_problems(client, f"{table}_summary", group, schedule.rows)
+    elif run_id_path.exists():
         run_id = run_id_path.read_text().strip()
         view = control_plane_view(stack.url, stack.tokens["viewer"], run_id, schedule.rows)
         violations += view.problems
@@ -244,6 +273,7 @@ def _job_environment(
     env[FAILPOINTS_STATE_ENV] = str(work / "failpoints")
     env[FAILPOINTS_SEED_ENV] = f"{schedule.seed}:{schedule.index}"
     env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
+    env[LEDGER_ENV] = str(work / "ledger")  # foreachBatch writes name no ledger
     env["ONCEOVER_HEARTBEAT_S"] = "2"
     env[MONITOR_URL_ENV] = stack.url
     env[MONITOR_TOKEN_ENV] = stack.tokens["ingest"]
@@ -260,14 +290,7 @@ def _run_job(  # noqa: PLR0917 - one call site, every argument named there
     job_started: threading.Event,
     abort: threading.Event,
 ) -> JobRun:
-    argv = [
-        sys.executable, "-m", "jobs.load_files",
-        "--source", str(work / "source"), "--format", "json",
-        "--table", table, "--key", KEY, "--mode", schedule.mode,
-        "--checkpoint", str(work / "checkpoint"), "--job", f"chaos-{schedule.name}",
-        "--max-files-per-trigger", str(schedule.files_per_batch),
-        "--request-max-bytes", str(schedule.request_max_bytes),
-    ]  # fmt: skip
+    argv = job_argv(schedule, table, work)
     child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=work / f"run-{attempt}.log")
     if abort.is_set():
         raise ScheduleInterruptedError(schedule.name)
@@ -344,3 +367,28 @@ def _count_failpoints(schedule: Schedule, state: Path, outcomes: dict[int, Fault
             if match and match["point"] == point and match["action"] == action:
                 outcomes[id(fault)].fired += 1
                 outcomes[id(fault)].details.append(f"hit {match['hit']}")
+
+
+def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
+    """The command of the schedule's workload; the same for every restart."""
+    common = [
+        "--source", str(work / "source"), "--table", table, "--mode", schedule.mode,
+        "--request-max-bytes", str(schedule.request_max_bytes),
+    ]  # fmt: skip
+    if schedule.workload == "foreach_batch":
+        return [
+            sys.executable, "-m", "jobs.examples.foreach_batch", *common,
+            "--summary-table", f"{table}_summary", "--checkpoint", str(work / "checkpoint"),
+            "--max-files-per-trigger", str(schedule.files_per_batch),
+        ]  # fmt: skip
+    if schedule.workload == "two_tables":
+        return [
+            sys.executable, "-m", "jobs.examples.daily_tables", *common,
+            "--summary-table", f"{table}_summary", "--ledger", str(work / "ledger"),
+            "--run-id", f"chaos-{schedule.name}",
+        ]  # fmt: skip
+    return [
+        sys.executable, "-m", "jobs.load_files", *common, "--format", "json", "--key", KEY,
+        "--checkpoint", str(work / "checkpoint"), "--job", f"chaos-{schedule.name}",
+        "--max-files-per-trigger", str(schedule.files_per_batch),
+    ]  # fmt: skip

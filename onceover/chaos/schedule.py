@@ -1,9 +1,23 @@
 """Fault schedules: what one chaos run arms, drawn from a seed and replayable from JSON.
 
-A schedule is everything that decides a run: the data (rows, files, batches,
-request size), the sink's mode, and the faults with the exact hit, call or moment
-each one is armed for. The same seed draws the same schedules; a schedule's JSON
-re-runs it (``onceover chaos --replay FILE``).
+A schedule is everything that decides a run: the workload (what job runs), the data
+(rows, files, batches, request size), the sink's mode, and the faults with the exact
+hit, call or moment each one is armed for.
+
+Workloads:
+
+==================  ===============================================================
+``load_files``      ``python -m jobs.load_files``: the streaming load Onceover ships
+``foreach_batch``   ``jobs.examples.foreach_batch``: a user's foreachBatch, three
+                    writes per micro-batch (two into the orders table, a summary row
+                    into another) with no option but the table
+``two_tables``      ``jobs.examples.daily_tables``: a user's batch job, one run id,
+                    the orders in two writes after a ``repartition()``, a summary
+                    into a second table
+==================  ===============================================================
+
+The same seed draws the same schedules; a schedule's JSON re-runs it
+(``onceover chaos --replay FILE``).
 
 Fault kinds, each a string in reports:
 
@@ -36,6 +50,7 @@ from jobs.sink.failpoints import POINTS, Action
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
+WORKLOADS = ("load_files", "foreach_batch", "two_tables")
 MODES = ("pending", "committed", "default")
 """``default`` is the at-least-once baseline: the harness is expected to catch its duplicates."""
 DEFAULT_MODES = ("pending", "committed")
@@ -141,11 +156,18 @@ class Schedule:
     files_per_batch: int = FILES_PER_BATCH
     request_max_bytes: int = REQUEST_MAX_BYTES
     max_restarts: int = MAX_RESTARTS
+    workload: str = "load_files"
     version: int = field(default=SCHEMA_VERSION)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.workload not in WORKLOADS:
+            raise ValueError(
+                f"workload must be one of {', '.join(WORKLOADS)}, not {self.workload!r}"
+            )
+        if self.workload != "load_files" and self.mode == "default":
+            raise ValueError(f"{self.workload} runs in pending or committed mode")
         if self.rows < 1 or self.files < 1 or self.files_per_batch < 1:
             raise ValueError("rows, files and files_per_batch must be at least 1")
         points = [f.kind.split("/")[1] for f in self.faults if f.kind.startswith("failpoint/")]
@@ -216,6 +238,20 @@ class Shape:
             pieces *= 2
         return cls(math.ceil(files / files_per_batch), files, files * pieces)
 
+    @classmethod
+    def for_schedule(cls, schedule: Schedule) -> Shape:
+        """The fewest hits a clean run of the schedule's workload makes (for drawing)."""
+        s = schedule
+        shape = cls.of(s.rows, s.files, s.files_per_batch, s.request_max_bytes)
+        if s.workload == "foreach_batch":
+            # Per micro-batch three writes, each committed: two of the batch's files
+            # (a task each), then one summary task.
+            return cls(3 * shape.batches, 5 * shape.batches, 5 * shape.batches)
+        if s.workload == "two_tables":
+            # Three writes, one commit each: two over three shuffle partitions, one summary.
+            return cls(3, 7, 7)
+        return shape
+
     def hits(self, kind: str, method: str | None = None) -> int:
         """Hits of ``kind``'s failpoint or wire method in one clean run."""
         point_or_method = method or kind.split("/")[1]
@@ -252,16 +288,21 @@ def draw_schedules(
     modes: Sequence[str] = DEFAULT_MODES,
     rows: int = ROWS,
     faults_per_schedule: tuple[int, int] = (2, 4),
+    workloads: Sequence[str] = ("load_files",),
 ) -> Iterator[Schedule]:
-    """``count`` schedules from ``seed``, modes taken in turn, fault kinds dealt evenly."""
+    """``count`` schedules from ``seed``: each (workload, mode) pair in turn (user-code
+    workloads skip ``default``), fault kinds dealt evenly."""
     rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
     # Kinds only one mode can meet are dealt twice as often there, so they are not
     # rarer than the rest over a session that alternates modes.
     decks = {mode: _Deck(_weighted_kinds(mode, modes), rng) for mode in modes}
+    pairs = [(w, m) for w in workloads for m in modes if w == "load_files" or m != "default"]
+    if not pairs:
+        raise ValueError("no workload runs in the modes asked for")
     for index in range(count):
-        mode = modes[index % len(modes)]
-        base = Schedule(seed=seed, index=index, mode=mode, faults=(), rows=rows)
-        shape = Shape.of(base.rows, base.files, base.files_per_batch, base.request_max_bytes)
+        workload, mode = pairs[index % len(pairs)]
+        base = Schedule(seed=seed, index=index, mode=mode, faults=(), rows=rows, workload=workload)
+        shape = Shape.for_schedule(base)
         faults: list[Fault] = []
         taken: set[str] = set()
         for _ in range(rng.randint(*faults_per_schedule)):

@@ -61,7 +61,8 @@ def run_session(
         stack = lanes.get()
         try:
             say(
-                f"[{number:>{width}}/{len(schedules)}] {schedule.name} {schedule.mode}: "
+                f"[{number:>{width}}/{len(schedules)}] {schedule.name} {schedule.workload} "
+                f"{schedule.mode}: "
                 + ("; ".join(f.describe for f in schedule.faults) or "no faults")
             )
             try:

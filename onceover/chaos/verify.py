@@ -7,6 +7,9 @@ source's, compared by aggregates so nothing is downloaded: per bucket
 paired with a duplicated one keeps ``COUNT(*)`` but not the distinct count; a lost key
 paired with a foreign one keeps both counts but not the bucket sums.
 
+A user-code workload's summary table must hold each group once, its orders adding up
+to the source's rows.
+
 The control plane must say the run ``succeeded`` with ``rows_committed`` equal to the
 source's rows. Its events may arrive a little after the job exits (spooled during an
 outage), so it is asked until it agrees or a deadline passes.
@@ -106,6 +109,30 @@ def compare_keys(expected: KeyAggregate, actual: KeyAggregate) -> list[str]:
             f"the key set differs from the source's in {len(wrong)} of {BUCKETS} buckets "
             f"(key mod {BUCKETS}): {shown}"
         )
+    return problems
+
+
+def summary_problems(client: bigquery.Client, table: str, group: str, rows: int) -> list[str]:
+    """A summary table (one row per ``group``, its ``orders`` counted) holds each group
+    once and the orders add up to the source's ``rows``; in words where it does not."""
+    if not TABLE_ID_RE.match(table):
+        raise ValueError(f"{table!r} is not project.dataset.table")
+    if not COLUMN_NAME_RE.match(group):
+        raise ValueError(f"{group!r} is not a column name")
+    totals = next(
+        iter(
+            client.query(
+                f"SELECT COUNT(*) AS n, COUNT(DISTINCT `{group}`) AS d, SUM(orders) AS s "
+                f"FROM `{table}`"
+            ).result()
+        )
+    )
+    n, d, s = int(totals["n"]), int(totals["d"]), int(totals["s"] or 0)
+    problems = []
+    if n != d:
+        problems.append(f"the summary {table} holds {n} rows for {d} {group}s: some twice")
+    if s != rows:
+        problems.append(f"the summary {table} counts {s:,} orders, expected {rows:,}")
     return problems
 
 

@@ -12,6 +12,7 @@ from jobs.sink import failpoints
 from onceover.chaos.proxy import APPEND_ROWS, WireFault
 from onceover.chaos.schedule import (
     KINDS,
+    WORKLOADS,
     Fault,
     Schedule,
     Shape,
@@ -125,10 +126,12 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
     assert {s.mode for s in schedules} == {"pending", "committed"}
+    assert {(s.workload, s.mode) for s in schedules} == {
+        (w, m) for w in WORKLOADS for m in ("pending", "committed")
+    }
     assert len({s.name for s in schedules}) == len(schedules)
     for schedule in schedules:
-        shape = Shape.of(schedule.rows, schedule.files, schedule.files_per_batch,
-                         schedule.request_max_bytes)  # fmt: skip
+        shape = Shape.for_schedule(schedule)
         for fault in schedule.faults:
             assert fault.kind in kinds_for(schedule.mode), (schedule.name, fault)
             if fault.kind == "backend/outage":
@@ -148,3 +151,24 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
             continue
         methods = {f.method for s in schedules if s.mode == mode for f in s.faults if f.method}
         assert methods == {APPEND_ROWS, *unary}, mode
+
+
+def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -> None:
+    drawn = list(draw_schedules(5, 12, workloads=WORKLOADS, modes=("pending", "committed")))
+    assert [(s.workload, s.mode) for s in drawn[:6]] == [
+        (w, m) for w in WORKLOADS for m in ("pending", "committed")
+    ]
+    for schedule in drawn:
+        shape = Shape.for_schedule(schedule)
+        for fault in schedule.faults:
+            if fault.kind.startswith("failpoint/"):
+                assert 1 <= fault.nth <= shape.hits(fault.kind), (schedule.name, fault)
+        assert load_schedule(schedule.save(tmp_path / f"{schedule.name}.json")) == schedule
+    # default mode is the load job's baseline only; a workload no one knows is refused
+    assert {s.workload for s in draw_schedules(5, 6, workloads=WORKLOADS, modes=("default",))} == {
+        "load_files"
+    }
+    with pytest.raises(ValueError, match="foreach_batch runs in pending or committed mode"):
+        Schedule(seed=1, index=0, mode="default", faults=(), workload="foreach_batch")
+    with pytest.raises(ValueError, match="workload must be one of"):
+        Schedule(seed=1, index=0, mode="pending", faults=(), workload="spark_sql")

@@ -1,5 +1,6 @@
-"""A user's own batch script, run as they run it (its own driver) and run again after
-it died: one run id writing two tables, one of them twice. Counted in BigQuery."""
+"""A user's own batch script (jobs/examples/daily_tables.py), run as they run it (its
+own driver) and run again after it died: one run id writing two tables, one of them
+twice. Counted in BigQuery."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from tests.sink.test_streaming import ORDER_SCHEMA, counted
 
 pytestmark = pytest.mark.spark
 
-SCRIPT = Path(__file__).with_name("daily_two_tables.py")
 SUMMARY_SCHEMA = [
     bigquery.SchemaField("currency", "STRING"),
     bigquery.SchemaField("orders", "INT64"),
@@ -37,8 +37,9 @@ def test_a_daily_job_killed_after_its_second_write_commits_is_rerun_exactly_once
     # heard), hits counted across both runs: the re-run has no fault.
     env["ONCEOVER_FAILPOINTS"] = "commit.after=crash@2"
     env["ONCEOVER_FAILPOINTS_STATE"] = str(tmp_path / "failpoints")
-    args = [sys.executable, str(SCRIPT), str(source), detail, summary,
-            str(tmp_path / "ledger"), "day-2026-11-24"]  # fmt: skip
+    args = [sys.executable, "-m", "jobs.examples.daily_tables", "--source", str(source),
+            "--table", detail, "--summary-table", summary, "--ledger", str(tmp_path / "ledger"),
+            "--run-id", "day-2026-11-24"]  # fmt: skip
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
