@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+
+from jobs.sink.identity import WriteIdentity
+from jobs.sink.job import SinkJob
+from jobs.sink.options import parse_options
+from jobs.sink.schema import plan_write
+from onceover.bigquery import BigQueryConfig
 
 SCHEMA = [bigquery.SchemaField("id", "INT64"), bigquery.SchemaField("name", "STRING")]
 ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -81,3 +88,20 @@ def count(rest: bigquery.Client, table_id: str) -> tuple[int, int]:
         f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM `{table_id}`"
     )))  # fmt: skip
     return int(row["n"]), int(row["ids"])
+
+
+def streaming_job(
+    bq_config: BigQueryConfig, table: str, checkpoint: Path, **options: str
+) -> SinkJob:
+    """A job of the streaming sink on ``table`` (query ``query-1``), as the driver plans
+    it, for tests that call the committer or a task directly."""
+    parsed = parse_options(
+        {"table": table, "checkpointLocation": str(checkpoint), **options},
+        default_project=None,
+        streaming=True,
+    )
+    return SinkJob(
+        options=parsed, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
+        table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
+        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
+    )  # fmt: skip

@@ -63,17 +63,7 @@ class KeyAggregate:
 
 def table_aggregate(client: bigquery.Client, table: str, key: str) -> KeyAggregate:
     """The aggregate of ``table``'s integer ``key`` column, computed in BigQuery."""
-    if not TABLE_ID_RE.match(table):
-        raise ValueError(f"{table!r} is not project.dataset.table")
-    if not COLUMN_NAME_RE.match(key):
-        raise ValueError(f"{key!r} is not a column name")
-    totals = next(
-        iter(
-            client.query(
-                f"SELECT COUNT(*) AS n, COUNT(DISTINCT `{key}`) AS d FROM `{table}`"
-            ).result()
-        )
-    )
+    totals = _one_row(client, table, key, "COUNT(*) AS n, COUNT(DISTINCT `{column}`) AS d")
     per_bucket = client.query(
         f"SELECT MOD(`{key}`, @buckets) AS b, COUNT(*) AS n, SUM(`{key}`) AS s, "
         f"SUM(`{key}` * `{key}`) AS q FROM `{table}` GROUP BY b",
@@ -115,17 +105,8 @@ def compare_keys(expected: KeyAggregate, actual: KeyAggregate) -> list[str]:
 def summary_problems(client: bigquery.Client, table: str, group: str, rows: int) -> list[str]:
     """A summary table (one row per ``group``, its ``orders`` counted) holds each group
     once and the orders add up to the source's ``rows``; in words where it does not."""
-    if not TABLE_ID_RE.match(table):
-        raise ValueError(f"{table!r} is not project.dataset.table")
-    if not COLUMN_NAME_RE.match(group):
-        raise ValueError(f"{group!r} is not a column name")
-    totals = next(
-        iter(
-            client.query(
-                f"SELECT COUNT(*) AS n, COUNT(DISTINCT `{group}`) AS d, SUM(orders) AS s "
-                f"FROM `{table}`"
-            ).result()
-        )
+    totals = _one_row(
+        client, table, group, "COUNT(*) AS n, COUNT(DISTINCT `{column}`) AS d, SUM(orders) AS s"
     )
     n, d, s = int(totals["n"]), int(totals["d"]), int(totals["s"] or 0)
     problems = []
@@ -134,6 +115,17 @@ def summary_problems(client: bigquery.Client, table: str, group: str, rows: int)
     if s != rows:
         problems.append(f"the summary {table} counts {s:,} orders, expected {rows:,}")
     return problems
+
+
+def _one_row(client: bigquery.Client, table: str, column: str, select: str) -> Any:
+    """``SELECT <select> FROM table`` (``{column}`` filled in), both names checked first:
+    they go into the query's text."""
+    if not TABLE_ID_RE.match(table):
+        raise ValueError(f"{table!r} is not project.dataset.table")
+    if not COLUMN_NAME_RE.match(column):
+        raise ValueError(f"{column!r} is not a column name")
+    query = f"SELECT {select.format(column=column)} FROM `{table}`"
+    return next(iter(client.query(query).result()))
 
 
 def _count(bucket: Bucket | None) -> int:

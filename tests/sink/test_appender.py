@@ -3,8 +3,6 @@ local BigQuery: outcomes are counted in the table, not taken from the appender."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pyarrow as pa
 import pytest
 from google.cloud import bigquery
@@ -45,14 +43,6 @@ class Heard:
 
     def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
         self.errors.append((code, retrying))
-
-
-@pytest.fixture(autouse=True)
-def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(failpoints.ENV, raising=False)
-    failpoints.reset()
-    yield
-    failpoints.reset()
 
 
 def arm(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:

@@ -5,7 +5,6 @@ by what BigQuery holds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,13 +13,10 @@ from google.cloud import bigquery
 
 from jobs.sink import failpoints
 from jobs.sink.errors import NonDeterministicInputError
-from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
-from jobs.sink.options import parse_options
-from jobs.sink.schema import plan_write
 from jobs.sink.task import TaskContextInfo, write_partition
 from onceover.bigquery import BigQueryConfig
-from tests.writeapi import ARROW_SCHEMA, SCHEMA, count, create_table, rows
+from tests.writeapi import count, create_table, rows, streaming_job
 
 ROWS = 2_000  # about 500 rows to a 10,000-byte request: four requests
 
@@ -32,24 +28,8 @@ def table(rest: bigquery.Client, dataset: str) -> str:
 
 @pytest.fixture
 def job(bq_config: BigQueryConfig, table: str, tmp_path: Path) -> SinkJob:
-    options = parse_options(
-        {"table": table, "checkpointLocation": str(tmp_path), "mode": "committed",
-         "request.max_bytes": "10000", "retry.deadline_s": "5"},
-        default_project=None, streaming=True,
-    )  # fmt: skip
-    return SinkJob(
-        options=options, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
-        table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
-        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
-    )  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(failpoints.ENV, raising=False)
-    failpoints.reset()
-    yield
-    failpoints.reset()
+    small = {"mode": "committed", "request.max_bytes": "10000", "retry.deadline_s": "5"}
+    return streaming_job(bq_config, table, tmp_path, **small)
 
 
 def first_attempt_fails_at_its_second_append(job: SinkJob, monkeypatch: pytest.MonkeyPatch) -> None:

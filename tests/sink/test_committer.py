@@ -4,7 +4,6 @@ BigQuery's own COUNT decides; the ledger and the events are checked as well."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,18 +14,13 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from jobs.sink import failpoints
 from jobs.sink.committer import BatchCommitter
 from jobs.sink.errors import CommitRejectedError
-from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit
-from jobs.sink.options import parse_options
-from jobs.sink.schema import plan_write
 from jobs.sink.task import TaskResult
 from onceover.bigquery import BigQueryConfig
 from onceover.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 from tests.receiver import TOKEN, Receiver
 from tests.writeapi import (
-    ARROW_SCHEMA,
-    SCHEMA,
     append_all,
     append_request,
     commit,
@@ -34,17 +28,10 @@ from tests.writeapi import (
     create_stream,
     create_table,
     rows,
+    streaming_job,
 )
 
 PENDING = types.WriteStream.Type.PENDING
-
-
-@pytest.fixture(autouse=True)
-def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(failpoints.ENV, raising=False)
-    failpoints.reset()
-    yield
-    failpoints.reset()
 
 
 @pytest.fixture
@@ -54,16 +41,8 @@ def table(rest: bigquery.Client, dataset: str) -> str:
 
 @pytest.fixture
 def job(bq_config: BigQueryConfig, table: str, tmp_path: Path, receiver: Receiver) -> SinkJob:
-    options = parse_options(
-        {"table": table, "checkpointLocation": str(tmp_path), "monitor.url": receiver.url,
-         "monitor.token": TOKEN},
-        default_project=None, streaming=True,
-    )  # fmt: skip
-    return SinkJob(
-        options=options, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
-        table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
-        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
-    )  # fmt: skip
+    monitor = {"monitor.url": receiver.url, "monitor.token": TOKEN}
+    return streaming_job(bq_config, table, tmp_path, **monitor)
 
 
 def staged(write: BigQueryWriteClient, table: str, *ranges: tuple[int, int]) -> list[TaskResult]:
