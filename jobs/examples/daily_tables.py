@@ -38,27 +38,39 @@ def save(df: DataFrame, table: str, args: argparse.Namespace) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.examples.daily_tables")
+def parser_for(module: str) -> argparse.ArgumentParser:
+    """The options both examples take: where from, where to, how."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--source", required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--summary-table", required=True)
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--ledger", required=True)
     parser.add_argument("--mode", default="pending", choices=("pending", "committed"))
     parser.add_argument("--request-max-bytes", type=int, default=8_000_000)
     parser.add_argument(
         "--master", default="local[2,4]", help="local[2,4]: tasks retried as on a cluster"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def session(app_name: str, master: str) -> SparkSession:
+    """A small session with ``format("onceover")`` registered."""
     spark = (
-        SparkSession.builder.master(args.master)
-        .appName("daily-tables")
+        SparkSession.builder.master(master)
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
     register(spark)
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = parser_for("jobs.examples.daily_tables")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--ledger", required=True)
+    args = parser.parse_args(argv)
+    spark = session("daily-tables", args.master)
     # A shuffle before the sink: Spark sorts before a round-robin repartition, so a
     # retried task gets the same rows (the sink checks that it does).
     orders = spark.read.schema(SOURCE_SCHEMA).json(args.source).repartition(3)

@@ -17,10 +17,9 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
-from jobs.examples.daily_tables import SOURCE_SCHEMA
-from jobs.sink.datasource import register
+from jobs.examples.daily_tables import SOURCE_SCHEMA, parser_for, session
 
 
 def writer(args: argparse.Namespace) -> Callable[[DataFrame, int], None]:
@@ -46,27 +45,12 @@ def writer(args: argparse.Namespace) -> Callable[[DataFrame, int], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.examples.foreach_batch")
-    parser.add_argument("--source", required=True)
+    parser = parser_for("jobs.examples.foreach_batch")
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--table", required=True)
-    parser.add_argument("--summary-table", required=True)
     parser.add_argument("--ledger")
-    parser.add_argument("--mode", default="pending", choices=("pending", "committed"))
     parser.add_argument("--max-files-per-trigger", type=int, default=1)
-    parser.add_argument("--request-max-bytes", type=int, default=8_000_000)
-    parser.add_argument(
-        "--master", default="local[2,4]", help="local[2,4]: tasks retried as on a cluster"
-    )
     args = parser.parse_args(argv)
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("foreach-batch")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(spark)
+    spark = session("foreach-batch", args.master)
     query = (
         spark.readStream.schema(SOURCE_SCHEMA)
         .option("maxFilesPerTrigger", args.max_files_per_trigger)

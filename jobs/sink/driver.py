@@ -27,7 +27,11 @@ def java_ancestor() -> int | None:
 def driver_owner() -> str:
     """Names the driver for the ledger's intents: host, JVM pid and the JVM's start time
     (so a pid the system gives again is another owner). Outside Spark, this process."""
-    pid = java_ancestor() or os.getpid()
+    return owner_of(java_ancestor() or os.getpid())
+
+
+def owner_of(pid: int) -> str:
+    """How the ledger names process ``pid`` of this host (see :func:`alive_here`)."""
     return f"{socket.gethostname()} pid {pid} started {_start_time(pid) or '?'}"
 
 

@@ -13,8 +13,9 @@ from google.cloud import bigquery
 
 from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
+from onceover.chaos.runner import ORDER_SCHEMA
 from onceover.processes import job_environment
-from tests.sink.test_streaming import ORDER_SCHEMA, counted
+from tests.sink.test_streaming import counted
 
 pytestmark = pytest.mark.spark
 

@@ -15,6 +15,7 @@ import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
 from jobs.sink import failpoints
+from jobs.sink.driver import owner_of
 from jobs.sink.errors import (
     ConcurrentDriverError,
     LedgerError,
@@ -222,8 +223,7 @@ def test_a_second_driver_is_refused_while_the_first_still_runs_on_this_host(
 ) -> None:
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        stat = Path(f"/proc/{other.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        owner = f"{socket.gethostname()} pid {other.pid} started {stat[19]}"
+        owner = owner_of(other.pid)
         (tmp_path / "q1").mkdir()
         (tmp_path / "q1" / "driver.json").write_text(json.dumps({"version": 1, "owner": owner}))
         with pytest.raises(ConcurrentDriverError, match="another driver that still runs") as no:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +15,11 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from jobs.generate import write_files
+from jobs.sink.driver import owner_of
+from onceover.chaos.runner import ORDER_SCHEMA
 
 pytestmark = pytest.mark.spark
 
-ORDER_SCHEMA = [
-    bigquery.SchemaField("event_id", "INT64"),
-    bigquery.SchemaField("order_id", "STRING"),
-    bigquery.SchemaField("customer_id", "INT64"),
-    bigquery.SchemaField("amount", "FLOAT64"),
-    bigquery.SchemaField("currency", "STRING"),
-    bigquery.SchemaField("event_time", "TIMESTAMP"),
-]
 SOURCE_SCHEMA = (
     "event_id BIGINT, order_id STRING, customer_id BIGINT, amount DOUBLE, currency STRING, "
     "event_time TIMESTAMP"
@@ -93,8 +86,7 @@ def test_a_second_driver_on_a_checkpoint_is_refused_while_the_first_runs(
     # is recorded as the query's driver (a stand-in process plays it).
     first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        started = Path(f"/proc/{first.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-        owner = f"{socket.gethostname()} pid {first.pid} started {started}"
+        owner = owner_of(first.pid)
         (checkpoint / "onceover" / query_id / "driver.json").write_text(
             json.dumps({"version": 1, "owner": owner})
         )

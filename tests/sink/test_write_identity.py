@@ -13,7 +13,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.generate import write_files
-from tests.sink.test_streaming import ORDER_SCHEMA, SOURCE_SCHEMA, counted
+from onceover.chaos.runner import ORDER_SCHEMA
+from tests.sink.test_streaming import SOURCE_SCHEMA, counted
 
 pytestmark = pytest.mark.spark
 
