@@ -7,4 +7,8 @@ clients (:mod:`onceover.bigquery`), the local BigQuery launcher
 The data plane lives in :mod:`jobs`, the control plane in :mod:`backend`.
 """
 
+from onceover.forking import keep_grpc_out_of_forks
+
+keep_grpc_out_of_forks()  # before anything imports grpc: see onceover/forking.py
+
 __version__ = "0.1.0"
