@@ -167,6 +167,10 @@ class BatchPublic(BaseModel):
     table: str
     query_id: str
     batch_id: int | None
+    write: str | None = Field(
+        description="which of the foreachBatch call's (or batch run's) writes to the table: "
+        "'0', '1', ... or 'id-<write_id>'; null for the streaming sink"
+    )
     mode: str
     state: Literal["intent", "committed", "skipped_duplicate", "aborted"]
     expected_rows: int | None
@@ -192,6 +196,7 @@ class StreamPublic(BaseModel):
     table: str
     query_id: str
     batch_id: int | None
+    write: str | None = Field(description="as the batch's write; null for the streaming sink")
     partition: int
     task_attempt: int
     state: Literal["created", "appending", "finalized", "committed", "orphaned"]
@@ -417,6 +422,11 @@ class PendingIntentPublic(BaseModel):
 
     query_id: str
     batch_id: int | None = Field(description="None for a batch write")
+    table: str = Field(description="the table the intended write goes to")
+    write: str | None = Field(
+        description="which of the call's (or run's) writes to the table; null for the "
+        "streaming sink"
+    )
     expected_rows: int
     streams: list[str]
     intent_at: str

@@ -145,7 +145,13 @@ class Batch(SQLModel, table=True):
     table_id: str = Field(max_length=_TABLE)
     query_id: str = Field(max_length=_NAME)
     batch_id: int | None = None
-    batch_key: str = Field(max_length=40, description="batch_id, or '-' for a batch write")
+    batch_key: str = Field(
+        max_length=180,
+        description="batch_id ('-' for a batch write), then '/' and the write if one is named",
+    )
+    write: str | None = Field(
+        default=None, max_length=140, description="which of the call's writes to the table"
+    )
     mode: str = Field(max_length=20)
     state: str = Field(max_length=20)
     expected_rows: int | None = _maybe_count()
@@ -175,6 +181,7 @@ class Stream(SQLModel, table=True):
     table_id: str = Field(max_length=_TABLE)
     query_id: str = Field(max_length=_NAME)
     batch_id: int | None = None
+    write: str | None = Field(default=None, max_length=140)
     partition: int
     task_attempt: int
     state: str = Field(max_length=20)

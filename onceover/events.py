@@ -38,6 +38,19 @@ StreamType = Literal["PENDING", "COMMITTED", "DEFAULT"]
 
 _ID = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="deterministic event id")]
 _NAME = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/=+-]+$")]
+_WRITE = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=140,
+        pattern=r"^(0|[1-9][0-9]{0,8}|id-[A-Za-z0-9._:-]{1,128})$",
+        description=(
+            "which of the foreachBatch call's (or the batch run's) writes to the table: "
+            "its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, "
+            "whose micro-batch is its write"
+        ),
+    ),
+]
 _TABLE = Annotated[
     str,
     Field(
@@ -157,6 +170,7 @@ class _BatchEvent(_Event):
     mode: Mode
     query_id: _NAME
     batch_id: int | None = Field(default=None, ge=0, description="None for a batch write")
+    write: _WRITE = None
     key: Annotated[str, Field(pattern=COLUMN_NAME_RE.pattern)] | None = Field(
         default=None, description="the column identifying a row, if the write named one"
     )
@@ -200,6 +214,7 @@ class _StreamEvent(_Event):
     mode: Mode
     query_id: _NAME
     batch_id: int | None = Field(default=None, ge=0)
+    write: _WRITE = None
     partition: _COUNT
     attempt: _COUNT
     stream: _NAME

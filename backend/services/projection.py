@@ -52,8 +52,11 @@ def is_complete(run: Run) -> bool:
     )
 
 
-def _batch_key(batch_id: int | None) -> str:
-    return "-" if batch_id is None else str(batch_id)
+def _batch_key(batch_id: int | None, write: str | None) -> str:
+    """One row per write: a foreachBatch call (or a batch run) may write one table more
+    than once, and each write commits (or not) on its own."""
+    batch = "-" if batch_id is None else str(batch_id)
+    return batch if write is None else f"{batch}/{write}"
 
 
 @dataclass
@@ -357,7 +360,7 @@ class Projector:
     # -- batches --------------------------------------------------------------------
 
     def _batch(self, event: ev.BatchEvent) -> Batch:
-        key = (event.run_id, event.table, event.query_id, _batch_key(event.batch_id))
+        key = (event.run_id, event.table, event.query_id, _batch_key(event.batch_id, event.write))
         batch = self._batches.get(key)
         if batch is None:
             batch = self.session.exec(
@@ -375,6 +378,7 @@ class Projector:
                 query_id=event.query_id,
                 batch_id=event.batch_id,
                 batch_key=key[3],
+                write=event.write,
                 mode=event.mode,
                 state="intent",
             )
@@ -444,6 +448,7 @@ class Projector:
                 table_id=event.table,
                 query_id=event.query_id,
                 batch_id=event.batch_id,
+                write=event.write,
                 partition=rows.partition or 0,
                 task_attempt=rows.attempt or 0,
                 state="committed",
@@ -468,6 +473,7 @@ class Projector:
                 table_id=event.table,
                 query_id=event.query_id,
                 batch_id=event.batch_id,
+                write=event.write,
                 partition=event.partition,
                 task_attempt=event.attempt,
                 state="created",

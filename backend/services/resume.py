@@ -209,6 +209,8 @@ class Resumer:
                 PendingIntentPublic(
                     query_id=b.query_id,
                     batch_id=b.batch_id,
+                    table=b.table,
+                    write=b.write or None,
                     expected_rows=b.expected_rows,
                     streams=[s.stream for s in b.streams],
                     intent_at=b.intent_at,

@@ -45,6 +45,7 @@ class Telemetry:
             "mode": self.job.options.mode,
             "query_id": self.job.query_id,
             "batch_id": self.batch_id,
+            "write": self.write_place(),
         }
 
     def batch_event_fields(self) -> dict[str, Any]:
@@ -67,11 +68,17 @@ class Telemetry:
         except Exception:
             logger.exception("could not flush events")
 
+    def write_place(self) -> str | None:
+        """Which of the call's (or run's) writes to the table this is; None for the
+        streaming sink, whose micro-batch is its write."""
+        write = self.job.write
+        return None if write is None or write.kind == "streaming" else write.write
+
     def write_facts(self) -> tuple[str, ...]:
         """What keeps the event ids of one foreachBatch call's (or one run's) writes
         apart: the write's table and place; nothing for the streaming sink."""
-        write = self.job.write
-        return () if write is None or write.kind == "streaming" else (write.table, write.write)
+        place = self.write_place()
+        return () if place is None else (self.job.table, place)
 
     def batch_id_text(self) -> str:
         return "write" if self.batch_id is None else str(self.batch_id)

@@ -88,3 +88,51 @@ def test_an_unknown_run_is_404(client: TestClient) -> None:
 
     assert response.status_code == 404
     assert response.json() == {"detail": "no run 'nope'"}
+
+
+def _write_of_batch(
+    run: str, batch: int, table: str, write: str, t: float, rows: int
+) -> list[ev.Event]:
+    """One foreachBatch write: its intent and commit, as the sink sends them."""
+    update = {"table": table, "write": write}
+    return [
+        f.intent(run, batch, t, [f"{table}/{write}/s"], rows).model_copy(
+            update={**update, "id": ev.event_id(run, "intent", batch, table, write)}
+        ),
+        f.committed(run, batch, t + 1, [f"{table}/{write}/s"], rows).model_copy(
+            update={**update, "id": ev.event_id(run, "committed", batch, table, write)}
+        ),
+    ]
+
+
+def test_each_write_of_a_foreach_batch_call_is_a_batch_of_its_own(client: TestClient) -> None:
+    """A micro-batch that writes the orders table twice and a summary once: three
+    writes, each committed on its own, none merged into another."""
+    events: list[ev.Event] = [f.started("fb", "a1", 0)]
+    events += _write_of_batch("fb", 7, f.TABLE, "0", 1, 30)
+    events += _write_of_batch("fb", 7, f.TABLE, "1", 3, 20)
+    events += _write_of_batch("fb", 7, "p.ds.summary", "0", 5, 2)
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    run = client.get("/api/runs/fb", headers=bearer(VIEWER)).json()
+
+    assert sorted((b["table"], b["batch_id"], b["write"], b["rows"]) for b in run["batches"]) == [
+        (f.TABLE, 7, "0", 30),
+        (f.TABLE, 7, "1", 20),
+        ("p.ds.summary", 7, "0", 2),
+    ]
+    assert run["rows_committed"] == 52
+    assert {(s["table"], s["write"]) for s in run["streams"]} == {
+        (f.TABLE, "0"),
+        (f.TABLE, "1"),
+        ("p.ds.summary", "0"),
+    }
+
+
+def test_a_write_that_is_no_ordinal_nor_write_id_is_refused_by_name(client: TestClient) -> None:
+    for bad in ("01", "../x", "id-", "id-a b"):
+        event = f.intent("fb", 1, 1, ["s"], 1).model_dump(mode="json") | {"write": bad}
+        response = client.post("/api/events", json=[event], headers=bearer(INGEST))
+        assert response.status_code == 422, bad
+        assert "write" in response.json()["detail"][0]["loc"], response.text
+    assert client.get("/api/runs/fb", headers=bearer(VIEWER)).status_code == 404

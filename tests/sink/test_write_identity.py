@@ -14,7 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.generate import write_files
 from onceover.chaos.runner import ORDER_SCHEMA
+from tests.receiver import TOKEN, Receiver
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -84,22 +86,23 @@ def test_a_foreach_batch_replayed_after_its_writes_committed_writes_each_row_onc
 
 
 def test_one_run_id_writes_two_tables_and_one_table_twice(
-    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path, receiver: Receiver
 ) -> None:
     detail, summary = tables(rest, dataset)
     source = tmp_path / "orders"
     write_files(source, 2_000, 2, "json")
     ledger = str(tmp_path / "ledger")
+    monitor = {"monitor.url": receiver.url, "monitor.token": TOKEN}
 
     def daily_job(session: SparkSession) -> None:
         orders = session.read.schema(SOURCE_SCHEMA).json(str(source))
         for currency_half in ("event_id < 1000", "event_id >= 1000"):  # one table, twice
-            save(orders.where(currency_half), detail, run_id="day-1", ledger=ledger)
+            save(orders.where(currency_half), detail, run_id="day-1", ledger=ledger, **monitor)
         totals = orders.selectExpr("CAST(0 AS BIGINT) AS batch_id", "event_id")
         save(
             totals.groupBy("batch_id").agg({"event_id": "count"})
             .withColumnRenamed("count(event_id)", "orders"),
-            summary, run_id="day-1", ledger=ledger,
+            summary, run_id="day-1", ledger=ledger, **monitor,
         )  # fmt: skip
 
     daily_job(spark)
@@ -112,6 +115,17 @@ def test_one_run_id_writes_two_tables_and_one_table_twice(
     for _ in range(2):
         save(extra, detail, run_id="day-1", ledger=ledger, write_id="late-fix")
     assert counted(rest, detail) == (2_010, 2_000)
+
+    # Each write is reported as itself, so the control plane keeps one batch per write.
+    def commits() -> set[tuple[str, str, int]] | None:
+        seen = {(e["table"], e["write"], e["rows"]) for e in receiver.of_type("batch_committed")}
+        return seen if len(seen) == 3 else None
+
+    assert wait_until("the three writes' commits", commits, 30) == {
+        (detail, "0", 1_000),
+        (detail, "1", 1_000),
+        (summary, "0", 1),
+    }
 
 
 @pytest.mark.parametrize("mode", ["pending", "committed"])

@@ -951,6 +951,11 @@ export interface components {
              * @enum {string}
              */
             type: "append_acknowledged";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** AppendAlreadyExists */
         AppendAlreadyExists: {
@@ -1013,6 +1018,11 @@ export interface components {
              * @enum {string}
              */
             type: "append_already_exists";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** AppendError */
         AppendError: {
@@ -1079,6 +1089,11 @@ export interface components {
              * @enum {string}
              */
             type: "append_error";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** AppendOutOfRange */
         AppendOutOfRange: {
@@ -1141,6 +1156,11 @@ export interface components {
              * @enum {string}
              */
             type: "append_out_of_range";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /**
          * AttemptLogPublic
@@ -1328,6 +1348,11 @@ export interface components {
              * @enum {string}
              */
             type: "batch_aborted";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** BatchCommitted */
         BatchCommitted: {
@@ -1396,6 +1421,11 @@ export interface components {
              * @enum {string}
              */
             type: "batch_committed";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** BatchIntent */
         BatchIntent: {
@@ -1456,6 +1486,11 @@ export interface components {
              * @enum {string}
              */
             type: "batch_intent";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /**
          * BatchPublic
@@ -1510,6 +1545,11 @@ export interface components {
             streams: components["schemas"]["BatchStreamPublic"][];
             /** Table */
             table: string;
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or batch run's) writes to the table: '0', '1', ... or 'id-<write_id>'; null for the streaming sink
+             */
+            write: string | null;
         };
         /**
          * BatchReconciliationPublic
@@ -1611,6 +1651,11 @@ export interface components {
              * @enum {string}
              */
             type: "batch_skipped_duplicate";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** BatchStreamPublic */
         BatchStreamPublic: {
@@ -1896,6 +1941,16 @@ export interface components {
             query_id: string;
             /** Streams */
             streams: string[];
+            /**
+             * Table
+             * @description the table the intended write goes to
+             */
+            table: string;
+            /**
+             * Write
+             * @description which of the call's (or run's) writes to the table; null for the streaming sink
+             */
+            write: string | null;
         };
         /**
          * PrincipalPublic
@@ -2543,6 +2598,11 @@ export interface components {
              * @enum {string}
              */
             type: "stream_created";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** StreamFinalized */
         StreamFinalized: {
@@ -2598,6 +2658,11 @@ export interface components {
              * @enum {string}
              */
             type: "stream_finalized";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /** StreamOrphaned */
         StreamOrphaned: {
@@ -2658,6 +2723,11 @@ export interface components {
              * @enum {string}
              */
             type: "stream_orphaned";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
         };
         /**
          * StreamPublic
@@ -2716,6 +2786,11 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /**
+             * Write
+             * @description as the batch's write; null for the streaming sink
+             */
+            write: string | null;
         };
         /**
          * StreamRows

@@ -1,4 +1,5 @@
-// The commit history: one row per micro-batch, in the order the ledger saw them.
+// The commit history: one row per write (a micro-batch of a streaming query; each write
+// of a foreachBatch call or a batch run), in the order the ledger saw them.
 import type { Batch } from "../../api/client";
 import { Empty, StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
@@ -8,8 +9,16 @@ const STATE_LABELS: Record<string, string> = {
   skipped_duplicate: "skipped (duplicate)",
 };
 
+/** What tells two writes apart: one micro-batch may write several tables, and a table
+ * more than once. */
+export function batchKey(batch: Batch): string {
+  return `${batch.table}/${batch.query_id}/${batch.batch_id ?? "-"}/${batch.write ?? ""}`;
+}
+
 export function BatchesTable({ batches }: { batches: Batch[] }) {
   const skipped = batches.filter((b) => b.state === "skipped_duplicate").length;
+  const severalTables = new Set(batches.map((b) => b.table)).size > 1;
+  const namedWrites = batches.some((b) => b.write !== null);
   return (
     <section aria-labelledby="batches-title">
       <h2 id="batches-title">Commit history</h2>
@@ -26,6 +35,8 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
             <thead>
               <tr>
                 <th scope="col">Batch</th>
+                {severalTables && <th scope="col">Table</th>}
+                {namedWrites && <th scope="col">Write</th>}
                 <th scope="col">State</th>
                 <th scope="col" className="number">
                   Rows
@@ -46,8 +57,10 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
             </thead>
             <tbody>
               {batches.map((batch) => (
-                <tr key={`${batch.query_id}/${batch.batch_id}`} data-testid="batch-row">
+                <tr key={batchKey(batch)} data-testid="batch-row">
                   <td>{batch.batch_id ?? "–"}</td>
+                  {severalTables && <td>{batch.table}</td>}
+                  {namedWrites && <td>{writeLabel(batch.write)}</td>}
                   <td>
                     <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
                   </td>
@@ -69,4 +82,10 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
       )}
     </section>
   );
+}
+
+/** "#1" for the second write of a call to a table, the user's write_id as given. */
+function writeLabel(write: string | null): string {
+  if (write === null) return "–";
+  return write.startsWith("id-") ? write.slice(3) : `#${write}`;
 }

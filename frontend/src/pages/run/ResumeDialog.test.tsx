@@ -23,7 +23,15 @@ const PLAN: ResumePlan = {
   spark_last_planned_batch: 1,
   spark_last_finished_batch: 0,
   pending_intents: [
-    { query_id: "q", batch_id: 1, expected_rows: 1500, intent_at: "2026-01-01T00:00:00Z", streams: ["s1", "s2"] },
+    {
+      query_id: "q",
+      batch_id: 1,
+      table: "p.d.orders",
+      write: null,
+      expected_rows: 1500,
+      intent_at: "2026-01-01T00:00:00Z",
+      streams: ["s1", "s2"],
+    },
   ],
   queries: [],
   warnings: ["the checkpoint was written by another host"],

@@ -53,8 +53,11 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
           </thead>
           <tbody>
             {plan.pending_intents.map((intent) => (
-              <tr key={`${intent.query_id}/${intent.batch_id}`}>
-                <td>{intent.batch_id ?? "–"}</td>
+              <tr key={`${intent.table}/${intent.query_id}/${intent.batch_id ?? "-"}/${intent.write ?? ""}`}>
+                <td>
+                  {intent.batch_id ?? "–"}
+                  {intent.write !== null && <span className="muted"> · {intent.table} write {intent.write}</span>}
+                </td>
                 <td className="number">{formatCount(intent.expected_rows)}</td>
                 <td className="number">{intent.streams.length}</td>
                 <td>{formatTime(intent.intent_at)}</td>
