@@ -117,7 +117,9 @@ class RunsPublic(BaseModel):
     count: int = Field(description="runs matching the filters, before paging")
 
 
-AttemptStatus = Literal["resuming", "running", "succeeded", "failed", "stalled"]
+AttemptStatus = Literal["resuming", "running", "succeeded", "failed", "stalled", "refused"]
+"""``refused``: a second driver turned away while another still ran the run; it wrote
+nothing, and the run's status is the other attempt's."""
 
 
 class LaunchPublic(BaseModel):
@@ -221,6 +223,9 @@ class RunDetailPublic(RunPublic):
     current_attempt_id: str | None
     attempts: list[AttemptPublic] = Field(description="oldest first")
     batches: list[BatchPublic] = Field(description="commit history, by query and batch id")
+    tables: list[str] = Field(
+        description="the tables the run wrote, its own first (each can be reconciled)"
+    )
     streams: list[StreamPublic]
     write_requests: dict[str, int] = Field(description="append requests by response code")
 

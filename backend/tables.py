@@ -152,6 +152,9 @@ class Batch(SQLModel, table=True):
     write: str | None = Field(
         default=None, max_length=140, description="which of the call's writes to the table"
     )
+    key_column: str | None = Field(
+        default=None, max_length=300, description="the key the write named, if any"
+    )
     mode: str = Field(max_length=20)
     state: str = Field(max_length=20)
     expected_rows: int | None = _maybe_count()

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.sink.errors import ConcurrentDriverError, refused_as_concurrent
 from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
@@ -387,13 +388,18 @@ class RunReporter:
         )
         self.emitter.flush(10.0)
 
-    def failed(self, error: str) -> None:
+    def failed(self, error: str, *, refused: bool = False) -> None:
         from onceover.events import RunFailed
 
         self._stop.set()
         rows, _ = self.totals()
         self.emitter.emit(
-            RunFailed(error=error[:4000], rows_committed=rows, **self._common("failed"))
+            RunFailed(
+                error=error[:4000],
+                rows_committed=rows,
+                refused=refused,
+                **self._common("failed"),
+            )
         )
         self.emitter.flush(10.0)
 
@@ -466,7 +472,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             raise RuntimeError(f"batches {uncommitted} finished in Spark but are not committed")
         rows, batches = reporter.totals()
     except BaseException as exc:
-        reporter.failed(f"{type(exc).__name__}: {exc}")
+        reporter.failed(f"{type(exc).__name__}: {exc}", refused=refused_as_concurrent(exc))
         raise
     finally:
         try:
@@ -483,6 +489,19 @@ def _stop_on_signal(query: Any) -> None:
         threading.Thread(target=query.stop, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
+
+
+EXIT_REFUSED = 3
+"""Another driver still runs this checkpoint's query: nothing was written, and a retry
+is refused the same way until that driver stops."""
+
+
+def _refusal(exc: BaseException) -> str:
+    """The sink's own sentence, out of the Spark exception that wraps it."""
+    text = str(exc)
+    name = ConcurrentDriverError.__name__
+    at = text.find(f"{name}: ")
+    return (text[at + len(name) + 2 :] if at >= 0 else text).splitlines()[0][:1000]
 
 
 def share_failpoint_hits() -> None:
@@ -512,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except Exception as exc:
         logger.error("load failed: %s", exc)
+        if refused_as_concurrent(exc):
+            print(f"{MODULE}: refused: {_refusal(exc)}", file=sys.stderr)
+            return EXIT_REFUSED
         print(f"{MODULE}: load failed: {str(exc).splitlines()[0][:500]}", file=sys.stderr)
         return 1
     print(

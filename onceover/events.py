@@ -161,6 +161,13 @@ class RunFailed(_RunEvent):
     type: Literal["run_failed"] = "run_failed"
     error: Annotated[str, Field(max_length=4000)]
     rows_committed: _COUNT | None = None
+    refused: bool = Field(
+        default=False,
+        description=(
+            "this attempt was refused before writing a row because another driver still "
+            "runs the same query or run id; that driver goes on, so the run has not failed"
+        ),
+    )
 
 
 # -- driver: batches ----------------------------------------------------------------

@@ -28,7 +28,8 @@ from onceover import events as ev
 
 BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
 STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
-TERMINAL_ATTEMPT = frozenset({"succeeded", "failed"})
+TERMINAL_ATTEMPT = frozenset({"succeeded", "failed", "refused"})
+"""``refused``: a second driver turned away while another ran the run (it wrote nothing)."""
 STREAM_TYPE_OF_MODE = {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}
 
 
@@ -319,6 +320,8 @@ class Projector:
             attempt.rows_reported = max(attempt.rows_reported or 0, event.rows_committed)
         else:
             ended = "succeeded" if isinstance(event, ev.RunFinished) else "failed"
+            if isinstance(event, ev.RunFailed) and event.refused:
+                ended = "refused"
             # Of two endings for one attempt (never expected), the later one stands.
             if attempt.status not in TERMINAL_ATTEMPT or (
                 attempt.finished_at is None or event.time >= attempt.finished_at
@@ -332,11 +335,14 @@ class Projector:
     def _recompute(self, run: Run) -> None:
         attempts = list(self.session.exec(select(Attempt).where(Attempt.run_id == run.run_id)))
         if attempts:
-            latest = max(attempts, key=lambda a: (a.started_at, a.attempt_id))
+            # A driver refused because another still ran the run says nothing about the
+            # run: the one that holds it decides, unless no other attempt is known.
+            deciding = [a for a in attempts if a.status != "refused"] or attempts
+            latest = max(deciding, key=lambda a: (a.started_at, a.attempt_id))
             if latest.status == "stalled" and run.run_id in self._heard_later:
                 latest.status = "running"
             run.current_attempt_id = latest.attempt_id
-            run.status = latest.status
+            run.status = "failed" if latest.status == "refused" else latest.status
             run.finished_at = latest.finished_at if latest.status in TERMINAL_ATTEMPT else None
             run.error = latest.error
             specs = [a for a in attempts if a.spec is not None]
@@ -389,6 +395,8 @@ class Projector:
     def _apply_batch_event(self, event: ev.BatchEvent) -> None:
         batch = self._batch(event)
         batch.stamped = batch.stamped or event.stamped
+        if event.key and batch.key_column != event.key:
+            batch.key_column = event.key
         if isinstance(event, ev.BatchIntent):
             if batch.intent_at is None or event.time >= batch.intent_at:
                 batch.expected_rows = event.expected_rows

@@ -26,6 +26,7 @@ from backend.models import ReconciliationPublic, ReconciliationsPublic
 from backend.services import audit
 from backend.services.bigquery_counts import Counts, Scope, TableCounter
 from backend.services.paging import page
+from backend.services.runs import tables_of_run
 from backend.tables import Batch, Reconciliation, Run, utcnow
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.errors import ConfigurationError
@@ -94,14 +95,34 @@ class Reconciler:
 
     # -- a run ----------------------------------------------------------------------
 
-    def reconcile_run(self, run_id: str, *, trigger: Trigger, actor: str) -> ReconciliationPublic:
-        """Check one run; :class:`NotFoundError` when the control plane has no such run."""
+    def reconcile_run(
+        self, run_id: str, *, table: str | None = None, trigger: Trigger, actor: str
+    ) -> ReconciliationPublic:
+        """Check one run in one of the tables it wrote (default: the run's own table);
+        :class:`NotFoundError` when there is no such run, or it wrote no batch there."""
         with Session(self.engine) as session:
-            run = session.get(Run, run_id)
-            if run is None:
-                raise NotFoundError(f"no run {run_id!r}")
-            expected = _expected_of_run(session, run)
+            run = _run(session, run_id)
+            written = tables_of_run(session, run)
+            chosen = table or run.table_id
+            if chosen not in written:
+                raise NotFoundError(
+                    f"run {run_id!r} wrote no batch to table {chosen!r}; it wrote "
+                    + ", ".join(written)
+                )
+            expected = _expected_of_run(session, run, chosen, several=len(written) > 1)
         return self._check("run", run_id, expected, trigger=trigger, actor=actor)
+
+    def reconcile_run_tables(
+        self, run_id: str, *, trigger: Trigger, actor: str
+    ) -> list[ReconciliationPublic]:
+        """Check one run in every table it wrote: a job that writes a detail table and a
+        summary (or several tables from one foreachBatch) is checked in each."""
+        with Session(self.engine) as session:
+            written = tables_of_run(session, _run(session, run_id))
+        return [
+            self.reconcile_run(run_id, table=table, trigger=trigger, actor=actor)
+            for table in written
+        ]
 
     # -- a table --------------------------------------------------------------------
 
@@ -188,35 +209,48 @@ def _scope(kind: Literal["run", "table"], run_id: str | None, expected: _Expecte
     return Scope(expected.table, expected.key, group_by=RUN_ID_COLUMN)
 
 
-def _expected_of_run(session: Session, run: Run) -> _Expected:
+def _run(session: Session, run_id: str) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r}")
+    return run
+
+
+def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -> _Expected:
     batches = list(
-        session.exec(
-            select(Batch).where(Batch.run_id == run.run_id, Batch.table_id == run.table_id)
-        )
+        session.exec(select(Batch).where(Batch.run_id == run.run_id, Batch.table_id == table))
     )
     committed = [b for b in batches if _is_committed(b)]
     stamped_flags = {b.stamped for b in batches}
     stamped = True in stamped_flags
+    # Each table has the key its writes named; the run's own is its latest write's.
+    keys = [b.key_column for b in batches if b.key_column]
+    key = keys[-1] if keys else (run.key_column if table == run.table_id else None)
     warnings: list[str] = []
     if run.status != "succeeded":
         warnings.append(NOT_FINISHED.format(status=run.status))
-    elif run.rows_reported is not None and run.rows_reported != run.rows_committed:
+    elif (  # the job reports one count for all its tables
+        not several and run.rows_reported is not None and run.rows_reported != run.rows_committed
+    ):
         warnings.append(NOT_HEARD.format(reported=run.rows_reported, committed=run.rows_committed))
     if not stamped:
         warnings.append(NOT_STAMPED)
     elif len(stamped_flags) > 1:
         warnings.append(PARTLY_STAMPED)
-    if run.key_column is None:
+    if key is None:
         warnings.append(NO_KEY)
     stuck = [b for b in batches if b.mode == "committed" and not _is_committed(b)]
     if stuck:
         warnings.append(UNCOMMITTED_VISIBLE.format(count=len(stuck)))
+    per_batch: dict[Any, int] = {}
+    for batch in committed:  # writes of one micro-batch to one table share its stamp
+        per_batch[batch.batch_id] = per_batch.get(batch.batch_id, 0) + _batch_rows(batch)
     return _Expected(
-        table=run.table_id,
+        table=table,
         rows=sum(_batch_rows(b) for b in committed),
-        per_group={b.batch_id: _batch_rows(b) for b in committed} if stamped else {},
+        per_group=per_batch if stamped else {},
         stamped=stamped,
-        key=run.key_column,
+        key=key,
         warnings=warnings,
     )
 
@@ -362,24 +396,42 @@ def summary(result: ReconciliationPublic) -> str:
 
 
 def reconcile_after_success(reconciler: Reconciler, run_ids: list[str], request_id: str) -> None:
-    """Check each run that just succeeded, auditing each check under the ingest request
-    whose events finished the run. Runs after the answer is sent: failures are logged."""
+    """Check each run that just succeeded, in every table it wrote, auditing each check
+    under the ingest request whose events finished the run. Runs after the answer is
+    sent: failures are logged."""
     for run_id in run_ids:
         try:
-            result = reconciler.reconcile_run(
+            results = reconciler.reconcile_run_tables(
                 run_id, trigger="run_succeeded", actor=audit.SYSTEM_ACTOR
             )
         except Exception as exc:  # a background check must not fail silently
             logger.exception("automatic reconciliation of run %s failed", run_id)
-            status_code, outcome = 500, f"error: {type(exc).__name__}: {exc}"
-        else:
-            status_code, outcome = 200, f"ok: {summary(result)}"
-        audit.record_automatic(
-            reconciler.engine,
-            action="reconcileRun",
-            path=f"/api/runs/{run_id}/reconcile",
-            target=f"run {run_id} (succeeded)",
-            request_id=request_id,
-            status_code=status_code,
-            outcome=outcome,
-        )
+            outcome = f"error: {type(exc).__name__}: {exc}"
+            _audit_automatic(reconciler, run_id, None, request_id, status_code=500, outcome=outcome)
+            continue
+        for result in results:
+            table = result.table if len(results) > 1 else None
+            outcome = f"ok: {summary(result)}"
+            _audit_automatic(
+                reconciler, run_id, table, request_id, status_code=200, outcome=outcome
+            )
+
+
+def _audit_automatic(
+    reconciler: Reconciler,
+    run_id: str,
+    table: str | None,
+    request_id: str,
+    *,
+    status_code: int,
+    outcome: str,
+) -> None:
+    audit.record_automatic(
+        reconciler.engine,
+        action="reconcileRun",
+        path=f"/api/runs/{run_id}/reconcile" + (f"?table={table}" if table else ""),
+        target=f"run {run_id}" + (f" in {table}" if table else "") + " (succeeded)",
+        request_id=request_id,
+        status_code=status_code,
+        outcome=outcome,
+    )

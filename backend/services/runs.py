@@ -71,6 +71,12 @@ def list_runs(
     )
 
 
+def tables_of_run(session: Session, run: Run) -> list[str]:
+    """The tables the run wrote: its own first, then the others its batches name."""
+    named = session.exec(select(Batch.table_id).where(Batch.run_id == run.run_id).distinct())
+    return [run.table_id, *sorted(set(named) - {run.table_id})]
+
+
 def get_run(session: Session, run_id: str) -> RunDetailPublic:
     run = session.get(Run, run_id)
     if run is None:
@@ -85,7 +91,7 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
     batches = session.exec(
         select(Batch)
         .where(Batch.run_id == run_id)
-        .order_by(col(Batch.table_id), col(Batch.query_id), col(Batch.batch_id))
+        .order_by(col(Batch.table_id), col(Batch.query_id), col(Batch.batch_id), col(Batch.id))
     )
     streams = session.exec(
         select(Stream)
@@ -106,6 +112,7 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
         batches=[
             BatchPublic.model_validate({**b.model_dump(), "table": b.table_id}) for b in batches
         ],
+        tables=tables_of_run(session, run),
         streams=[
             StreamPublic.model_validate({**s.model_dump(), "table": s.table_id}) for s in streams
         ],

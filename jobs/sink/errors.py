@@ -109,3 +109,10 @@ class PartitionTakenError(LedgerError):
 class ConcurrentDriverError(LedgerError):
     """Another driver, still running on this host, writes the same query (checkpoint)
     or run id. Raised on the driver before any task writes a row."""
+
+
+def refused_as_concurrent(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or wraps) a :class:`ConcurrentDriverError`. Spark hands an
+    error the data source raised on the driver back in an exception of its own, with
+    the Python traceback as text, so the name is looked for in that text too."""
+    return isinstance(exc, ConcurrentDriverError) or ConcurrentDriverError.__name__ in str(exc)

@@ -1,4 +1,4 @@
-"""batch and stream writes: one batch row per write of a foreachBatch call or batch run
+"""batch and stream writes: one batch row per write, each batch with its key
 
 Revision ID: 0005
 Revises: 0004
@@ -30,6 +30,10 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("write", sqlmodel.sql.sqltypes.AutoString(length=140), nullable=True)
         )
+        # A run may write several tables, each with a key of its own (reconciliation).
+        batch_op.add_column(
+            sa.Column("key_column", sqlmodel.sql.sqltypes.AutoString(length=300), nullable=True)
+        )
     with op.batch_alter_table("stream", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("write", sqlmodel.sql.sqltypes.AutoString(length=140), nullable=True)
@@ -40,6 +44,7 @@ def downgrade() -> None:
     with op.batch_alter_table("stream", schema=None) as batch_op:
         batch_op.drop_column("write")
     with op.batch_alter_table("batch", schema=None) as batch_op:
+        batch_op.drop_column("key_column")
         batch_op.drop_column("write")
         batch_op.alter_column(
             "batch_key",

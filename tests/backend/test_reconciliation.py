@@ -362,3 +362,72 @@ def test_automatic_reconciliation_can_be_turned_off(
     load_run(quiet_app, rest, table, "r1", {0: 3})
     history = quiet_app.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()
     assert history == {"data": [], "count": 0}
+
+
+def test_a_run_that_writes_two_tables_is_checked_in_each_with_its_own_key(
+    client: TestClient, rest: bigquery.Client, dataset: str, table: str
+) -> None:
+    """A foreachBatch run: micro-batch 0 writes the orders table twice (writes 0 and 1,
+    one stamp between them) and a summary table with a key of its own."""
+    summary = f"{dataset}.summary"
+    rest.create_table(bigquery.Table(summary, schema=[
+        bigquery.SchemaField("day", "INT64"), bigquery.SchemaField("total", "INT64"),
+        bigquery.SchemaField("_onceover_run_id", "STRING"),
+        bigquery.SchemaField("_onceover_batch_id", "INT64"),
+    ]))  # fmt: skip
+    insert(rest, table, [(k, 10, "fb", 0) for k in range(8)])
+    rest.query(f"INSERT INTO `{summary}` VALUES (1, 80, 'fb', 0)").result()
+
+    def write(kind: str, target: str, place: str, rows: int, key: str) -> dict[str, Any]:
+        maker = f.intent if kind == "intent" else f.committed
+        event = maker("fb", 0, 1, [f"{target}/{place}"], rows)
+        update = {"id": ev.event_id("fb", kind, target, place), "table": target,
+                  "write": place, "key": key, "stamped": True}  # fmt: skip
+        return event.model_copy(update=update).model_dump(mode="json")
+
+    events = [f.started("fb", "a1", 0).model_copy(update={"table": table}).model_dump(mode="json")]
+    for target, place, rows, key in ((table, "0", 5, KEY), (table, "1", 3, KEY),
+                                     (summary, "0", 1, "day")):  # fmt: skip
+        events += [
+            write("intent", target, place, rows, key),
+            write("commit", target, place, rows, key),
+        ]
+    events.append(
+        f.finished("fb", "a1", 10, 9).model_copy(update={"table": table}).model_dump(mode="json")
+    )
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    run = client.get("/api/runs/fb", headers=bearer(VIEWER)).json()
+    assert run["tables"] == [table, summary]
+    history = client.get("/api/runs/fb/reconciliations", headers=bearer(VIEWER)).json()
+    checks = {c["table"]: c for c in history["data"]}
+    assert set(checks) == {table, summary}, history
+    orders_check, summary_check = checks[table], checks[summary]
+    assert (orders_check["status"], orders_check["key"], orders_check["expected_rows"]) == (
+        "ok",
+        KEY,
+        8,
+    )
+    assert [
+        (b["batch_id"], b["expected_rows"], b["actual_rows"]) for b in orders_check["batches"]
+    ] == [(0, 8, 8)]
+    assert (summary_check["status"], summary_check["key"], summary_check["actual_rows"]) == (
+        "ok",
+        "day",
+        1,
+    )
+    assert summary_check["warnings"] == []
+
+    # A summary row inserted twice by hand shows in the summary's check only.
+    rest.query(f"INSERT INTO `{summary}` VALUES (1, 80, 'fb', 0)").result()
+    again = client.post(f"/api/runs/fb/reconcile?table={summary}", headers=bearer(OPERATOR)).json()
+    assert (again["table"], again["status"], again["duplicate_rows"]) == (summary, "mismatch", 1)
+    assert reconcile(client, "fb")["status"] == "ok"  # the run's own table, by default
+
+    elsewhere = client.post(
+        f"/api/runs/fb/reconcile?table={dataset}.other", headers=bearer(OPERATOR)
+    )
+    assert elsewhere.status_code == 404
+    assert elsewhere.json()["detail"] == (
+        f"run 'fb' wrote no batch to table '{dataset}.other'; it wrote {table}, {summary}"
+    )

@@ -193,8 +193,8 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
     assert plan["last_committed_batch"] == 0
     assert (plan["committed_batches"], plan["committed_rows"]) == (1, 100)
     assert plan["pending_intents"] == [
-        {"query_id": "q1", "batch_id": 1, "expected_rows": 100, "streams": ["stream-1-0"],
-         "intent_at": "2026-11-01T12:00:01Z"}
+        {"query_id": "q1", "batch_id": 1, "table": "onceover-local.ds.orders", "write": None,
+         "expected_rows": 100, "streams": ["stream-1-0"], "intent_at": "2026-11-01T12:00:01Z"}
     ]  # fmt: skip
     assert (plan["spark_last_planned_batch"], plan["spark_last_finished_batch"]) == (1, 0)
     assert plan["command"] == [sys.executable, "-m", "jobs.load_files", *job_args(tmp_path, ckpt)]

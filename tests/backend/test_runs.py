@@ -136,3 +136,27 @@ def test_a_write_that_is_no_ordinal_nor_write_id_is_refused_by_name(client: Test
         assert response.status_code == 422, bad
         assert "write" in response.json()["detail"][0]["loc"], response.text
     assert client.get("/api/runs/fb", headers=bearer(VIEWER)).status_code == 404
+
+
+def test_a_driver_refused_while_another_runs_the_run_leaves_the_run_to_it(
+    client: TestClient,
+) -> None:
+    """A second driver on the same checkpoint starts, is refused (it wrote nothing) and
+    says so; the run is the first driver's: running, then succeeded. Without the flag
+    the later-started attempt's failure would be the run's, alerting and resuming it."""
+    refused = f.failed("race", "a2", 3, "ConcurrentDriverError: another driver still runs")
+    steps: list[tuple[list[ev.Event], str]] = [
+        ([f.started("race", "a1", 0), f.heartbeat("race", "a1", 1)], "running"),
+        ([f.started("race", "a2", 2), refused.model_copy(update={"refused": True})], "running"),
+        ([f.finished("race", "a1", 9, 100)], "succeeded"),
+    ]
+    for events, status in steps:
+        posted = client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST))
+        assert posted.is_success, posted.text
+        run = client.get("/api/runs/race", headers=bearer(VIEWER)).json()
+        assert (run["status"], run["current_attempt_id"]) == (status, "a1"), run
+    assert {a["attempt_id"]: a["status"] for a in run["attempts"]} == {
+        "a1": "succeeded",
+        "a2": "refused",
+    }
+    assert run["error"] is None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +13,11 @@ import pytest
 from google.cloud import bigquery
 
 from jobs.generate import write_files
+from jobs.load_files import EXIT_REFUSED
 from onceover.bigquery import BigQueryConfig
+from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
+from tests.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
@@ -68,8 +74,15 @@ def test_csv_and_parquet_sources_proto_rows_and_spark_submit(
 
 
 def test_continuous_mode_keeps_loading_new_files_until_stopped(
-    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, tmp_path: Path
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    receiver: Receiver,
 ) -> None:
+    """Also: a second driver started on the same checkpoint while the first is alive
+    (frozen, as a run that only looked stalled) is refused before it writes a row, and
+    reports itself as refused, not as the run failing; the first then goes on."""
     import signal
 
     from tests.waiting import wait_until
@@ -83,19 +96,52 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
         env=job_environment(bq_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    jvm = None
     try:
         wait_until("the first file loaded", lambda: _rows(rest, table) == ROWS or None, 240)
+        jvm = _java_child(job.pid)
+        os.kill(jvm, signal.SIGSTOP)  # alive, but it plans nothing: the file below waits
         write_files(source, ROWS, 1, "json", start=ROWS)  # a file arriving later
+        second = subprocess.run(
+            [sys.executable, "-m", "jobs.load_files",
+             *job_args(source, "json", table, tmp_path / "ckpt")],
+            env={**job_environment(bq_config), MONITOR_URL_ENV: receiver.url,
+                 MONITOR_TOKEN_ENV: TOKEN},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert second.returncode == EXIT_REFUSED, second.stderr[-3000:]
+        assert re.search(rf"refused: .*another driver that still runs \(\S+ pid {jvm} started",
+                         second.stderr), second.stderr[-3000:]  # fmt: skip
+        (failed,) = wait_until(
+            "the refused driver's report", lambda: receiver.of_type("run_failed") or None, 30
+        )
+        assert failed["refused"] is True
+        assert counted(rest, table) == (ROWS, ROWS)  # the second wrote nothing
+        os.kill(jvm, signal.SIGCONT)
         wait_until("the later file loaded", lambda: _rows(rest, table) == 2 * ROWS or None, 120)
         job.send_signal(signal.SIGTERM)
         stdout, stderr = job.communicate(timeout=120)
     finally:
+        if jvm is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(jvm, signal.SIGCONT)
         if job.poll() is None:  # failed before the end: stop it and close its pipes
             job.kill()
             job.communicate()
     assert job.returncode == 0, stderr[-3000:]
     assert f"Committed {2 * ROWS:,} rows" in stdout
     assert counted(rest, table) == (2 * ROWS, 2 * ROWS)
+
+
+def _java_child(pid: int) -> int:
+    """The driver's JVM: the ``java`` process whose parent is ``pid`` (spark-submit execs it)."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            stat = (proc / "stat").read_text()
+            name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+            if name == "java" and int(rest.split()[1]) == pid:
+                return int(proc.name)
+    raise AssertionError(f"no JVM under driver pid {pid}")
 
 
 def _rows(rest: bigquery.Client, table: str) -> int:

@@ -57,16 +57,26 @@ async def reconcile_run(
     reconciler: ReconcilerDep,
     principal: OperatorDep,
     run_id: RunId,
+    table: Annotated[
+        str | None,
+        Query(
+            max_length=1100,
+            pattern=TABLE_ID_RE.pattern,
+            description="one of the tables the run wrote (the run's `tables`); default: "
+            "the run's own table",
+        ),
+    ] = None,
 ) -> ReconciliationPublic:
-    """Check the run's committed rows against BigQuery now; the result is stored.
+    """Check the run's committed rows in one table against BigQuery now; the result is
+    stored. A run that wrote several tables is checked in each when it succeeds.
 
     Stamped runs are counted in place (their ``_onceover_run_id``) and per batch;
     otherwise the whole table stands for the run, and ``warnings`` says so.
     """
     result = await run_in_threadpool(
-        reconciler.reconcile_run, run_id, trigger="api", actor=principal.name
+        reconciler.reconcile_run, run_id, table=table, trigger="api", actor=principal.name
     )
-    _audit(request, f"run {run_id}", result)
+    _audit(request, f"run {run_id}" + (f" in {table}" if table else ""), result)
     return result
 
 

@@ -292,7 +292,8 @@ export interface paths {
         put?: never;
         /**
          * Reconcile Run
-         * @description Check the run's committed rows against BigQuery now; the result is stored.
+         * @description Check the run's committed rows in one table against BigQuery now; the result is
+         *     stored. A run that wrote several tables is checked in each when it succeeds.
          *
          *     Stamped runs are counted in place (their ``_onceover_run_id``) and per batch;
          *     otherwise the whole table stands for the run, and ``warnings`` says so.
@@ -1235,7 +1236,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "resuming" | "running" | "succeeded" | "failed" | "stalled";
+            status: "resuming" | "running" | "succeeded" | "failed" | "stalled" | "refused";
         };
         /** AuditEntryPublic */
         AuditEntryPublic: {
@@ -2260,6 +2261,11 @@ export interface components {
             /** Table */
             table: string;
             /**
+             * Tables
+             * @description the tables the run wrote, its own first (each can be reconciled)
+             */
+            tables: string[];
+            /**
              * Updated At
              * Format: date-time
              * @description last change, a reconciliation of it included
@@ -2286,6 +2292,12 @@ export interface components {
             id: string;
             /** Job */
             job?: string | null;
+            /**
+             * Refused
+             * @description this attempt was refused before writing a row because another driver still runs the same query or run id; that driver goes on, so the run has not failed
+             * @default false
+             */
+            refused: boolean;
             /** Rows Committed */
             rows_committed?: number | null;
             /** Run Id */
@@ -4011,7 +4023,10 @@ export interface operations {
     };
     reconcileRun: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description one of the tables the run wrote (the run's `tables`); default: the run's own table */
+                table?: string | null;
+            };
             header?: never;
             path: {
                 run_id: string;

@@ -18,6 +18,7 @@ const TONES: Record<string, string> = {
   intended: "info",
   resolved: "muted",
   inactive: "muted",
+  refused: "muted", // a second driver turned away; the run is the first one's
 };
 
 export function StatusBadge({ status, label }: { status: string; label?: string }) {

@@ -73,18 +73,26 @@ export function RunPage() {
   const [notice, setNotice] = useState<string | null>(null);
   const [reconciling, setReconciling] = useState(false);
 
+  // Each table the run wrote is checked on its own (a detail table and its summary).
   const reconcile = async () => {
     setReconciling(true);
     setNotice(null);
-    const { data, error, response } = await api.POST("/api/runs/{run_id}/reconcile", {
-      params: { path: { run_id: runId } },
-    });
+    const tables = run.data?.tables ?? [];
+    const several = tables.length > 1;
+    const said: string[] = [];
+    for (const table of several ? tables : [undefined]) {
+      const { data, error, response } = await api.POST("/api/runs/{run_id}/reconcile", {
+        params: { path: { run_id: runId }, query: table ? { table } : {} },
+      });
+      const where = table ? ` ${table}` : "";
+      said.push(
+        data
+          ? `Reconciled${where}: ${data.status}${data.error ? ` (${data.error})` : ""}.`
+          : `Reconcile${where} failed: ${errorMessage(error, `the backend answered ${response.status}`)}`,
+      );
+    }
     setReconciling(false);
-    setNotice(
-      data
-        ? `Reconciled: ${data.status}${data.error ? ` (${data.error})` : ""}.`
-        : `Reconcile failed: ${errorMessage(error, `the backend answered ${response.status}`)}`,
-    );
+    setNotice(said.join(" "));
     checks.reload();
     run.reload();
   };

@@ -1,4 +1,5 @@
-// Expected rows (what the ledger committed) against what BigQuery holds, for this run.
+// Expected rows (what the ledger committed) against what BigQuery holds, for this run:
+// one verdict per table the run wrote (a detail table and its summary are checked apart).
 import type { Reconciliation } from "../../api/client";
 import { Empty, ErrorNote, Stat, StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
@@ -21,20 +22,26 @@ export function ReconciliationPanel({
   history: Reconciliation[];
   action?: React.ReactNode;
 }) {
+  const severalTables = new Set(history.map((check) => check.table)).size > 1;
   return (
     <section aria-labelledby="reconciliation-title" data-testid="reconciliation-panel">
       <div className="page-header">
         <h2 id="reconciliation-title">Reconciliation</h2>
         {action}
       </div>
-      {latest ? <Verdict check={latest} /> : <Empty>Not checked yet. A run is checked when it succeeds.</Empty>}
+      {latest === undefined ? (
+        <Empty>Not checked yet. A run is checked when it succeeds.</Empty>
+      ) : (
+        <Verdicts latest={latest} history={history} />
+      )}
       {history.length > 1 && (
         <details>
           <summary>Earlier checks ({history.length - 1})</summary>
           <ul>
             {history.slice(1).map((check) => (
               <li key={check.id}>
-                <StatusBadge status={check.status} /> {formatTime(check.checked_at)} by {check.actor} ({check.trigger}):
+                <StatusBadge status={check.status} /> {severalTables ? `${check.table}, ` : ""}
+                {formatTime(check.checked_at)} by {check.actor} ({check.trigger}):
                 expected {formatCount(check.expected_rows)}, found {formatCount(check.actual_rows)}
               </li>
             ))}
@@ -42,6 +49,29 @@ export function ReconciliationPanel({
         </details>
       )}
     </section>
+  );
+}
+
+/** The newest check of each table, newest table first; a heading per table only when
+ * the run's checks name more than one. */
+export function latestPerTable(history: Reconciliation[]): Reconciliation[] {
+  const seen = new Map<string, Reconciliation>();
+  for (const check of history) if (!seen.has(check.table)) seen.set(check.table, check);
+  return [...seen.values()];
+}
+
+function Verdicts({ latest, history }: { latest: Reconciliation; history: Reconciliation[] }) {
+  const perTable = latestPerTable(history.length > 0 ? history : [latest]);
+  if (perTable.length === 1) return <Verdict check={perTable[0]} />;
+  return (
+    <>
+      {perTable.map((check) => (
+        <section key={check.table} data-testid="reconciliation-table">
+          <h3 className="mono">{check.table}</h3>
+          <Verdict check={check} />
+        </section>
+      ))}
+    </>
   );
 }
 

@@ -1,0 +1,59 @@
+// A run that wrote two tables shows the newest check of each, under the table's name.
+import { cleanup, render, screen, within } from "@testing-library/react";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Reconciliation } from "../../api/client";
+import { ReconciliationPanel, latestPerTable } from "./ReconciliationPanel";
+
+afterEach(cleanup);
+
+function check(id: number, table: string, status: Reconciliation["status"], actual: number): Reconciliation {
+  return {
+    id,
+    scope: "run",
+    run_id: "fb",
+    table,
+    key: "order_id",
+    stamped: true,
+    status,
+    expected_rows: 8,
+    actual_rows: actual,
+    distinct_keys: 8,
+    rows_without_key: 0,
+    duplicate_key_count: 0,
+    duplicate_rows: 0,
+    duplicate_keys: [],
+    missing_rows: 0,
+    extra_rows: actual - 8,
+    batches: [],
+    runs: [],
+    mismatched_batches: [],
+    warnings: [],
+    error: null,
+    trigger: "api",
+    actor: "op",
+    checked_at: "2026-01-01T00:00:00Z",
+    duration_ms: 5,
+  } as Reconciliation;
+}
+
+describe("ReconciliationPanel", () => {
+  it("shows the newest check of each table the run wrote", () => {
+    const history = [check(3, "p.d.summary", "mismatch", 9), check(2, "p.d.orders", "ok", 8), check(1, "p.d.summary", "ok", 8)];
+    expect(latestPerTable(history).map((c) => c.id)).toEqual([3, 2]);
+
+    render(<ReconciliationPanel latest={history[0]} history={history} />);
+
+    const tables = screen.getAllByTestId("reconciliation-table");
+    expect(tables.map((t) => within(t).getByRole("heading").textContent)).toEqual(["p.d.summary", "p.d.orders"]);
+    expect(within(tables[0]).getByTestId("reconciliation-actual").textContent).toContain("9");
+    expect(within(tables[1]).getByTestId("reconciliation-actual").textContent).toContain("8");
+  });
+
+  it("shows one verdict without a table heading for a run of one table", () => {
+    const history = [check(2, "p.d.orders", "ok", 8), check(1, "p.d.orders", "mismatch", 9)];
+    render(<ReconciliationPanel latest={history[0]} history={history} />);
+
+    expect(screen.queryAllByTestId("reconciliation-table")).toHaveLength(0);
+    expect(screen.getByTestId("reconciliation-actual").textContent).toContain("8");
+  });
+});
