@@ -49,7 +49,13 @@ from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
 from onceover.errors import ConfigurationError
-from onceover.job_env import ATTEMPT_ID_ENV, MONITOR_TOKEN_ENV, MONITOR_URL_ENV, SPARK_MASTER_ENV
+from onceover.job_env import (
+    ATTEMPT_ID_ENV,
+    EXIT_REFUSED,
+    MONITOR_TOKEN_ENV,
+    MONITOR_URL_ENV,
+    SPARK_MASTER_ENV,
+)
 from onceover.stamp import STAMP_COLUMNS
 
 if TYPE_CHECKING:
@@ -489,11 +495,6 @@ def _stop_on_signal(query: Any) -> None:
         threading.Thread(target=query.stop, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
-
-
-EXIT_REFUSED = 3
-"""Another driver still runs this checkpoint's query: nothing was written, and a retry
-is refused the same way until that driver stops."""
 
 
 def _refusal(exc: BaseException) -> str:

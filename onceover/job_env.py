@@ -11,3 +11,8 @@ ATTEMPT_ID_ENV = "ONCEOVER_ATTEMPT_ID"
 run events carry it, so they update that attempt rather than a new one."""
 SPARK_MASTER_ENV = "ONCEOVER_SPARK_MASTER"
 """The Spark master, when the job's arguments name none."""
+
+EXIT_REFUSED = 3
+"""The exit status of a job refused because another driver still runs the same query
+(checkpoint) or run id: it wrote nothing, and a retry is refused the same way until that
+driver stops. Its ``run_failed`` event says ``refused``."""

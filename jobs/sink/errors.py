@@ -111,8 +111,21 @@ class ConcurrentDriverError(LedgerError):
     or run id. Raised on the driver before any task writes a row."""
 
 
+SPARK_CONCURRENT_QUERY = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationException")
+"""What Spark raises in the second of two drivers that add the same entry to one
+checkpoint's offsets or commits log ("Multiple streaming jobs detected for N"; the
+error condition, and the Java exception older Sparks threw): it loses before its batch
+runs, or after the sink found the batch committed by the other."""
+
+
 def refused_as_concurrent(exc: BaseException) -> bool:
-    """Whether ``exc`` is (or wraps) a :class:`ConcurrentDriverError`. Spark hands an
-    error the data source raised on the driver back in an exception of its own, with
-    the Python traceback as text, so the name is looked for in that text too."""
-    return isinstance(exc, ConcurrentDriverError) or ConcurrentDriverError.__name__ in str(exc)
+    """Whether ``exc`` is (or wraps) a :class:`ConcurrentDriverError`, or Spark's own
+    refusal of a second driver on one checkpoint. Spark hands an error the data source
+    raised on the driver back in an exception of its own, with the Python traceback as
+    text, so the names are looked for in that text."""
+    text = str(exc)
+    return (
+        isinstance(exc, ConcurrentDriverError)
+        or ConcurrentDriverError.__name__ in text
+        or any(name in text for name in SPARK_CONCURRENT_QUERY)
+    )

@@ -15,7 +15,8 @@ the set, whatever Spark's timing: a test can ask that each one did.
 
 The load job's five cost about 15 job runs (a driver fault costs a restart; an
 executor fault is retried by Spark within the run), where 20 random schedules cost
-about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``).
+about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``), and one
+races a second driver against the load job (``racing_drivers``).
 """
 
 from __future__ import annotations
@@ -122,10 +123,26 @@ _USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
+# A second driver on the first's checkpoint, started 6 s into each run: while the first
+# still plans (refused, exit 3), or after the crash at the second commit killed it
+# (it takes over). The crash costs a restart, which has a racer of its own.
+_RACING: tuple[str, tuple[Fault, ...], float] = (
+    "pending",
+    (_fp("commit.after", "crash", 2), _wire("unavailable", APPEND_ROWS, 4)),
+    6.0,
+)
+
+
 def curated_schedules() -> list[Schedule]:
     """The curated set, in the order it runs."""
     load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
-    return [
+    schedules = [
         Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload=workload)
         for index, (workload, mode, faults) in enumerate([*load_files, *_USER_CODE])
     ]
+    mode, faults, racer_at_s = _RACING
+    racing = Schedule(
+        seed=CURATED_SEED, index=len(schedules), mode=mode, faults=faults,
+        workload="racing_drivers", racer_at_s=racer_at_s,
+    )  # fmt: skip
+    return [*schedules, racing]

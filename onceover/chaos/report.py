@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from onceover.chaos.runner import ScheduleResult
+from onceover.chaos.runner import RacerRun, ScheduleResult
 from onceover.chaos.schedule import KINDS
 
 
@@ -41,6 +41,15 @@ def replay_command(result: ScheduleResult) -> str:
     return f"onceover chaos --replay {result.work_dir / 'schedule.json'}"
 
 
+def _racer_json(racer: RacerRun) -> dict[str, Any]:
+    return {
+        "exit_code": racer.exit_code,
+        "started_at_s": racer.started_at_s,
+        "refused": racer.refused,
+        "hung": racer.hung,
+    }
+
+
 def result_json(result: ScheduleResult) -> dict[str, Any]:
     return {
         "schedule": result.schedule.to_json(),
@@ -48,7 +57,12 @@ def result_json(result: ScheduleResult) -> dict[str, Any]:
         "violations": result.violations,
         "restarts": result.restarts,
         "runs": [
-            {"exit_code": r.exit_code, "seconds": round(r.seconds, 1), "hung": r.hung}
+            {
+                "exit_code": r.exit_code,
+                "seconds": round(r.seconds, 1),
+                "hung": r.hung,
+                **({"racer": _racer_json(r.racer)} if r.racer is not None else {}),
+            }
             for r in result.runs
         ],
         "faults": [

@@ -52,7 +52,7 @@ from onceover.chaos.verify import (
     summary_problems,
     table_aggregate,
 )
-from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
+from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 from onceover.stack import BackendProcess
 
@@ -95,6 +95,19 @@ class JobRun:
     exit_code: int | None
     seconds: float
     hung: bool = False
+    racer: RacerRun | None = None
+    """``racing_drivers``: the second driver of this run, if the first lived to its start."""
+
+
+@dataclass
+class RacerRun:
+    exit_code: int | None
+    started_at_s: float
+    hung: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return self.exit_code == EXIT_REFUSED
 
 
 @dataclass
@@ -226,6 +239,11 @@ def run_schedule(
         violations.append(
             f"the job did not finish in {len(runs)} runs (last exit status {runs[-1].exit_code})"
         )
+    violations += [
+        f"the racing driver of run {n} hung: killed after {JOB_TIMEOUT_S:.0f} s"
+        for n, run in enumerate(runs, 1)
+        if run.racer is not None and run.racer.hung
+    ]
     actual = table_aggregate(client, table, KEY)
     violations += compare_keys(KeyAggregate.of(range(schedule.rows)), actual)
     control_plane: dict[str, Any] = {}
@@ -292,20 +310,65 @@ def _run_job(  # noqa: PLR0917 - one call site, every argument named there
 ) -> JobRun:
     argv = job_argv(schedule, table, work)
     child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=work / f"run-{attempt}.log")
+    racer = _Racer(schedule, argv, env, work / f"racer-{attempt}.log")
     if abort.is_set():
         raise ScheduleInterruptedError(schedule.name)
     started = time.monotonic()
     popen = child.start()
     job_started.set()
-    while (code := popen.poll()) is None:
-        if abort.wait(0.2):
-            child.stop(grace_s=5)
-            raise ScheduleInterruptedError(schedule.name)
-        if time.monotonic() - started > JOB_TIMEOUT_S:
-            child.stop(grace_s=5)
-            return JobRun(None, time.monotonic() - started, hung=True)
-    child.stop()  # closes the log
-    return JobRun(code, time.monotonic() - started)
+    try:
+        while (code := popen.poll()) is None:
+            if abort.wait(0.2):
+                child.stop(grace_s=5)
+                raise ScheduleInterruptedError(schedule.name)
+            racer.start_when_due(started)
+            if time.monotonic() - started > JOB_TIMEOUT_S:
+                child.stop(grace_s=5)
+                return JobRun(None, time.monotonic() - started, hung=True, racer=racer.stop())
+        child.stop()  # closes the log
+        return JobRun(code, time.monotonic() - started, racer=racer.wait(abort))
+    finally:
+        racer.stop()
+
+
+class _Racer:
+    """``racing_drivers``: the same job on the same checkpoint, started ``racer_at_s``
+    into the run while the first still runs; its outcome is reported, not judged (a
+    refusal, a takeover of a first driver a fault killed, or a fault of its own are all
+    fair), but it must end, and every row is counted in BigQuery after it."""
+
+    def __init__(self, schedule: Schedule, argv: list[str], env: dict[str, str], log: Path):
+        self.at_s = schedule.racer_at_s
+        self.child = ChildProcess(f"racer of {log.stem}", argv, env=env, log_path=log)
+        self.started: float | None = None
+        self.run: RacerRun | None = None
+
+    def start_when_due(self, origin: float) -> None:
+        if self.at_s is None or self.started is not None:
+            return
+        if time.monotonic() - origin >= self.at_s:
+            self.started = time.monotonic()
+            self.child.start()
+            self.run = RacerRun(None, round(self.started - origin, 1))
+
+    def wait(self, abort: threading.Event) -> RacerRun | None:
+        if self.run is None or self.started is None:
+            return None
+        popen = self.child.popen
+        assert popen is not None
+        while (code := popen.poll()) is None:
+            if abort.wait(0.2):
+                raise ScheduleInterruptedError("racing driver")
+            if time.monotonic() - self.started > JOB_TIMEOUT_S:
+                self.run.hung = True
+                return self.stop()
+        self.run.exit_code = code
+        return self.stop()
+
+    def stop(self) -> RacerRun | None:
+        if self.started is not None:
+            self.child.stop(grace_s=5)
+        return self.run
 
 
 @contextlib.contextmanager

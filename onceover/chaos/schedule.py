@@ -14,6 +14,10 @@ Workloads:
 ``two_tables``      ``jobs.examples.daily_tables``: a user's batch job, one run id,
                     the orders in two writes after a ``repartition()``, a summary
                     into a second table
+``racing_drivers``  ``jobs.load_files``, and a second driver on the same checkpoint
+                    started ``racer_at_s`` seconds into each run (an orchestrator's
+                    retry while the first still runs): refused while the first is
+                    alive, or it takes over from one a fault killed
 ==================  ===============================================================
 
 The same seed draws the same schedules; a schedule's JSON re-runs it
@@ -50,7 +54,9 @@ from jobs.sink.failpoints import POINTS, Action
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
-WORKLOADS = ("load_files", "foreach_batch", "two_tables")
+WORKLOADS = ("load_files", "foreach_batch", "two_tables", "racing_drivers")
+RACER_AT_S = (2.0, 20.0)
+"""When the racing driver starts, drawn: from both planning at once to mid-run."""
 MODES = ("pending", "committed", "default")
 """``default`` is the at-least-once baseline: the harness is expected to catch its duplicates."""
 DEFAULT_MODES = ("pending", "committed")
@@ -157,6 +163,8 @@ class Schedule:
     request_max_bytes: int = REQUEST_MAX_BYTES
     max_restarts: int = MAX_RESTARTS
     workload: str = "load_files"
+    racer_at_s: float | None = None
+    """``racing_drivers``: seconds after each run starts that a second driver starts."""
     version: int = field(default=SCHEMA_VERSION)
 
     def __post_init__(self) -> None:
@@ -168,6 +176,10 @@ class Schedule:
             )
         if self.workload != "load_files" and self.mode == "default":
             raise ValueError(f"{self.workload} runs in pending or committed mode")
+        if (self.workload == "racing_drivers") != (self.racer_at_s is not None):
+            raise ValueError("racer_at_s is set for racing_drivers, and only for it")
+        if self.racer_at_s is not None and self.racer_at_s < 0:
+            raise ValueError("racer_at_s must be at least 0")
         if self.rows < 1 or self.files < 1 or self.files_per_batch < 1:
             raise ValueError("rows, files and files_per_batch must be at least 1")
         points = [f.kind.split("/")[1] for f in self.faults if f.kind.startswith("failpoint/")]
@@ -301,7 +313,11 @@ def draw_schedules(
         raise ValueError("no workload runs in the modes asked for")
     for index in range(count):
         workload, mode = pairs[index % len(pairs)]
-        base = Schedule(seed=seed, index=index, mode=mode, faults=(), rows=rows, workload=workload)
+        racer_at_s = round(rng.uniform(*RACER_AT_S), 1) if workload == "racing_drivers" else None
+        base = Schedule(
+            seed=seed, index=index, mode=mode, faults=(), rows=rows, workload=workload,
+            racer_at_s=racer_at_s,
+        )  # fmt: skip
         shape = Shape.for_schedule(base)
         faults: list[Fault] = []
         taken: set[str] = set()

@@ -126,9 +126,11 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
     assert {s.mode for s in schedules} == {"pending", "committed"}
+    # Every workload in both exactly-once modes; the racing driver in pending only (what
+    # it races for, the driver's claim, does not depend on the mode; draws take both).
     assert {(s.workload, s.mode) for s in schedules} == {
-        (w, m) for w in WORKLOADS for m in ("pending", "committed")
-    }
+        (w, m) for w in WORKLOADS for m in ("pending", "committed") if w != "racing_drivers"
+    } | {("racing_drivers", "pending")}
     assert len({s.name for s in schedules}) == len(schedules)
     for schedule in schedules:
         shape = Shape.for_schedule(schedule)
@@ -155,9 +157,13 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
 
 def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -> None:
     drawn = list(draw_schedules(5, 12, workloads=WORKLOADS, modes=("pending", "committed")))
-    assert [(s.workload, s.mode) for s in drawn[:6]] == [
+    assert [(s.workload, s.mode) for s in drawn[:8]] == [
         (w, m) for w in WORKLOADS for m in ("pending", "committed")
     ]
+    racers = [s.racer_at_s for s in drawn if s.workload == "racing_drivers"]
+    assert racers
+    assert all(r is not None and 2.0 <= r <= 20.0 for r in racers), racers
+    assert all(s.racer_at_s is None for s in drawn if s.workload != "racing_drivers")
     for schedule in drawn:
         shape = Shape.for_schedule(schedule)
         for fault in schedule.faults:
@@ -172,3 +178,7 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
         Schedule(seed=1, index=0, mode="default", faults=(), workload="foreach_batch")
     with pytest.raises(ValueError, match="workload must be one of"):
         Schedule(seed=1, index=0, mode="pending", faults=(), workload="spark_sql")
+    with pytest.raises(ValueError, match="racer_at_s is set for racing_drivers, and only"):
+        Schedule(seed=1, index=0, mode="pending", faults=(), workload="racing_drivers")
+    with pytest.raises(ValueError, match="racer_at_s is set for racing_drivers, and only"):
+        Schedule(seed=1, index=0, mode="pending", faults=(), racer_at_s=3.0)

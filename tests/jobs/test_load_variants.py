@@ -13,9 +13,8 @@ import pytest
 from google.cloud import bigquery
 
 from jobs.generate import write_files
-from jobs.load_files import EXIT_REFUSED
 from onceover.bigquery import BigQueryConfig
-from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
+from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
 from tests.receiver import TOKEN, Receiver
 
