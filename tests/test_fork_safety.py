@@ -25,7 +25,7 @@ def like_launch_gateway():
 deaths, spawns = {}, 0
 with LocalBigQuery():
     deadline = time.monotonic() + float(sys.argv[2])
-    while time.monotonic() < deadline and not deaths:
+    while time.monotonic() < deadline and not deaths and spawns < int(sys.argv[3]):
         child = subprocess.Popen(["true"], stdin=subprocess.PIPE, preexec_fn=like_launch_gateway)
         child.stdin.close()
         status = child.wait()
@@ -37,10 +37,13 @@ print(json.dumps({"spawns": spawns, "deaths": deaths, "policy": policy}))
 """
 
 
-def spawn_beside_grpc(order: str, seconds: float, env: dict[str, str]) -> dict[str, object]:
-    """Spawn children for ``seconds`` (or until one dies) in a fresh interpreter."""
+def spawn_beside_grpc(
+    order: str, seconds: float, most: int, env: dict[str, str]
+) -> dict[str, object]:
+    """Spawn up to ``most`` children for at most ``seconds`` (or until one dies) in a
+    fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, "-c", SPAWNER, order, str(seconds)],
+        [sys.executable, "-c", SPAWNER, order, str(seconds), str(most)],
         env=env, capture_output=True, text=True, timeout=seconds + 60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -54,9 +57,10 @@ def env(subprocess_env: dict[str, str]) -> dict[str, str]:
 
 
 def test_with_onceover_imported_first_no_child_dies_before_exec(env: dict[str, str]) -> None:
-    # At the idle rate measured (21 deaths in 3,510), ~1,000 spawns without a death
-    # would happen by chance about once in 400 runs with the handlers on.
-    result = spawn_beside_grpc("onceover-first", 12, env)
+    # At the idle rate measured (21 deaths in 3,510), 1,000 spawns without a death
+    # would happen by chance about once in 400 runs with the handlers on (~10 s on a
+    # quiet machine; the deadline only bounds a loaded one).
+    result = spawn_beside_grpc("onceover-first", 60, 1_000, env)
     assert result["policy"] == "0"
     assert result["deaths"] == {}, result
     spawns = result["spawns"]
@@ -67,5 +71,5 @@ def test_with_onceover_imported_first_no_child_dies_before_exec(env: dict[str, s
 def test_with_grpc_imported_first_a_child_aborts_before_exec(env: dict[str, str]) -> None:
     """The hazard itself, so the test above can fail: gRPC's handlers on, a child
     dies of SIGABRT (stops at the first; ~170 spawns on average)."""
-    result = spawn_beside_grpc("grpc-first", 40, env)
+    result = spawn_beside_grpc("grpc-first", 40, 100_000, env)
     assert result["deaths"] == {"-6": 1}, result
