@@ -36,7 +36,7 @@ from jobs.sink.driver import driver_owner
 from jobs.sink.errors import CommitRejectedError, LedgerError, StreamsUncommittableError
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
-from jobs.sink.ledger import BatchRecord, StreamCommit
+from jobs.sink.ledger import BatchRecord, StreamCommit, renew_driver
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
 from jobs.sink.task import TaskResult, call_with_retry
 from jobs.sink.telemetry import Telemetry
@@ -107,6 +107,7 @@ class BatchCommitter:
 
     def __init__(self, job: SinkJob, batch_id: int | None) -> None:
         assert job.write is not None, "written_by_tasks first"
+        self.write: WriteIdentity = job.write
         if batch_id is None:
             batch_id = job.write.batch_id  # a foreachBatch write: its micro-batch
         self.job = job
@@ -147,6 +148,8 @@ class BatchCommitter:
     def commit(self, results: Sequence[TaskResult | None]) -> BatchRecord:
         started = time.perf_counter()
         try:
+            # Fenced: a driver another took over (its lease lapsed) commits nothing more.
+            renew_driver(self.ledger.root, self.write.scope, self.label)
             streams = _streams(results)
             for _ in range(INTENT_RACES):
                 record = self.ledger.batch(self.batch_id)

@@ -124,10 +124,14 @@ def prepare_job(
     )
     if streaming:
         assert options.checkpoint is not None
-        claim_driver(options.ledger, query_id, f"the query on {options.checkpoint}")
+        claim_driver(
+            options.ledger, query_id, f"the query on {options.checkpoint}", options.driver_lease_s
+        )
         check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
     elif options.run_id is not None:
-        claim_driver(options.ledger, options.run_id, f"run {options.run_id}")
+        claim_driver(
+            options.ledger, options.run_id, f"run {options.run_id}", options.driver_lease_s
+        )
     return job
 
 

@@ -43,6 +43,11 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def on_this_host(owner: str) -> bool:
+    """Whether ``owner`` (a :func:`driver_owner`) names a process of this host."""
+    return owner.partition(" pid ")[0] == socket.gethostname()
+
+
 def alive_here(owner: str) -> bool:
     """Whether ``owner`` (a :func:`driver_owner`) is a process still running on this host;
     False when it is not, or is on another host (which cannot be told from here)."""

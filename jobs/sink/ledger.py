@@ -25,8 +25,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -377,14 +379,27 @@ def check_probe(root: str | os.PathLike[str], name: str, where: str) -> None:
 DRIVER_FILE = "driver.json"
 
 
-def claim_driver(root: str | os.PathLike[str], scope: str, what: str) -> None:
-    """Record this driver as the one writing ``scope``; refuse when the one recorded is
-    another that still runs on this host. (One on another host cannot be seen from here:
-    it is taken over, and an intent it leaves is settled with its own streams.)"""
-    from jobs.sink.driver import alive_here, driver_owner
+DEFAULT_DRIVER_LEASE_S = 120
+"""How long a driver on another host keeps its claim without a commit (sink option
+``driver.lease_s``): a driver there cannot be seen, so its claim is trusted this long
+after its last commit, and taken over after."""
+
+
+def claim_driver(
+    root: str | os.PathLike[str],
+    scope: str,
+    what: str,
+    lease_s: float = DEFAULT_DRIVER_LEASE_S,
+) -> None:
+    """Record this driver as the one writing ``scope``. Refuse when the one recorded is
+    another that still runs on this host, or one on another host whose claim was renewed
+    (at a commit) less than ``lease_s`` ago: whether it still runs cannot be seen from
+    here. An older claim is taken over; an intent its driver left is settled with its
+    own streams, and that driver, if it wakes, is refused at its next commit."""
+    from jobs.sink.driver import alive_here, driver_owner, on_this_host
 
     me = driver_owner()
-    path = Path(root) / safe_name(scope) / DRIVER_FILE
+    path = _driver_path(root, scope)
     recorded = _read(path)
     other = None if recorded is None else str(recorded.get("owner"))
     if other is not None and other != me and alive_here(other):
@@ -394,7 +409,56 @@ def claim_driver(root: str | os.PathLike[str], scope: str, what: str) -> None:
             "batches. Stop that one (or wait for it to finish) and start this again; if it "
             "is not a Spark driver of yours, delete the file. Nothing was written"
         )
+    if recorded is not None and other is not None and other != me and not on_this_host(other):
+        age = _lease_age(recorded)
+        if lease_s > 0 and age is not None and age < lease_s:
+            until = datetime.fromtimestamp(time.time() + lease_s - age, UTC)
+            raise ConcurrentDriverError(
+                f"{what} is held by a driver on another host ({other}), whose claim was "
+                f"renewed {age:.0f} s ago (recorded in {path}). A driver renews it at every "
+                f"commit; it lapses after driver.lease_s={lease_s:g} s without one. Stop "
+                "that driver; if it is gone, start this again after "
+                f"{until:%Y-%m-%d %H:%M:%S} UTC, or delete the file. Nothing was written"
+            )
+    _write_claim(path, me)
+
+
+def renew_driver(root: str | os.PathLike[str], scope: str, what: str) -> None:
+    """Before a commit: renew this driver's claim on ``scope``; refuse if another driver
+    took it over meanwhile (this one stalled past its lease, or was taken for gone).
+    Nothing to do where no driver claimed the scope (a foreachBatch query)."""
+    from jobs.sink.driver import driver_owner
+
+    me = driver_owner()
+    path = _driver_path(root, scope)
+    recorded = _read(path)
+    if recorded is None:
+        return
+    owner = str(recorded.get("owner"))
+    if owner != me:
+        raise ConcurrentDriverError(
+            f"{what}: another driver ({owner}) took over from this one ({me}), recorded "
+            f"in {path}, after this one's claim lapsed or was taken for gone. This driver "
+            "stops before it commits; the other goes on (and settles what this one left)"
+        )
+    _write_claim(path, me)
+
+
+def _driver_path(root: str | os.PathLike[str], scope: str) -> Path:
+    return Path(root) / safe_name(scope) / DRIVER_FILE
+
+
+def _lease_age(recorded: dict[str, Any]) -> float | None:
+    """Seconds since the claim was renewed, by this host's clock; None for a claim from
+    before leases (taken over, as it was then)."""
+    renewed = recorded.get("renewed_at")
+    if not isinstance(renewed, int | float):
+        return None
+    return max(0.0, time.time() - float(renewed))
+
+
+def _write_claim(path: Path, owner: str) -> None:
     try:
-        write_replacing(path, {"owner": me})
+        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)})
     except OSError as exc:
-        raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc
+        raise LedgerError(f"cannot write the ledger at {path.parent.parent}: {exc}") from exc

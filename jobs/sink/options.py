@@ -50,6 +50,7 @@ from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
 from jobs.sink.errors import SinkOptionError
+from jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
 from onceover.identifiers import COLUMN_NAME_RE
 
 Mode = Literal["pending", "committed", "default"]
@@ -79,6 +80,7 @@ KNOWN = frozenset(
         "request.max_bytes",
         "append.max_inflight",
         "retry.deadline_s",
+        "driver.lease_s",
         "checkpointlocation",
         "path",
     }
@@ -111,6 +113,9 @@ class SinkOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_inflight: int = 4
     retry_deadline_s: float = 300.0
+    driver_lease_s: int = DEFAULT_DRIVER_LEASE_S
+    """How long a driver on another host keeps its claim after its last commit
+    (jobs.sink.ledger.claim_driver); 0: never refuse one."""
 
     @property
     def project(self) -> str:
@@ -270,4 +275,5 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         ),
         max_inflight=_int(options, "append.max_inflight", 4, 1, 64),
         retry_deadline_s=deadline,
+        driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
     )

@@ -86,6 +86,7 @@ def test_the_same_write_twice_commits_once_and_reports_the_duplicate(
         ("row_format", "csv", "onceover option 'row_format'"),
         ("request.max_bytes", "20000000", "onceover option 'request.max_bytes': 20000000"),
         ("retry.deadline_s", "soon", "onceover option 'retry.deadline_s'"),
+        ("driver.lease_s", "-1", "onceover option 'driver.lease_s': -1 is outside 0..86,400"),
         ("run_id", "a b", "onceover option 'run_id'"),
         ("monitor.url", "ftp://x", "onceover option 'monitor.url'"),
         ("key", "missing_column", "onceover option 'key': 'missing_column' is not a column"),

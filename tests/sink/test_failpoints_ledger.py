@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +24,14 @@ from jobs.sink.errors import (
     PartitionTakenError,
     SinkOptionError,
 )
-from jobs.sink.ledger import BatchRecord, Ledger, PartitionProgress, StreamCommit, claim_driver
+from jobs.sink.ledger import (
+    BatchRecord,
+    Ledger,
+    PartitionProgress,
+    StreamCommit,
+    claim_driver,
+    renew_driver,
+)
 from tests.waiting import wait_until
 
 Arm = Callable[..., None]
@@ -238,3 +247,62 @@ def test_a_second_driver_is_refused_while_the_first_still_runs_on_this_host(
     assert recorded.startswith(f"{socket.gethostname()} pid ")
     assert recorded != owner
     claim_driver(tmp_path, "q1", "the query on /ckpt")  # the same driver again: fine
+
+
+ELSEWHERE = "other-host.example pid 4242 started 99"
+"""A driver on another host, as its claim names it (a host this one cannot look into)."""
+
+
+def _claim(root: Path, owner: str, renewed_s_ago: float | None) -> Path:
+    path = root / "q1" / "driver.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    claim: dict[str, object] = {"version": 1, "owner": owner}
+    if renewed_s_ago is not None:
+        claim["renewed_at"] = time.time() - renewed_s_ago
+    path.write_text(json.dumps(claim))
+    return path
+
+
+def test_a_driver_on_another_host_is_refused_while_its_lease_runs(tmp_path: Path) -> None:
+    path = _claim(tmp_path, ELSEWHERE, renewed_s_ago=30)
+    before = path.read_text()
+    with pytest.raises(ConcurrentDriverError, match="held by a driver on another host") as no:
+        claim_driver(tmp_path, "q1", "the query on /ckpt", lease_s=120)
+    message = str(no.value)
+    assert ELSEWHERE in message
+    assert "renewed 30 s ago" in message
+    assert "driver.lease_s=120 s" in message
+    assert re.search(r"start this again after \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", message)
+    assert message.endswith("Nothing was written")
+    assert path.read_text() == before  # the other's claim stands
+
+
+@pytest.mark.parametrize(
+    ("renewed_s_ago", "lease_s"),
+    [(121, 120), (30, 0), (None, 120)],
+    ids=["lapsed", "no-lease", "claim-from-before-leases"],
+)
+def test_a_claim_from_another_host_is_taken_over_once_it_lapses(
+    tmp_path: Path, renewed_s_ago: float | None, lease_s: float
+) -> None:
+    path = _claim(tmp_path, ELSEWHERE, renewed_s_ago)
+    claim_driver(tmp_path, "q1", "the query on /ckpt", lease_s=lease_s)
+    taken = json.loads(path.read_text())
+    assert taken["owner"].startswith(f"{socket.gethostname()} pid ")
+    assert time.time() - taken["renewed_at"] < 60
+
+
+def test_a_driver_taken_over_is_refused_at_its_next_commit(tmp_path: Path) -> None:
+    renew_driver(tmp_path, "q1", "batch 3")  # nothing claimed (foreachBatch): nothing to do
+    assert not (tmp_path / "q1").exists()
+    claim_driver(tmp_path, "q1", "the query on /ckpt")
+    path = tmp_path / "q1" / "driver.json"
+    first = json.loads(path.read_text())["renewed_at"]
+    wait_until("the clock to move", lambda: time.time() > first + 0.01 or None, 5)
+    renew_driver(tmp_path, "q1", "batch 3")
+    assert json.loads(path.read_text())["renewed_at"] > first  # renewed at each commit
+
+    _claim(tmp_path, ELSEWHERE, renewed_s_ago=0)  # this one stalled; another took over
+    with pytest.raises(ConcurrentDriverError, match="took over from this one") as no:
+        renew_driver(tmp_path, "q1", "batch 3")
+    assert ELSEWHERE in str(no.value)

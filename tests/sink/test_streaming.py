@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,5 +98,18 @@ def test_a_second_driver_on_a_checkpoint_is_refused_while_the_first_runs(
     finally:
         first.kill()
         first.wait()
-    load(spark, source, table, checkpoint)  # the first is gone: this one goes on
+
+    # A driver on another host cannot be looked into: its claim, renewed at its last
+    # commit 10 s ago, holds for the lease (driver.lease_s, 120 s by default).
+    claim = checkpoint / "onceover" / query_id / "driver.json"
+    elsewhere = "other-host.example pid 4242 started 99"
+    claim.write_text(json.dumps({"version": 1, "owner": elsewhere, "renewed_at": time.time() - 10}))
+    with pytest.raises(StreamingQueryException, match="held by a driver on another host") as held:
+        load(spark, source, table, checkpoint)
+    assert elsewhere in str(held.value)
+    assert counted(rest, table) == (1_000, 1_000)  # nothing written
+    claim.write_text(
+        json.dumps({"version": 1, "owner": elsewhere, "renewed_at": time.time() - 121})
+    )
+    load(spark, source, table, checkpoint)  # its lease lapsed: this one takes over
     assert counted(rest, table) == (2_000, 2_000)
