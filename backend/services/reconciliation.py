@@ -218,7 +218,11 @@ def _run(session: Session, run_id: str) -> Run:
 
 def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -> _Expected:
     batches = list(
-        session.exec(select(Batch).where(Batch.run_id == run.run_id, Batch.table_id == table))
+        session.exec(
+            select(Batch)
+            .where(Batch.run_id == run.run_id, Batch.table_id == table)
+            .order_by(col(Batch.id))  # in the order they were first heard of
+        )
     )
     committed = [b for b in batches if _is_committed(b)]
     stamped_flags = {b.stamped for b in batches}
