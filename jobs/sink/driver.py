@@ -10,18 +10,26 @@ from pathlib import Path
 
 def java_ancestor() -> int | None:
     """The pid of the nearest ancestor JVM (Spark's driver), if there is one."""
-    pid = os.getppid()
-    while pid > 1:
+    pid: int | None = os.getppid()
+    while pid is not None and pid > 1:
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
         if comm == "java":
             return pid
-        # The parent pid is the 2nd field after the parenthesised command name.
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        pid = parent_of(pid)
     return None
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid``; None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The parent pid is the 2nd field after the parenthesised command name.
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def driver_owner() -> str:

@@ -13,6 +13,7 @@ import pytest
 from google.cloud import bigquery
 
 from jobs.generate import write_files
+from jobs.sink.driver import parent_of
 from onceover.bigquery import BigQueryConfig
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
@@ -135,10 +136,10 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
 def _java_child(pid: int) -> int:
     """The driver's JVM: the ``java`` process whose parent is ``pid`` (spark-submit execs it)."""
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or parent_of(int(proc.name)) != pid:
+            continue
         with contextlib.suppress(OSError):
-            stat = (proc / "stat").read_text()
-            name, rest = stat.split("(", 1)[1].rsplit(")", 1)
-            if name == "java" and int(rest.split()[1]) == pid:
+            if (proc / "comm").read_text().strip() == "java":
                 return int(proc.name)
     raise AssertionError(f"no JVM under driver pid {pid}")
 
