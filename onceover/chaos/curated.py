@@ -15,8 +15,9 @@ the set, whatever Spark's timing: a test can ask that each one did.
 
 The load job's five cost about 15 job runs (a driver fault costs a restart; an
 executor fault is retried by Spark within the run), where 20 random schedules cost
-about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``), and one
-races a second driver against the load job (``racing_drivers``).
+about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``), one
+races a second driver against the load job (``racing_drivers``), and one submits the
+load job to a standalone cluster of two workers (``cluster``).
 """
 
 from __future__ import annotations
@@ -133,6 +134,22 @@ _RACING: tuple[str, tuple[Fault, ...], float] = (
 )
 
 
+# The load job on a standalone cluster, committed mode: a Python worker dies right after
+# BigQuery took its third append (rows visible) and another is killed mid-append; Spark
+# retries each task in the same run, maybe on the other worker, and the retry must
+# carry on from what the ledger recorded, with the same rows. Then the driver dies
+# after its second intent: a new application, new executors. (65 s alone.)
+_CLUSTER: tuple[str, tuple[Fault, ...]] = (
+    "committed",
+    (
+        _fp("append.response", "crash", 3),
+        Fault("spark/kill_task", nth=8),
+        _fp("ledger.after_intent", "crash", 2),
+        _wire("unavailable", _CREATE, 2),
+    ),
+)
+
+
 def curated_schedules() -> list[Schedule]:
     """The curated set, in the order it runs."""
     load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
@@ -145,4 +162,8 @@ def curated_schedules() -> list[Schedule]:
         seed=CURATED_SEED, index=len(schedules), mode=mode, faults=faults,
         workload="racing_drivers", racer_at_s=racer_at_s,
     )  # fmt: skip
-    return [*schedules, racing]
+    mode, faults = _CLUSTER
+    cluster = Schedule(
+        seed=CURATED_SEED, index=len(schedules) + 1, mode=mode, faults=faults, workload="cluster"
+    )
+    return [*schedules, racing, cluster]

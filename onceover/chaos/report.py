@@ -77,6 +77,7 @@ def result_json(result: ScheduleResult) -> dict[str, Any]:
         "seconds": round(result.seconds, 1),
         "bigquery": result.bigquery,
         "control_plane": result.control_plane,
+        **({"cluster": result.cluster} if result.cluster else {}),
         "work_dir": str(result.work_dir),
         "replay": replay_command(result),
     }

@@ -42,6 +42,7 @@ from jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 from jobs.sink.options import LEDGER_ENV
 from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.chaos.on_cluster import cluster_outcome, driver_dir, submit_argv
 from onceover.chaos.proxy import FaultProxy
 from onceover.chaos.schedule import Fault, Schedule
 from onceover.chaos.task_kill import KILLED, kill_sender
@@ -54,6 +55,7 @@ from onceover.chaos.verify import (
 )
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
+from onceover.spark_cluster import SparkCluster
 from onceover.stack import BackendProcess
 
 logger = logging.getLogger(__name__)
@@ -127,6 +129,8 @@ class ScheduleResult:
     bigquery: dict[str, int]
     control_plane: dict[str, Any]
     work_dir: Path
+    cluster: dict[str, Any] = field(default_factory=dict)
+    """``cluster``: the applications the schedule's runs were, the workers that ran them."""
 
     @property
     def ok(self) -> bool:
@@ -150,8 +154,11 @@ class ChaosStack:
         work_root: Path,
         tokens: dict[str, str],
         lane: int = 0,
+        cluster: SparkCluster | None = None,
     ) -> None:
         self.bigquery = bigquery_config
+        self.cluster = cluster
+        """The session's standalone Spark cluster, when a ``cluster`` schedule runs."""
         self.work_root = work_root
         self.tokens = tokens
         self.lane = lane
@@ -210,13 +217,8 @@ def run_schedule(
     schedule.save(work / "schedule.json")
     write_files(work / "source", schedule.rows, schedule.files, "json", seed=schedule.seed)
     client = bigquery_client(stack.bigquery)
-    table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
-    client.delete_table(table, not_found_ok=True)
-    client.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    table = _fresh_tables(client, schedule)
     summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
-    if summary_schema is not None:
-        client.delete_table(f"{table}_summary", not_found_ok=True)
-        client.create_table(bigquery.Table(f"{table}_summary", schema=summary_schema))
 
     outcomes = {id(f): FaultOutcome(f) for f in schedule.faults}
     assert stack.bigquery.grpc_endpoint is not None
@@ -224,28 +226,27 @@ def run_schedule(
     runs: list[JobRun] = []
     with proxy, _outages(schedule, stack, outcomes) as job_started:
         env = _job_environment(schedule, stack, proxy, work)
+        argv, cwd = job_argv(schedule, table, work), None
+        if schedule.workload == "cluster":
+            if stack.cluster is None:
+                raise ValueError(f"{schedule.name} runs on a cluster, and the session has none")
+            argv, cwd = submit_argv(stack.cluster, argv, env, work), driver_dir(work)
         for attempt in range(schedule.max_restarts + 1):
-            run = _run_job(schedule, table, work, env, attempt, job_started, abort)
+            run = _run_job(schedule, argv, cwd, work, env, attempt, job_started, abort)
             runs.append(run)
             if run.exit_code == 0 or run.hung:
                 break
     _count_wire_faults(schedule, proxy, outcomes)
     _count_failpoints(schedule, work / "failpoints", outcomes)
 
-    violations: list[str] = []
-    if runs[-1].hung:
-        violations.append(f"run {len(runs)} hung: killed after {JOB_TIMEOUT_S:.0f} s")
-    elif runs[-1].exit_code != 0:
-        violations.append(
-            f"the job did not finish in {len(runs)} runs (last exit status {runs[-1].exit_code})"
-        )
-    violations += [
-        f"the racing driver of run {n} hung: killed after {JOB_TIMEOUT_S:.0f} s"
-        for n, run in enumerate(runs, 1)
-        if run.racer is not None and run.racer.hung
-    ]
+    violations = _run_problems(runs)
     actual = table_aggregate(client, table, KEY)
     violations += compare_keys(KeyAggregate.of(range(schedule.rows)), actual)
+    cluster: dict[str, Any] = {}
+    if schedule.workload == "cluster":
+        assert stack.cluster is not None
+        cluster, problems = cluster_outcome(stack.cluster, f"onceover-{job_name(schedule)}")
+        violations += problems
     control_plane: dict[str, Any] = {}
     run_id_path = work / "checkpoint" / "onceover" / "run_id"
     if summary_schema is not None:
@@ -273,7 +274,37 @@ def run_schedule(
         bigquery={"rows": actual.rows, "distinct_keys": actual.distinct},
         control_plane=control_plane,
         work_dir=work,
+        cluster=cluster,
     )
+
+
+def _fresh_tables(client: bigquery.Client, schedule: Schedule) -> str:
+    """Create the schedule's orders table (and summary table) anew; the orders table."""
+    table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
+    client.delete_table(table, not_found_ok=True)
+    client.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
+    if summary_schema is not None:
+        client.delete_table(f"{table}_summary", not_found_ok=True)
+        client.create_table(bigquery.Table(f"{table}_summary", schema=summary_schema))
+    return table
+
+
+def _run_problems(runs: list[JobRun]) -> list[str]:
+    """Liveness: the last run finished, and no run or racing driver hung."""
+    problems: list[str] = []
+    if runs[-1].hung:
+        problems.append(f"run {len(runs)} hung: killed after {JOB_TIMEOUT_S:.0f} s")
+    elif runs[-1].exit_code != 0:
+        problems.append(
+            f"the job did not finish in {len(runs)} runs (last exit status {runs[-1].exit_code})"
+        )
+    problems += [
+        f"the racing driver of run {n} hung: killed after {JOB_TIMEOUT_S:.0f} s"
+        for n, run in enumerate(runs, 1)
+        if run.racer is not None and run.racer.hung
+    ]
+    return problems
 
 
 def _job_environment(
@@ -301,15 +332,17 @@ def _job_environment(
 
 def _run_job(  # noqa: PLR0917 - one call site, every argument named there
     schedule: Schedule,
-    table: str,
+    argv: list[str],
+    cwd: Path | None,
     work: Path,
     env: dict[str, str],
     attempt: int,
     job_started: threading.Event,
     abort: threading.Event,
 ) -> JobRun:
-    argv = job_argv(schedule, table, work)
-    child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=work / f"run-{attempt}.log")
+    log = work / f"run-{attempt}.log"
+    directory = None if cwd is None else str(cwd)
+    child = ChildProcess(f"run {attempt + 1}", argv, env=env, log_path=log, cwd=directory)
     racer = _Racer(schedule, argv, env, work / f"racer-{attempt}.log")
     if abort.is_set():
         raise ScheduleInterruptedError(schedule.name)
@@ -452,6 +485,11 @@ def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
         ]  # fmt: skip
     return [
         sys.executable, "-m", "jobs.load_files", *common, "--format", "json", "--key", KEY,
-        "--checkpoint", str(work / "checkpoint"), "--job", f"chaos-{schedule.name}",
+        "--checkpoint", str(work / "checkpoint"), "--job", job_name(schedule),
         "--max-files-per-trigger", str(schedule.files_per_batch),
     ]  # fmt: skip
+
+
+def job_name(schedule: Schedule) -> str:
+    """The load job's ``--job`` (its Spark application is ``onceover-<job>``)."""
+    return f"chaos-{schedule.name}"

@@ -18,6 +18,10 @@ Workloads:
                     started ``racer_at_s`` seconds into each run (an orchestrator's
                     retry while the first still runs): refused while the first is
                     alive, or it takes over from one a fault killed
+``cluster``         ``jobs.load_files`` submitted (``spark-submit``, client mode)
+                    to a local standalone cluster of two workers, each in its own
+                    working directory: a failed task is retried there, maybe on
+                    the other worker (:mod:`onceover.chaos.on_cluster`)
 ==================  ===============================================================
 
 The same seed draws the same schedules; a schedule's JSON re-runs it
@@ -54,7 +58,7 @@ from jobs.sink.failpoints import POINTS, Action
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
-WORKLOADS = ("load_files", "foreach_batch", "two_tables", "racing_drivers")
+WORKLOADS = ("load_files", "foreach_batch", "two_tables", "racing_drivers", "cluster")
 RACER_AT_S = (2.0, 20.0)
 """When the racing driver starts, drawn: from both planning at once to mid-run."""
 MODES = ("pending", "committed", "default")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from onceover.bigquery import BigQueryConfig
+from onceover.chaos.on_cluster import start_cluster
 from onceover.chaos.report import Session, now, replay_command, write_report
 from onceover.chaos.runner import (
     ChaosStack,
@@ -28,6 +29,7 @@ from onceover.chaos.runner import (
     run_schedule,
 )
 from onceover.chaos.schedule import Schedule
+from onceover.spark_cluster import SparkCluster
 
 
 def run_session(
@@ -46,8 +48,12 @@ def run_session(
     results: dict[int, ScheduleResult] = {}
     lock = threading.Lock()
     lanes: queue.Queue[ChaosStack] = queue.Queue()
+    cluster: SparkCluster | None = None
+    if any(schedule.workload == "cluster" for schedule in schedules):
+        print("Starting a standalone Spark cluster (a master, two workers)...", file=out)
+        cluster = start_cluster(report_dir / "work" / "cluster")
     stacks = [
-        ChaosStack(bigquery, report_dir / "work", tokens, lane)
+        ChaosStack(bigquery, report_dir / "work", tokens, lane, cluster)
         for lane in range(max(1, min(parallel, len(schedules))))
     ]
     width = len(str(len(schedules)))
@@ -105,6 +111,8 @@ def run_session(
     finally:
         for stack in stacks:
             stack.stop()
+        if cluster is not None:
+            cluster.stop()
     return [results[n] for n in sorted(results)]
 
 

@@ -2,8 +2,9 @@
 
 The curated test is the CI's share of the proof: the schedules that arm every fault
 kind in both exactly-once modes, on the load job and on users' own jobs (foreachBatch,
-two tables under one run id), and with a second driver racing the load job on its
-checkpoint, each fault asked to have fired (``make chaos`` runs
+two tables under one run id), with a second driver racing the load job on its
+checkpoint, and with the load job on a standalone cluster of two workers, each fault
+asked to have fired (``make chaos`` runs
 200 random ones). The replay test shows the harness is able to fail:
 the at-least-once ``default`` mode under a lost append response duplicates rows, and
 the verifier says so, with the seed and the schedule, and exits non-zero.
@@ -59,14 +60,19 @@ def test_the_curated_schedules_fire_every_fault_kind_without_a_violation(
         rows = result["schedule"]["rows"]
         assert result["verdict"] == "ok", result
         assert result["bigquery"] == {"rows": rows, "distinct_keys": rows}
-        if result["schedule"]["workload"] in ("load_files", "racing_drivers"):  # they report
-            # (a refused second driver leaves the run to the first: not failed)
+        if result["schedule"]["workload"] in ("load_files", "racing_drivers", "cluster"):
+            # they report to the control plane (a refused second driver leaves the run
+            # to the first: not failed)
             assert result["control_plane"]["status"] == "succeeded"
             assert result["control_plane"]["rows_committed"] == rows
         if result["schedule"]["workload"] == "racing_drivers":
             racers = [run["racer"] for run in result["runs"] if "racer" in run]
             assert racers, result["runs"]  # a second driver did start beside the first
             assert not any(racer["hung"] for racer in racers), racers
+        if result["schedule"]["workload"] == "cluster":
+            # a new application per driver start, and executors on both workers
+            assert len(result["cluster"]["apps"]) == len(result["runs"]), result["cluster"]
+            assert result["cluster"]["workers"] == [0, 1], result["cluster"]
         assert result["runs"][-1]["exit_code"] == 0
         # every fault the schedule armed happened, not only the ones chance reached
         assert all(fault["fired"] >= 1 for fault in result["faults"]), result["faults"]

@@ -17,10 +17,10 @@ import pytest
 from google.cloud import bigquery
 
 from onceover.bigquery import BigQueryConfig
+from onceover.spark_cluster import SparkCluster
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
-from tests.spark_cluster import SparkCluster
 
 pytestmark = pytest.mark.spark
 
