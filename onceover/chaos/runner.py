@@ -159,7 +159,7 @@ class ChaosStack:
         self.bigquery = bigquery_config
         self.cluster = cluster
         """The session's standalone Spark cluster, when a ``cluster`` schedule runs."""
-        self.work_root = work_root
+        self.work_root = work_root.resolve()  # a job may run in another directory
         self.tokens = tokens
         self.lane = lane
         self.database_url = f"sqlite:///{(work_root / f'control-plane-{lane}.db').resolve()}"
