@@ -11,14 +11,17 @@ from http import HTTPStatus
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
+from backend.api.body_guard import BodyGuardMiddleware
 from backend.api.main import api_router
 from backend.api.middleware import RequestContextMiddleware
+from backend.api.validation_answer import validation_error
 from backend.core.config import Settings, get_settings
 from backend.core.db import build_engine
 from backend.core.security import TokenVerifier
@@ -99,8 +102,11 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
     )
     app.state.dispatcher = Dispatcher(app.state.engine, settings)
+    # Added first, so it runs inside: the request id and audit see its refusals.
+    app.add_middleware(BodyGuardMiddleware)
     app.add_middleware(RequestContextMiddleware)
     app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(api_router)
     _serve_dashboard(app, settings)

@@ -59,6 +59,11 @@ class HealthPublic(BaseModel):
     version: str
     database: DependencyHealth
     bigquery: DependencyHealth
+    unauthenticated_requests: int = Field(
+        default=0,
+        description="Calls with a body this process refused for want of a valid token since "
+        "it started (not audited: anyone can make them)",
+    )
 
 
 # -- events -------------------------------------------------------------------------

@@ -82,13 +82,19 @@ class RoleCheck:
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
-        if credentials is None:
-            raise NotAuthenticatedError("a bearer token is required (Authorization: Bearer TOKEN)")
-        verifier: TokenVerifier = request.app.state.token_verifier
-        principal = verifier.verify(credentials.credentials)
+        # A call with a body was authenticated before its body was read
+        # (backend/api/body_guard.py); the principal it found is the token's.
+        principal: Principal | None = getattr(request.state, "principal", None)
         if principal is None:
-            raise NotAuthenticatedError("the bearer token is not valid")
-        request.state.principal = principal
+            if credentials is None:
+                raise NotAuthenticatedError(
+                    "a bearer token is required (Authorization: Bearer TOKEN)"
+                )
+            verifier: TokenVerifier = request.app.state.token_verifier
+            principal = verifier.verify(credentials.credentials)
+            if principal is None:
+                raise NotAuthenticatedError("the bearer token is not valid")
+            request.state.principal = principal
         if self.role != ANY_ROLE and not principal.may(self.role):
             raise NotAllowedError(
                 f"this needs the {self.role} role; the token has {principal.role}"

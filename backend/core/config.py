@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     max_events_per_request: int = Field(
         default=5000, gt=0, description="Largest event batch POST /api/events accepts"
     )
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        gt=0,
+        description="Largest request body any route accepts (413 above it, before it is "
+        "read); a job's emitter sends 500 events per request, far below the default",
+    )
     frontend_dist: Path = Field(
         default=REPO_ROOT / "frontend" / "dist",
         description="Directory of the built dashboard served at /",

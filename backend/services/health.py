@@ -82,7 +82,9 @@ class BigQueryProbe:
         return _timed(self.target, answer)
 
 
-async def check_health(engine: Engine, probe: BigQueryProbe, timeout_s: float) -> HealthPublic:
+async def check_health(
+    engine: Engine, probe: BigQueryProbe, timeout_s: float, unauthenticated: int = 0
+) -> HealthPublic:
     """Run both checks at once, each bounded by ``timeout_s``."""
     database, bigquery = await asyncio.gather(
         asyncio.to_thread(check_database, engine),
@@ -90,5 +92,9 @@ async def check_health(engine: Engine, probe: BigQueryProbe, timeout_s: float) -
     )
     ok = database.status == "ok" and bigquery.status == "ok"
     return HealthPublic(
-        status="ok" if ok else "degraded", version=__version__, database=database, bigquery=bigquery
+        status="ok" if ok else "degraded",
+        version=__version__,
+        database=database,
+        bigquery=bigquery,
+        unauthenticated_requests=unauthenticated,
     )

@@ -22,6 +22,8 @@ How an event travels:
   deletes it only after a 2xx. The kernel drops the locks of a dead process, so the
   next emitter takes over its files, even one it was still writing (a torn last line
   is set aside in ``rejected.jsonl``).
+* A batch over the backend's body limit (413) is sent again in halves; one event
+  over it on its own is refused for good.
 * A refusal for good (3xx, or a 4xx other than 408/429) is not retried: it is logged
   with the status and the first problem the body names, and the refused events are
   kept in ``rejected.jsonl`` in the spool dir. When a 422 names the bad events by index
@@ -702,6 +704,15 @@ class EventEmitter:
                 with self._lock:
                     self._note_failure(f"HTTP {status}", _retry_after(response))
                 raise _UnreachableError(lines)
+            if status == 413 and len(lines) > 1:
+                # Over the backend's body limit: each half on its own, in order.
+                half = len(lines) // 2
+                try:
+                    self._deliver(lines[:half])
+                except _UnreachableError as exc:
+                    raise _UnreachableError([*exc.undelivered, *lines[half:]]) from None
+                lines = lines[half:]
+                continue
             bad, problem = _problems(response, len(lines))
             if status == 422 and 0 < len(bad) < len(lines):
                 self._reject([lines[i] for i in sorted(bad)], status, problem)

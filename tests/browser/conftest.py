@@ -34,10 +34,22 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A fresh page; its screenshot is kept in test-artifacts/ whatever the outcome."""
+    """A fresh page; its screenshot is kept in test-artifacts/ whatever the outcome.
+
+    Whatever the test, the page must keep to the backend's Content-Security-Policy:
+    Chromium reports each thing the policy blocked on the console, and one fails the
+    test (a policy too tight for the dashboard breaks it quietly otherwise)."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
+    blocked: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            blocked.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield page
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     context.close()
+    assert not blocked, f"the page broke the Content-Security-Policy: {blocked}"

@@ -36,7 +36,7 @@ async def ingest(
     event by its index (``loc: ["body", index, type, field]``). Events already stored
     (same id) are counted as duplicates and change nothing, so a retry is always safe.
     """
-    if len(events) > settings.max_events_per_request:
+    if len(events) > settings.max_events_per_request:  # counted before this, in body_guard
         raise InvalidParameterError(
             "body",
             f"at most {settings.max_events_per_request} events per request",

@@ -1,6 +1,6 @@
 """``/api/health``: is the control plane up, and can it reach its database and BigQuery?"""
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from backend.api.deps import BigQueryProbeDep, EngineDep, SettingsDep
 from backend.models import HealthPublic
@@ -16,10 +16,16 @@ router = APIRouter(prefix="/health", tags=["health"])
     responses={503: {"model": HealthPublic, "description": "A dependency is unreachable"}},
 )
 async def get_health(
-    *, response: Response, settings: SettingsDep, engine: EngineDep, probe: BigQueryProbeDep
+    *,
+    request: Request,
+    response: Response,
+    settings: SettingsDep,
+    engine: EngineDep,
+    probe: BigQueryProbeDep,
 ) -> HealthPublic:
     """Check the database and BigQuery; 503 when either fails, with the reason."""
-    health = await check_health(engine, probe, settings.health_timeout_s)
+    unauthenticated = getattr(request.app.state, "unauthenticated", 0)
+    health = await check_health(engine, probe, settings.health_timeout_s, unauthenticated)
     if health.status != "ok":
         response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     return health

@@ -1841,6 +1841,12 @@ export interface components {
              * @enum {string}
              */
             status: "ok" | "degraded";
+            /**
+             * Unauthenticated Requests
+             * @description Calls with a body this process refused for want of a valid token since it started (not audited: anyone can make them)
+             * @default 0
+             */
+            unauthenticated_requests: number;
             /** Version */
             version: string;
         };
