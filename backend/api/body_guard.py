@@ -35,13 +35,13 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from backend.api.middleware import SAFE_METHODS
 from backend.core.config import Settings
 from backend.core.security import Principal, TokenVerifier
 
 PUBLIC_PATHS = frozenset({"/api/health"})
 """Routes under ``/api`` that anyone may call (they take no body)."""
 EVENTS_PATH = "/api/events"
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class BodyRefusedError(Exception):

@@ -9,7 +9,6 @@ from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, ReconcilerDep, SettingsDep
-from backend.errors import InvalidParameterError
 from backend.models import IngestResultPublic
 from backend.services.ingest import ingest_events, unstorable_values
 from backend.services.reconciliation import reconcile_after_success
@@ -36,13 +35,7 @@ async def ingest(
     event by its index (``loc: ["body", index, type, field]``). Events already stored
     (same id) are counted as duplicates and change nothing, so a retry is always safe.
     """
-    if len(events) > settings.max_events_per_request:  # counted before this, in body_guard
-        raise InvalidParameterError(
-            "body",
-            f"at most {settings.max_events_per_request} events per request",
-            len(events),
-            where="body",
-        )
+    # At most settings.max_events_per_request: counted before validation (body_guard).
     # Values the schema allows but the database cannot store (a 500 before): 422 as well.
     if errors := unstorable_values(events):
         raise RequestValidationError(errors)
