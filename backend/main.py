@@ -33,6 +33,7 @@ from backend.services.health import BigQueryProbe
 from backend.services.launcher import Launcher
 from backend.services.reconciliation import Reconciler
 from backend.services.resume import Resumer
+from backend.services.retention import retention_forever
 from backend.services.stalled import sweep_forever
 from backend.services.webhook_dispatch import Dispatcher, dispatch_forever
 from onceover import __version__
@@ -75,9 +76,10 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         )
         evaluator = asyncio.create_task(evaluate_forever(app.state.engine, settings, stop))
         dispatch = asyncio.create_task(dispatch_forever(app.state.dispatcher, stop))
+        retention = asyncio.create_task(retention_forever(app.state.engine, settings, stop))
         yield
         stop.set()
-        for task in (sweeper, resumer, evaluator, dispatch):
+        for task in (sweeper, resumer, evaluator, dispatch, retention):
             await task
         app.state.dispatcher.close()
         app.state.engine.dispose()

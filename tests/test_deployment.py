@@ -54,6 +54,16 @@ def _config(*files: str, env: dict[str, str], env_file: Path = ENV_EXAMPLE) -> d
     return parsed
 
 
+def _published(port: str | dict[str, Any]) -> tuple[str, int]:
+    """(host address, host port) of a published port as ``docker-compose config`` prints
+    it: ``{published, target}`` without an address, ``"127.0.0.1:9050:9050/tcp"`` with one
+    (docker-compose 1.29); ``host_ip`` in the long form (Compose v2)."""
+    if isinstance(port, dict):
+        return str(port.get("host_ip", "0.0.0.0")), int(port["published"])
+    address, _, rest = port.split("/")[0].rpartition(":")[0].rpartition(":")
+    return address or "0.0.0.0", int(rest)
+
+
 def _known_variables() -> set[str]:
     """Every ONCEOVER_* variable something reads: the backend's settings, and the
     variables the jobs and the command line read (constants named ``*_ENV``)."""
@@ -185,7 +195,7 @@ def test_the_guide_names_only_services_and_ports_the_stack_has() -> None:
     assert services_in_guide == SERVICES
 
     published = {
-        int(port["published"])
+        _published(port)[1]
         for service in config["services"].values()
         for port in service.get("ports", [])
     }
@@ -200,3 +210,36 @@ def test_the_guide_names_only_services_and_ports_the_stack_has() -> None:
             assert "built from" in image_cell, name
         else:
             assert image_cell.split("`")[1].split(":")[0] in service["image"], name
+
+
+def test_only_the_backend_is_published_beyond_this_host() -> None:
+    # The local BigQuery answers anyone, and the Spark master's UI has no login.
+    config = _config(env=SECRETS)
+
+    published = {
+        (name, *_published(port))
+        for name, service in config["services"].items()
+        for port in service.get("ports", [])
+    }
+    assert published == {
+        ("backend", "0.0.0.0", 8000),
+        ("bigquery", "127.0.0.1", 9050),
+        ("bigquery", "127.0.0.1", 9060),
+        ("spark-master", "127.0.0.1", 8080),
+    }
+    behind_a_proxy = _config(env={**SECRETS, "BACKEND_HOST_IP": "127.0.0.1"})
+    assert [_published(p) for p in behind_a_proxy["services"]["backend"]["ports"]] == [
+        ("127.0.0.1", 8000)
+    ]
+
+
+def test_the_stacks_retention_defaults_are_the_backends() -> None:
+    backend = _config(env=SECRETS)["services"]["backend"]["environment"]
+    defaults = Settings()
+
+    retention = {n: v for n, v in backend.items() if n.startswith("ONCEOVER_RETENTION_")}
+    assert retention == {
+        f"ONCEOVER_{name.upper()}": str(getattr(defaults, name))
+        for name in Settings.model_fields
+        if name.startswith("retention_") and name.endswith("_days")
+    }

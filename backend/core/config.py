@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +16,10 @@ ROLES = ("ingest", "viewer", "operator")
 # Tokens that read like examples from a README: refused outside development.
 PLACEHOLDER_TOKENS = frozenset({"changeme", "changethis", "secret", "token", "example", "test"})
 MIN_TOKEN_LENGTH = 16
+# The dashboard's longest preset range ("Last 30 days") is drawn from the rollups.
+MIN_ROLLUP_RETENTION_DAYS = 30
+# 100 years: more is "forever", which is 0; and a cutoff before year 1 cannot be computed.
+MAX_RETENTION_DAYS = 36_500
 
 
 class Settings(BaseSettings):
@@ -152,6 +156,26 @@ class Settings(BaseSettings):
         description="Networks (JSON list of CIDRs) webhooks may reach although they are "
         "link-local or cloud metadata addresses, which are refused otherwise",
     )
+    retention_events_days: int = Field(
+        default=30,
+        description="Days raw events are kept after they arrive (0: forever). Nothing shown "
+        "is read from them; they let ingest recognise an event sent twice",
+    )
+    retention_rollups_days: int = Field(
+        default=400,
+        description="Days the per-minute write-request counts are kept (0: forever; else at "
+        f"least {MIN_ROLLUP_RETENTION_DAYS}, the dashboard's longest range)",
+    )
+    retention_audit_days: int = Field(
+        default=400, description="Days audit log rows are kept (0: forever)"
+    )
+    retention_deliveries_days: int = Field(
+        default=90,
+        description="Days finished webhook deliveries and their tries are kept (0: forever)",
+    )
+    retention_interval_s: float = Field(
+        default=3600.0, gt=0, description="How often the backend deletes what is past retention"
+    )
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: Cloud Logging structured lines; text: for a terminal"
     )
@@ -160,6 +184,27 @@ class Settings(BaseSettings):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator(
+        "retention_events_days",
+        "retention_rollups_days",
+        "retention_audit_days",
+        "retention_deliveries_days",
+    )
+    @classmethod
+    def _check_retention(cls, days: int, info: ValidationInfo) -> int:
+        name = f"ONCEOVER_{str(info.field_name).upper()}"
+        if days < 0 or days > MAX_RETENTION_DAYS:
+            raise ValueError(
+                f"{name}: {days} is not a number of days from "
+                f"1 to {MAX_RETENTION_DAYS:,}; 0 keeps the rows forever"
+            )
+        if info.field_name == "retention_rollups_days" and 0 < days < MIN_ROLLUP_RETENTION_DAYS:
+            raise ValueError(
+                f"{name}: {days} days is shorter than the dashboard's longest range "
+                f"({MIN_ROLLUP_RETENTION_DAYS} days); give at least that, or 0 to keep forever"
+            )
+        return days
 
     @model_validator(mode="after")
     def _check_tokens(self) -> Settings:
