@@ -16,18 +16,26 @@ How an event travels:
   nothing is dropped and memory stays bounded.
 * ``flush(timeout_s)`` delivers what is buffered; what is not delivered by the deadline
   is spooled, so the process may exit right after it.
-* Every emitter on a machine may send every spool file in the directory. A file being
+* Every emitter on a machine may send every spool file in its directory. A file being
   appended to (``*.open.<pid>``) or sent (``*.sending.<pid>``) is held with an
   exclusive ``flock``; a sender claims a file by locking it and then renaming it, and
   deletes it only after a 2xx. The kernel drops the locks of a dead process, so the
   next emitter takes over its files, even one it was still writing (a torn last line
   is set aside in ``rejected.jsonl``).
+* :func:`emitter_for` gives each backend and token a directory of its own under a
+  per-user root (:func:`default_spool_root`), so a file is only ever sent with the
+  token it was spooled under, and one job's revoked token cannot touch another job's
+  events. Files in ``shared_dirs`` (the layout from before, and where parked files are
+  moved to be sent again) are sent by any emitter whose token the backend accepts.
 * A batch over the backend's body limit (413) is sent again in halves; one event
   over it on its own is refused for good.
-* A refusal for good (3xx, or a 4xx other than 408/429) is not retried: it is logged
-  with the status and the first problem the body names, and the refused events are
-  kept in ``rejected.jsonl`` in the spool dir. When a 422 names the bad events by index
-  (``detail[].loc == ["body", i, ...]``), the rest of the batch is sent again.
+* A refused token (401, 403) *parks* the batch: its events are moved, as spool files,
+  to ``parked/`` in the spool dir, logged once with the jobs and runs they belong to,
+  and not sent again until someone moves them back (see docs/sink.md).
+* Any other refusal for good (3xx, or a 4xx other than 408/429) is not retried: it is
+  logged with the status and the first problem the body names, and the refused events
+  are kept in ``rejected.jsonl`` in the spool dir. When a 422 names the bad events by
+  index (``detail[].loc == ["body", i, ...]``), the rest of the batch is sent again.
 
 What can still be lost: events only in memory when a process dies without a flush
 (SIGKILL, or ``os._exit``, which is how Spark's forked Python workers end; hence the
@@ -47,6 +55,8 @@ import json
 import logging
 import os
 import random
+import shlex
+import stat
 import tempfile
 import threading
 import time
@@ -59,6 +69,7 @@ from typing import Protocol
 
 import httpx
 
+from onceover.errors import ConfigurationError
 from onceover.events import Event
 
 logger = logging.getLogger(__name__)
@@ -66,6 +77,7 @@ logger = logging.getLogger(__name__)
 EVENTS_PATH = "/api/events"
 SPOOL_DIR_ENV = "ONCEOVER_SPOOL_DIR"
 REJECTED_FILE = "rejected.jsonl"
+PARKED_DIR = "parked"
 ATEXIT_TIMEOUT_S = 1.0
 
 _BACKOFF_BASE_S = 0.5
@@ -91,6 +103,8 @@ class EventEmitterLike(Protocol):
     def spooled(self) -> int: ...
     @property
     def rejected(self) -> int: ...
+    @property
+    def parked(self) -> int: ...
 
 
 class NullEmitter:
@@ -115,6 +129,10 @@ class NullEmitter:
 
     @property
     def rejected(self) -> int:
+        return 0
+
+    @property
+    def parked(self) -> int:
         return 0
 
 
@@ -158,21 +176,41 @@ class _Claim:
                 os.rename(self.path, self.pending)
             self.spool.let_go(self.fd)
 
+    def park(self, folder: Path) -> Path:
+        """Its token was refused: move it whole into ``folder`` under its pending name,
+        where nothing sends it (raises ``OSError``, the claim still held, if it cannot)."""
+        folder.mkdir(mode=0o700, exist_ok=True)
+        parked = folder / self.pending.name
+        if parked.exists():  # parked before, put back and refused again: keep both
+            parked = folder / f"{self.pending.stem}-{time.time_ns()}.jsonl"
+        os.rename(self.path, parked)
+        _fsync_dir(folder)
+        self.finished = True
+        self.spool.let_go(self.fd)
+        return parked
+
 
 class _Spool:
-    """JSON-lines files in one directory, shared by every emitter on the machine."""
+    """JSON-lines files in one directory, shared by every emitter on the machine.
 
-    def __init__(self, directory: Path) -> None:
+    ``owner``: take only files that uid owns (a folder others may have written to).
+    ``create=False``: a folder only drained, never made.
+    """
+
+    def __init__(self, directory: Path, *, owner: int | None = None, create: bool = True) -> None:
         self.directory = directory
         self.rejected_path = directory / REJECTED_FILE
+        self.parked_dir = directory / PARKED_DIR
+        self._owner = owner
         self._lock = threading.Lock()
         self._open: _OpenFile | None = None
         self._held: set[int] = set()  # fds of claims, closed in a forked child
         self._seq = itertools.count()
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # sending still works; spooling will log its own errors
-            logger.error("cannot create event spool %s: %s", directory, exc)
+        if create:
+            try:
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:  # sending still works; spooling will log its own errors
+                logger.error("cannot create event spool %s: %s", directory, exc)
 
     def append(self, lines: Sequence[bytes], *, seal: bool = False) -> None:
         """Write ``lines`` durably; raises ``OSError`` if the disk refuses them."""
@@ -201,7 +239,7 @@ class _Spool:
             names = sorted(
                 name for name in os.listdir(self.directory) if name.startswith("events-")
             )
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
             return
         with self._lock:
             own = self._open.path.name if self._open else None
@@ -226,6 +264,24 @@ class _Spool:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def park(self, lines: Sequence[bytes]) -> Path:
+        """Write ``lines`` as a spool file in ``parked/``, where nothing sends them;
+        raises ``OSError`` if the disk refuses them."""
+        self.parked_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        pid = os.getpid()
+        name = f"events-{time.time_ns():020d}-{pid}-{next(self._seq):06d}.jsonl"
+        hidden = self.parked_dir / f".{name}.new"
+        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            _write_all(fd, b"".join(line + b"\n" for line in lines))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        path = self.parked_dir / name
+        os.rename(hidden, path)
+        _fsync_dir(self.parked_dir)
+        return path
 
     def let_go(self, fd: int) -> None:
         with self._lock:
@@ -283,8 +339,12 @@ class _Spool:
     def _claim(self, name: str, pending: str) -> _Claim | None:
         path = self.directory / name
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # gone meanwhile, a symbolic link, or not ours to read
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or self._owner not in (None, info.st_uid):
+            os.close(fd)
             return None
         try:
             # Lock first, rename second: whoever holds the lock owns the file, and a
@@ -340,12 +400,26 @@ class _UnreachableError(Exception):
         self.undelivered = undelivered
 
 
+class _RefusedTokenError(Exception):
+    """The backend refused the token (401, 403); carries the events it did not take."""
+
+    def __init__(self, undelivered: list[bytes], status: int, problem: str) -> None:
+        super().__init__(f"HTTP {status}: {problem}")
+        self.undelivered = undelivered
+        self.status = status
+
+
 class EventEmitter:
     """Posts events to ``<url>/api/events`` from a background thread, spooling to
     ``spool_dir`` while the backend is unreachable. ``emit()`` never blocks on the
     network and never raises; see the module docstring for the guarantees.
 
-    ``transport`` replaces httpx's network layer (tests hand in a faulty one).
+    ``shared_dirs`` are spool folders any token may send (written before spools were
+    per token, or where parked files are put back): their files, those this user owns,
+    are sent too while the backend accepts this emitter's token, and are left alone
+    once it refuses it. Parked events are to be moved back into the first of them
+    (else into ``spool_dir``). ``transport`` replaces httpx's network layer (tests hand
+    in a faulty one).
     """
 
     def __init__(
@@ -354,6 +428,7 @@ class EventEmitter:
         token: str | None,
         spool_dir: Path,
         *,
+        shared_dirs: Sequence[Path] = (),
         batch_size: int = 500,
         max_buffered: int = 10_000,
         flush_interval_s: float = 0.5,
@@ -383,6 +458,8 @@ class EventEmitter:
             base_url=self.url, headers=headers, timeout=request_timeout_s, transport=transport
         )
         self._spool = _Spool(Path(spool_dir))
+        self._shared = [_Spool(Path(d), owner=os.getuid(), create=False) for d in shared_dirs]
+        self._replay_dir = Path(shared_dirs[0]) if shared_dirs else self._spool.directory
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -405,7 +482,12 @@ class EventEmitter:
         self._delivered = 0
         self._spooled = 0
         self._rejected = 0
+        self._parked = 0
         self._dropped = 0
+        # The backend refused the token (and has taken no batch since); the refusal
+        # was logged.
+        self._token_refused = False
+        self._told_parked = False
 
         self._thread = threading.Thread(target=self._run, name="onceover-emitter", daemon=True)
         self._thread.start()
@@ -434,6 +516,12 @@ class EventEmitter:
         """Events the backend refused for good (kept in ``rejected.jsonl``)."""
         with self._lock:
             return self._rejected
+
+    @property
+    def parked(self) -> int:
+        """Events set aside in ``parked/`` because the backend refused the token."""
+        with self._lock:
+            return self._parked
 
     @property
     def dropped(self) -> int:
@@ -488,8 +576,9 @@ class EventEmitter:
         """Deliver what is buffered and spooled, within ``timeout_s``.
 
         What is not delivered by then is in the spool when this returns. True when
-        nothing is left to deliver: every event was stored, or refused for good (those
-        are counted in :attr:`rejected` and logged; a flush cannot tell whose they were).
+        nothing is left to deliver: every event was stored, refused for good or parked
+        (counted in :attr:`rejected` and :attr:`parked`, and logged; a flush cannot
+        tell whose they were).
         """
         timeout_s = max(0.0, timeout_s)
         deadline = time.monotonic() + timeout_s - min(0.2 * timeout_s, _SPOOL_RESERVE_S)
@@ -594,12 +683,16 @@ class EventEmitter:
 
     def _drain_spool(self) -> None:
         self._spool.seal()
-        for claim in self._spool.claims():
-            try:
-                self._send_claim(claim)
-            except BaseException:
-                claim.release()
-                raise
+        # The shared folders first: what is there was spooled before anything of ours.
+        for spool in [*self._shared, self._spool]:
+            for claim in spool.claims() if self._may_send_from(spool) else ():
+                try:
+                    self._send_claim(claim)
+                except BaseException:
+                    claim.release()
+                    raise
+                if not self._may_send_from(spool):
+                    break
         with self._lock:
             self._scan_at = time.monotonic() + _RESCAN_S
 
@@ -613,6 +706,9 @@ class EventEmitter:
                 if self._stopping_now():
                     raise _UnreachableError(lines[start:end])
                 self._deliver(lines[start:end])
+            except _RefusedTokenError as exc:
+                self._refused_claim(claim, lines, exc)
+                return
             except _UnreachableError as exc:
                 rest = [*exc.undelivered, *lines[end:]]
                 if len(rest) == len(lines):
@@ -639,6 +735,13 @@ class EventEmitter:
                 self._inflight, self._inflight_spooled = batch, False
             try:
                 self._deliver(batch)
+            except _RefusedTokenError as exc:
+                with self._lock:
+                    spooled, self._inflight = self._inflight_spooled, None
+                if not spooled:  # else it is parked when the spool is sent
+                    self._park(exc.undelivered, exc)
+                sent += take
+                continue
             except BaseException as exc:  # a surprise too: the batch is in no file yet
                 with self._lock:
                     spooled, self._inflight = self._inflight_spooled, None
@@ -658,6 +761,12 @@ class EventEmitter:
     def _stopping_now(self) -> bool:
         with self._lock:
             return self._stopping
+
+    def _may_send_from(self, spool: _Spool) -> bool:
+        """Our own spool, always; a shared one only while our token is accepted (its
+        files may be anyone's, and a refused token would park them as ours)."""
+        with self._lock:
+            return spool is self._spool or not self._token_refused
 
     def _to_spool(self, lines: list[bytes], *, seal: bool = False) -> None:
         if not lines:
@@ -698,8 +807,15 @@ class EventEmitter:
                     if self._failures:
                         logger.info("control plane at %s reachable again", self.url)
                     self._failures, self._retry_at = 0, 0.0
+                    self._token_refused, self._told_parked = False, False
                     self._delivered += len(lines)
                 return
+            if status in (401, 403):
+                # The events are fine and the token is not: kept whole, to send once fixed.
+                problem = _problems(response, len(lines))[1]
+                with self._lock:
+                    self._token_refused = True
+                raise _RefusedTokenError(lines, status, problem)
             if status in (408, 429) or status >= 500:
                 with self._lock:
                     self._note_failure(f"HTTP {status}", _retry_after(response))
@@ -709,8 +825,9 @@ class EventEmitter:
                 half = len(lines) // 2
                 try:
                     self._deliver(lines[:half])
-                except _UnreachableError as exc:
-                    raise _UnreachableError([*exc.undelivered, *lines[half:]]) from None
+                except (_UnreachableError, _RefusedTokenError) as exc:
+                    exc.undelivered = [*exc.undelivered, *lines[half:]]
+                    raise
                 lines = lines[half:]
                 continue
             bad, problem = _problems(response, len(lines))
@@ -765,6 +882,68 @@ class EventEmitter:
         with self._lock:
             self._rejected += len(lines)
 
+    def _park(self, lines: list[bytes], refusal: _RefusedTokenError) -> None:
+        """Set aside events of ours the backend refused for their token."""
+        try:
+            path = self._spool.park(lines)
+        except OSError as exc:
+            logger.error(
+                "cannot park %d events refused with %s in %s, they are lost: %s",
+                len(lines),
+                refusal,
+                self._spool.parked_dir,
+                exc,
+            )
+            with self._lock:
+                self._dropped += len(lines)
+            return
+        self._parked_events(lines, path.parent, refusal)
+
+    def _refused_claim(
+        self, claim: _Claim, lines: list[bytes], refusal: _RefusedTokenError
+    ) -> None:
+        if claim.spool is not self._spool:
+            claim.release()
+            logger.warning(
+                "control plane at %s refused this job's token (%s): %s left where it is, "
+                "for a job whose token it accepts",
+                self.url,
+                refusal,
+                claim.pending,
+            )
+            return
+        # Moved whole, the part stored before the refusal too: sending that again is
+        # harmless (stored once by id), and a rename cannot lose the rest.
+        try:
+            parked = claim.park(self._spool.parked_dir)
+        except OSError as exc:
+            claim.release()
+            logger.error("cannot park spool file %s (left in the spool): %s", claim.path, exc)
+            return
+        self._parked_events(lines, parked.parent, refusal)
+
+    def _parked_events(self, lines: list[bytes], folder: Path, refusal: _RefusedTokenError) -> None:
+        with self._lock:
+            self._parked += len(lines)
+            first, self._told_parked = not self._told_parked, True
+        if not first:  # one line says it all; later batches of the same job go quietly
+            logger.debug("parked %d more events in %s", len(lines), folder)
+            return
+        replay = shlex.quote(str(self._replay_dir))
+        logger.error(
+            "control plane at %s refused this job's token (%s): %d events of %s parked in "
+            "%s and not sent again. Fix the job's token (monitor.token, --monitor-token); "
+            "then send them with: mkdir -p %s && mv %s/events-* %s/",
+            self.url,
+            refusal,
+            len(lines),
+            _whose(lines),
+            folder,
+            replay,
+            shlex.quote(str(folder)),
+            replay,
+        )
+
     def _after_fork_in_child(self) -> None:
         # Only the forking thread exists in the child: the sender is gone and the locks
         # may be held by threads that no longer exist. The buffer's events belong to the
@@ -774,7 +953,28 @@ class EventEmitter:
         self._buffer = collections.deque()
         self._inflight = None
         self._closed = self._stopping = True
-        self._spool.forget_after_fork()
+        for spool in [self._spool, *self._shared]:
+            spool.forget_after_fork()
+
+
+def _whose(lines: list[bytes], most: int = 3) -> str:
+    """Whose events these are, for a log line: "job 'orders' (run r1)"."""
+    jobs: dict[str, None] = {}  # in order of appearance
+    runs: dict[str, None] = {}
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict):
+                for names, value in ((jobs, event.get("job")), (runs, event.get("run_id"))):
+                    if isinstance(value, str):
+                        names[value] = None
+
+    def listed(kind: str, names: list[str]) -> str:
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        return f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names[:most])}{more}"
+
+    job = listed("job", [repr(name) for name in jobs]) if jobs else "a job without a name"
+    return f"{job} ({listed('run', list(runs))})" if runs else job
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -815,9 +1015,68 @@ _emitters_lock = threading.Lock()
 
 
 def default_spool_root() -> Path:
-    """``$ONCEOVER_SPOOL_DIR``, else ``<temp dir>/onceover-spool``."""
+    """Where spools go: ``$ONCEOVER_SPOOL_DIR``; else ``$XDG_STATE_HOME/onceover/spool``
+    (``~/.local/state/onceover/spool``), the ``onceover`` folder made private (0700);
+    else, without a home to write in, ``<tmp>/onceover-<uid>/spool``.
+
+    Raises :class:`ConfigurationError` naming ``<tmp>/onceover-<uid>`` when it is not
+    this user's own private folder: another user could read events there, or plant
+    some for this job's token to send.
+    """
     configured = os.environ.get(SPOOL_DIR_ENV)
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "onceover-spool"
+    if configured:
+        return Path(configured)
+    state = os.environ.get("XDG_STATE_HOME", "")
+    try:
+        # The XDG spec ignores a relative XDG_STATE_HOME.
+        home = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+        base = home / "onceover"
+        base.parent.mkdir(parents=True, exist_ok=True)
+        base.mkdir(mode=0o700, exist_ok=True)
+    except (OSError, RuntimeError):  # no home, or none to write in (HOME=/nonexistent)
+        base = _private_temp_folder(Path(tempfile.gettempdir()) / f"onceover-{os.getuid()}")
+    spool = base / "spool"
+    spool.mkdir(mode=0o700, exist_ok=True)
+    return spool
+
+
+def _private_temp_folder(folder: Path) -> Path:
+    """``folder`` in a directory every user writes in, made or checked to be ours alone."""
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    uid = os.getuid()
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "is not a folder"
+    elif info.st_uid != uid:
+        problem = f"belongs to uid {info.st_uid}, not to this user (uid {uid})"
+    elif info.st_mode & 0o022:
+        problem = f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if problem is not None:
+        raise ConfigurationError(
+            f"refusing to spool events in {folder}: it {problem}, so others could read "
+            f"this job's events or plant some for its token to send; remove it, or set "
+            f"{SPOOL_DIR_ENV} to a folder only this user can write"
+        )
+    if info.st_mode & 0o077:  # ours, but readable by others: events name jobs and tables
+        folder.chmod(0o700)
+    return folder
+
+
+def spool_dirs(root: Path, url: str, token: str | None) -> tuple[Path, Path]:
+    """The spool of ``url`` and ``token`` under ``root``, and the folder of that backend
+    any token may send (the layout before spools were per token; parked files are
+    moved there to be sent again)."""
+    backend = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    shared = root / f"backend-{backend}"
+    if not token:
+        return shared.with_name(f"{shared.name}-no-token"), shared
+    # A hash, not the token: folder names show in logs and listings.
+    digest = hashlib.sha256(f"{backend}\0{token}".encode()).hexdigest()[:16]
+    return shared.with_name(f"{shared.name}-token-{digest}"), shared
 
 
 def emitter_for(
@@ -827,8 +1086,9 @@ def emitter_for(
 
     Spark reuses Python workers across tasks, so one emitter serves them all. Its spool
     is a subdirectory of ``spool_dir`` (default :func:`default_spool_root`) named after
-    the URL, so spooled events only ever go to the backend they were meant for. Never
-    raises: an emitter that cannot be built is logged and replaced by a NullEmitter.
+    the URL and the token (:func:`spool_dirs`), so spooled events only ever go to the
+    backend they were meant for, with the token they were emitted with. Never raises:
+    an emitter that cannot be built is logged and replaced by a NullEmitter.
     """
     if not url:
         return NullEmitter()
@@ -837,10 +1097,18 @@ def emitter_for(
         emitter = _emitters.get(key)
         if emitter is not None and not emitter.closed:
             return emitter
-        root = spool_dir if spool_dir is not None else default_spool_root()
-        backend = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
         try:
-            emitter = EventEmitter(url, token, root / f"backend-{backend}")
+            root = spool_dir if spool_dir is not None else default_spool_root()
+            own, shared = spool_dirs(root, url, token)
+            drained = [shared]
+            if spool_dir is None and not os.environ.get(SPOOL_DIR_ENV):
+                # The default before it was per user; only this user's files are taken.
+                old = spool_dirs(Path(tempfile.gettempdir()) / "onceover-spool", url, token)[1]
+                drained += [old] if old != shared else []
+            emitter = EventEmitter(url, token, own, shared_dirs=drained)
+        except ConfigurationError as exc:
+            logger.error("cannot send events to %s; they are not recorded: %s", url, exc)
+            return NullEmitter()
         except Exception:
             logger.exception("cannot send events to %s; they are not recorded", url)
             return NullEmitter()

@@ -24,7 +24,13 @@ from typing import Any
 
 import pytest
 
-from jobs.sink.emitter import REJECTED_FILE, EventEmitter, NullEmitter, emitter_for
+from jobs.sink.emitter import (
+    PARKED_DIR,
+    REJECTED_FILE,
+    EventEmitter,
+    NullEmitter,
+    emitter_for,
+)
 from onceover.events import AppendAcknowledged, event_id, now
 from tests.receiver import POISON_RUN, TOKEN, Receiver
 from tests.waiting import wait_until
@@ -239,7 +245,7 @@ def test_a_refused_event_is_set_aside_and_not_retried(
     assert "run is not accepted here" in refused[0].getMessage()
 
 
-def test_a_bad_token_refuses_the_whole_batch_once(
+def test_a_bad_token_parks_the_whole_batch_once(
     receiver: Receiver, spool: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     events = make_events(3)
@@ -248,10 +254,11 @@ def test_a_bad_token_refuses_the_whole_batch_once(
             emitter.emit(event)
         assert emitter.flush(5)
         assert emitter.flush(5)
-        assert (receiver.posts, emitter.rejected, receiver.ids()) == (1, 3, set())
-    (record,) = [json.loads(line) for line in (spool / REJECTED_FILE).read_text().splitlines()]
-    assert record["status"] == 401
-    assert [e["id"] for e in record["events"]] == [e.id for e in events]
+        assert (receiver.posts, emitter.parked, emitter.rejected) == (1, 3, 0)
+        assert receiver.ids() == set()
+    # Set aside as a spool file, to be moved back once the token is fixed (docs/sink.md).
+    assert spool_ids(spool / PARKED_DIR) == [e.id for e in events]
+    assert not (spool / REJECTED_FILE).exists()
     assert "HTTP 401: invalid token" in caplog.text
 
 
