@@ -3,7 +3,9 @@ FastAPI's does, but echoes only a bounded, encodable sample of what was sent.
 
 FastAPI's own answer echoes each bad value whole: a 10 MB string came back whole,
 and a value JSON cannot carry (a lone surrogate in a query, a non-finite float) made
-the answer itself fail, a 500 that also dropped the connection.
+the answer itself fail, a 500 that also dropped the connection. The answer is also kept
+in the audit log, so a value under a secret-looking name is masked, and a ``url``
+(a webhook's: its path is often its secret) shows its host only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from fastapi import Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from backend.services.redaction import MASK, secret_name
+from backend.services.webhook_urls import redacted
 
 MAX_TEXT = 200
 """Characters of an echoed string."""
@@ -46,7 +51,9 @@ def _safe_error(error: Any) -> Any:
         shown = {key: sample(value) for key, value in shown.items()}
     shown = {key: sample(value) for key, value in shown.items()}
     if "input" in error:
-        shown["input"] = sample(error["input"])
+        loc = error.get("loc") or ()
+        name = str(loc[-1]) if loc else ""
+        shown["input"] = _masked(name, error["input"], 0) if name else sample(error["input"])
     if isinstance(error.get("ctx"), dict):
         shown["ctx"] = {str(k): sample(v) for k, v in error["ctx"].items()}
     return shown
@@ -77,7 +84,9 @@ def _sample_container(
 ) -> Any:
     if isinstance(value, dict):
         items = list(value.items())
-        shown = {_sample_scalar(str(k)): sample(v, depth + 1) for k, v in items[:MAX_ITEMS]}
+        shown = {
+            _sample_scalar(str(k)): _masked(str(k), v, depth + 1) for k, v in items[:MAX_ITEMS]
+        }
         if len(items) > MAX_ITEMS:
             shown["…"] = f"{len(items) - MAX_ITEMS:,} more keys"
         return shown
@@ -86,3 +95,12 @@ def _sample_container(
     if len(listed) > MAX_ITEMS:
         shown_items.append(f"… {len(listed) - MAX_ITEMS:,} more items")
     return shown_items
+
+
+def _masked(name: str, value: Any, depth: int) -> Any:
+    """``value`` sampled, unless ``name`` says it is a secret or a URL to hide."""
+    if secret_name(name):
+        return MASK
+    if name == "url" and isinstance(value, str):
+        return _sample_scalar(redacted(value))
+    return sample(value, depth)

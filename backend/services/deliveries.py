@@ -6,6 +6,10 @@ lease (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, the write lock on SQLite), so t
 replicas never send the same try. A sender that dies mid-try loses its lease, and the
 delivery is tried again once the lease has passed: at least once, under one
 ``webhook-id``, which is how receivers deduplicate (Standard Webhooks).
+
+What a receiver answered, and the detail of an error (the addresses a host resolved
+to, where a redirect pointed), is read by operators only: a webhook can be pointed at
+an internal address, and its answers would show what is there.
 """
 
 from __future__ import annotations
@@ -201,7 +205,22 @@ def create_redelivery(engine: Engine, endpoint_id: int, delivery_id: int) -> int
 # -- read ----------------------------------------------------------------------------
 
 
-def _public(delivery: WebhookDelivery, attempts: list[DeliveryAttempt]) -> DeliveryPublic:
+def error_kind(error: str | None) -> str | None:
+    """What anyone may read of a try's error: its kind, before the first ``": "``
+    (``refused``, ``timed out``, ``ConnectError``, ``HTTP 500``)."""
+    return None if error is None else error.partition(": ")[0]
+
+
+def _attempt(attempt: DeliveryAttempt, answers: bool) -> DeliveryAttemptPublic:
+    shown = DeliveryAttemptPublic.model_validate(attempt, from_attributes=True)
+    if answers:
+        return shown
+    return shown.model_copy(update={"response": None, "error": error_kind(attempt.error)})
+
+
+def _public(
+    delivery: WebhookDelivery, attempts: list[DeliveryAttempt], answers: bool
+) -> DeliveryPublic:
     assert delivery.id is not None
     return DeliveryPublic(
         id=delivery.id, endpoint_id=delivery.endpoint_id, message_id=delivery.message_id,
@@ -209,17 +228,17 @@ def _public(delivery: WebhookDelivery, attempts: list[DeliveryAttempt]) -> Deliv
         event_status=delivery.event_status,
         transition_id=delivery.transition_id, redelivery_of=delivery.redelivery_of,
         status=delivery.status,
-        attempts=[
-            DeliveryAttemptPublic.model_validate(a, from_attributes=True)
-            for a in sorted(attempts, key=lambda a: a.number)
-        ],
+        attempts=[_attempt(a, answers) for a in sorted(attempts, key=lambda a: a.number)],
         next_attempt_at=delivery.next_attempt_at, created_at=delivery.created_at,
         finished_at=delivery.finished_at, last_status_code=delivery.last_status_code,
-        last_error=delivery.last_error, body=delivery.body,
+        last_error=delivery.last_error if answers else error_kind(delivery.last_error),
+        body=delivery.body,
     )  # fmt: skip
 
 
-def _with_attempts(session: Session, rows: list[WebhookDelivery]) -> list[DeliveryPublic]:
+def _with_attempts(
+    session: Session, rows: list[WebhookDelivery], answers: bool
+) -> list[DeliveryPublic]:
     ids = [row.id for row in rows]
     attempts: dict[int, list[DeliveryAttempt]] = defaultdict(list)
     if ids:
@@ -227,23 +246,27 @@ def _with_attempts(session: Session, rows: list[WebhookDelivery]) -> list[Delive
             select(DeliveryAttempt).where(col(DeliveryAttempt.delivery_id).in_(ids))
         ):
             attempts[attempt.delivery_id].append(attempt)
-    return [_public(row, attempts[row.id]) for row in rows if row.id is not None]
+    return [_public(row, attempts[row.id], answers) for row in rows if row.id is not None]
 
 
 def list_deliveries(
-    session: Session, endpoint_id: int, *, status: list[str] | None, limit: int, offset: int
-) -> DeliveriesPublic:
-    """Newest first, every try of each."""
+    session: Session, endpoint_id: int, *, status: list[str] | None, limit: int, offset: int,
+    answers: bool,
+) -> DeliveriesPublic:  # fmt: skip
+    """Newest first, every try of each; with ``answers`` (for operators), what the
+    receiver answered and each error's detail."""
     webhooks.live(session, endpoint_id)
     query = select(WebhookDelivery).where(WebhookDelivery.endpoint_id == endpoint_id)
     if status:
         query = query.where(col(WebhookDelivery.status).in_(status))
     rows, count = page(session, query, [col(WebhookDelivery.id).desc()], limit=limit, offset=offset)
-    return DeliveriesPublic(data=_with_attempts(session, rows), count=count)
+    return DeliveriesPublic(data=_with_attempts(session, rows, answers), count=count)
 
 
-def get_delivery(session: Session, endpoint_id: int, delivery_id: int) -> DeliveryPublic:
+def get_delivery(
+    session: Session, endpoint_id: int, delivery_id: int, *, answers: bool
+) -> DeliveryPublic:
     row = session.get(WebhookDelivery, delivery_id)
     if row is None or row.endpoint_id != endpoint_id:
         raise NotFoundError(f"no delivery {delivery_id} to webhook endpoint {endpoint_id}")
-    return _with_attempts(session, [row])[0]
+    return _with_attempts(session, [row], answers)[0]

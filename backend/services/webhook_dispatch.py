@@ -6,6 +6,12 @@ a timeout, a refused connection, a redirect) is tried again after an exponential
 backoff with jitter, or after the receiver's ``Retry-After`` when it sends one (up to
 the same cap), until ``webhook_max_attempts``. 410 Gone ends the delivery and disables
 the endpoint.
+
+Requests go through :class:`~backend.services.webhook_urls.CheckedTransport`: the
+address connected to is one that was checked. A try's ``error`` is ``kind: detail``;
+the kind (``refused``, ``timed out``, ``ConnectError``, ``redirected``, ``HTTP 500``)
+is what a viewer is shown, the detail (addresses, what the receiver said) is for
+operators.
 """
 
 from __future__ import annotations
@@ -23,10 +29,16 @@ from sqlalchemy import Engine
 
 from backend.core.config import Settings
 from backend.services import deliveries
-from backend.services.deliveries import Claimed, Outcome
+from backend.services.deliveries import RESPONSE_KEPT, Claimed, Outcome
 from backend.services.periodic import every
 from backend.services.webhook_signing import headers
-from backend.services.webhook_urls import RefusedURLError, check_resolved, parse_networks
+from backend.services.webhook_urls import (
+    CheckedTransport,
+    IPNetwork,
+    RefusedURLError,
+    check_url,
+    parse_networks,
+)
 from onceover import __version__
 
 logger = logging.getLogger(__name__)
@@ -35,6 +47,7 @@ BATCH = 50
 SENDERS = 8
 LEASE_MARGIN = timedelta(seconds=30)
 JITTER = 0.25
+ANSWER_READ = 4 * RESPONSE_KEPT  # bytes of an answer read (UTF-8: up to 4 a character)
 
 
 def backoff(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
@@ -64,16 +77,23 @@ def retry_after(value: str | None, now: datetime) -> float | None:
 class Dispatcher:
     """Sends due deliveries; one per backend replica."""
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        """``transport``: how requests are made; by default, only to checked addresses."""
         self.engine = engine
         self.settings = settings
         self._rng = random.Random()  # noqa: S311 (jitter, not a secret)
         self._client = httpx.Client(
+            transport=transport or CheckedTransport(self._allowed),
             timeout=settings.webhook_timeout_s,
             follow_redirects=False,  # a redirect could lead anywhere; it is a failure
             headers={"user-agent": f"Onceover/{__version__}"},
         )
         self._pool = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="webhook")
+
+    def _allowed(self) -> list[IPNetwork]:
+        return parse_networks(self.settings.webhook_allowed_networks)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -118,33 +138,45 @@ class Dispatcher:
         def ms() -> float:
             return (time.perf_counter() - started) * 1000
 
-        try:
-            check_resolved(claimed.url, parse_networks(self.settings.webhook_allowed_networks))
-        except RefusedURLError as exc:
-            return Outcome(started_at, ms(), error=f"refused: {exc}")
         signed = headers(
             claimed.secret, claimed.message_id, int(started_at.timestamp()), claimed.body
         )
         try:
-            response = self._client.post(
-                claimed.url,
-                content=claimed.body.encode(),
+            check_url(claimed.url, self._allowed())  # the host's addresses: when connecting
+            with self._client.stream(
+                "POST", claimed.url, content=claimed.body.encode(),
                 headers={**signed, "content-type": "application/json"},
-            )
+            ) as response:  # fmt: skip
+                answer = _answer(response)
+        except RefusedURLError as exc:
+            return Outcome(started_at, ms(), error=f"refused: {exc}")
         except httpx.TimeoutException as exc:
             return Outcome(started_at, ms(), error=f"timed out: {exc!r}")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return Outcome(started_at, ms(), error=f"{type(exc).__name__}: {exc}")
         error = None
         if response.is_redirect:
-            error = f"redirected to {response.headers.get('location')!r} (not followed)"
+            error = f"redirected: to {response.headers.get('location')!r} (not followed)"
         elif not response.is_success:
             error = f"HTTP {response.status_code}"
         return Outcome(
             started_at, ms(), response.status_code, error,
-            retry_after(response.headers.get("retry-after"), datetime.now(UTC)),
-            response.text,
+            retry_after(response.headers.get("retry-after"), datetime.now(UTC)), answer,
         )  # fmt: skip
+
+
+def _answer(response: httpx.Response) -> str:
+    """The start of what the receiver answered (what is kept of it); the rest, however
+    long, is not read."""
+    head = bytearray()
+    for chunk in response.iter_bytes():
+        head += chunk
+        if len(head) >= ANSWER_READ:
+            break
+    try:
+        return head[:ANSWER_READ].decode(response.encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return head[:ANSWER_READ].decode("utf-8", errors="replace")
 
 
 async def dispatch_forever(dispatcher: Dispatcher, stop: asyncio.Event) -> None:

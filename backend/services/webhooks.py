@@ -1,5 +1,7 @@
 """Webhook endpoints: create (the secret is generated and shown once), change, delete,
-rotate the secret. URLs are checked by :mod:`backend.services.webhook_urls`."""
+rotate the secret. URLs are checked by :mod:`backend.services.webhook_urls`, and shown
+whole only in the answer that creates the endpoint: after that, its host only (a
+webhook URL's path is often a secret of its own)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,13 @@ from backend.models import (
 from backend.services import alert_rules
 from backend.services.paging import page
 from backend.services.webhook_signing import SECRET_PREFIX, new_secret
-from backend.services.webhook_urls import IPNetwork, RefusedURLError, check_url
+from backend.services.webhook_urls import (
+    IPNetwork,
+    RefusedURLError,
+    check_url,
+    is_redacted,
+    redacted,
+)
 from backend.tables import WebhookEndpoint
 
 HINT_CHARS = 4
@@ -30,24 +38,33 @@ def to_public(row: WebhookEndpoint) -> WebhookPublic:
     assert row.id is not None
     hint = row.secret[: len(SECRET_PREFIX) + HINT_CHARS] + "…"
     return WebhookPublic(
-        id=row.id, name=row.name, url=row.url, format=row.format,
+        id=row.id, name=row.name, url=redacted(row.url), format=row.format,
         enabled=row.enabled, disabled_reason=row.disabled_reason, rule_ids=row.rule_ids,
         severities=row.severities, send_resolved=row.send_resolved,
         secret_hint=hint, created_at=row.created_at, updated_at=row.updated_at,
     )  # fmt: skip
 
 
-def _created(row: WebhookEndpoint) -> WebhookCreatedPublic:
-    return WebhookCreatedPublic(**to_public(row).model_dump(), secret=row.secret)
+def _created(row: WebhookEndpoint, *, full_url: bool) -> WebhookCreatedPublic:
+    """The endpoint with its secret; with its whole URL only when it was just created."""
+    shown = to_public(row).model_dump()
+    if full_url:
+        shown["url"] = row.url
+    return WebhookCreatedPublic(**shown, secret=row.secret)
 
 
 def _check(session: Session, url: str | None, rule_ids: list[int] | None,
            allowed: list[IPNetwork]) -> None:  # fmt: skip
     if url is not None:
+        if is_redacted(url):
+            raise InvalidParameterError(
+                "url", "this is how a saved URL is shown (its path masked); give the whole URL",
+                url, where="body",
+            )  # fmt: skip
         try:
             check_url(url, allowed)
-        except RefusedURLError as exc:
-            raise InvalidParameterError("url", str(exc), url, where="body") from None
+        except RefusedURLError as exc:  # echoed masked: the answer is kept in the audit log
+            raise InvalidParameterError("url", str(exc), redacted(url), where="body") from None
     if rule_ids:
         unknown = sorted(set(rule_ids) - alert_rules.existing_ids(session, rule_ids))
         if unknown:
@@ -69,7 +86,7 @@ def create(engine: Engine, given: WebhookCreate, allowed: list[IPNetwork]) -> We
         row = WebhookEndpoint(**given.model_dump(), secret=new_secret())
         session.add(row)
         session.flush()
-        return _created(row)
+        return _created(row, full_url=True)
 
 
 def update(
@@ -96,7 +113,7 @@ def rotate_secret(engine: Engine, endpoint_id: int) -> WebhookCreatedPublic:
         row.secret = new_secret()
         row.updated_at = datetime.now(UTC)
         session.flush()
-        return _created(row)
+        return _created(row, full_url=False)
 
 
 def delete(engine: Engine, endpoint_id: int) -> None:

@@ -1,7 +1,8 @@
 """``/api/webhooks``: endpoints alerts are delivered to, and their deliveries.
 
 Reading needs ``viewer``; everything else ``operator``. A new endpoint's secret (and a
-rotated one) is in that one answer only.
+rotated one) is in that one answer only, and so is its full URL (reads show its host).
+What receivers answered is shown to operators only.
 """
 
 from __future__ import annotations
@@ -123,17 +124,18 @@ def rotate_secret(
 def list_deliveries(
     *,
     session: SessionDep,
-    _principal: ViewerDep,
+    principal: ViewerDep,
     endpoint_id: EndpointId,
     status: Annotated[list[DeliveryStatus] | None, Query(description="any of these")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DeliveriesPublic:
     """Deliveries to the endpoint, newest first, each with every try (status code,
-    latency, error)."""
+    latency, error). What the receiver answered, and the detail of each error, only with
+    an operator token."""
     return deliveries.list_deliveries(
         session, endpoint_id, status=list(status) if status else None, limit=limit,
-        offset=offset,
+        offset=offset, answers=principal.may("operator"),
     )  # fmt: skip
 
 
@@ -144,7 +146,7 @@ async def _send_now(
 
     def read() -> DeliveryPublic:
         with Session(engine) as session:
-            return deliveries.get_delivery(session, endpoint_id, made)
+            return deliveries.get_delivery(session, endpoint_id, made, answers=True)
 
     return await run_in_threadpool(read)
 
