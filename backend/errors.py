@@ -9,6 +9,8 @@ The tree::
     ├── InvalidParameterError   a query parameter is wrong; names it (422)
     ├── ResumeConflictError     the run cannot be resumed now: it is not failed or
     │                           stalled, or an attempt of it is live (409)
+    │   └── SpecNotApprovedError  the launch spec its job reported has no operator's
+    │                           approval (409): see backend.services.launch_specs
     ├── UnresumableError        the run's stored spec or checkpoint cannot be used to
     │                           resume it: no spec, a module outside the allowlist, a
     │                           checkpoint missing, unreadable or another run's (422)
@@ -62,6 +64,10 @@ class InvalidParameterError(ControlPlaneError):
 
 class ResumeConflictError(ControlPlaneError):
     status_code = 409
+
+
+class SpecNotApprovedError(ResumeConflictError):
+    """Nothing launches a spec an ingest token sent until an operator approves it."""
 
 
 class UnresumableError(ControlPlaneError):

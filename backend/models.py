@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from onceover.identifiers import COLUMN_NAME_RE
 
@@ -127,13 +127,45 @@ AttemptStatus = Literal["resuming", "running", "succeeded", "failed", "stalled",
 nothing, and the run's status is the other attempt's."""
 
 
+class RunSpecPublic(BaseModel):
+    """The run's launch spec as its job reported it, and whether an operator approved it.
+
+    Nothing is launched from a spec no operator approved; a later, different spec the
+    job reports waits as ``proposed`` until an operator approves or rejects it."""
+
+    spec: dict[str, Any] | None = Field(description="the pinned spec (secrets redacted)")
+    digest: str | None = Field(description="what an approval names (sha256, without cwd)")
+    approved_by: str | None
+    approved_at: AwareDatetime | None
+    proposed: dict[str, Any] | None = Field(
+        description="a different spec a later attempt reported (secrets redacted)"
+    )
+    proposed_digest: str | None
+    proposed_at: AwareDatetime | None
+    proposed_by_attempt: str | None
+
+
+class SpecDecisionCreate(BaseModel):
+    """``POST /api/runs/{run_id}/spec``: an operator's decision on one of the run's specs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="the spec's digest, as shown")
+    decision: Literal["approve", "reject"] = Field(
+        description="approve: launches may use it (a proposed spec is pinned); reject: "
+        "drop the proposal, or withdraw the pinned spec's approval"
+    )
+
+
 class LaunchPublic(BaseModel):
     """How the control plane launched an attempt (a resume)."""
 
     trigger: Literal["api", "auto"]
     actor: str = Field(description="who asked (the token's name; onceover for auto-resume)")
+    approved_by: str | None = Field(description="whose approval of the spec it rests on")
+    spec_digest: str | None
     requested_at: AwareDatetime
-    command: list[str]
+    command: list[str] = Field(description="secrets redacted")
     host: str = Field(description="the backend host that started the process (and has its log)")
     pid: int | None
     live: bool = Field(description="the process has not been seen to exit")
@@ -154,7 +186,7 @@ class AttemptPublic(BaseModel):
     last_event_at: AwareDatetime | None
     rows_reported: int | None
     error: str | None
-    spec: dict[str, Any] | None
+    spec: dict[str, Any] | None = Field(description="what it reported (secrets redacted)")
     launch: LaunchPublic | None = Field(
         default=None, description="set when the control plane launched this attempt"
     )
@@ -224,7 +256,8 @@ class StreamPublic(BaseModel):
 class RunDetailPublic(RunPublic):
     """``GET /api/runs/{run_id}``: the run with its attempts, batches and streams."""
 
-    spec: dict[str, Any] | None
+    spec: dict[str, Any] | None = Field(description="the pinned spec (secrets redacted)")
+    spec_state: RunSpecPublic
     current_attempt_id: str | None
     attempts: list[AttemptPublic] = Field(description="oldest first")
     batches: list[BatchPublic] = Field(description="commit history, by query and batch id")
@@ -460,8 +493,14 @@ class ResumePlanPublic(BaseModel):
     )
     spark_last_finished_batch: int | None = Field(description="highest batch in the commit log")
     module: str
-    command: list[str] = Field(description="the argument list that runs (never through a shell)")
-    cwd: str | None
+    command: list[str] = Field(
+        description="the argument list that runs (never through a shell; secrets redacted)"
+    )
+    cwd: str | None = Field(description="the directory it runs in (the backend's own)")
+    spec: RunSpecPublic = Field(
+        description="the spec it launches and who approved it; to resume an unapproved "
+        "spec, pass its digest as approve_spec"
+    )
     log_path: str = Field(description="where the attempt's output will go")
     warnings: list[str]
 
@@ -475,6 +514,7 @@ class ResumeAcceptedPublic(BaseModel):
     status: Literal["resuming"]
     requested_at: AwareDatetime
     idempotency_key: str | None
+    approved_by: str = Field(description="whose approval of the spec the launch rests on")
     log_url: str = Field(description="the attempt's log: GET this path")
     plan: ResumePlanPublic
 
@@ -684,7 +724,10 @@ class WebhookUpdate(BaseModel):
 class WebhookPublic(BaseModel):
     id: int
     name: str
-    url: str
+    url: str = Field(
+        description="scheme, host and port; the path and query masked (https://host/…): "
+        "the whole URL is in the answer that creates the endpoint only"
+    )
     format: WebhookFormat
     enabled: bool
     disabled_reason: str | None = Field(description="why it was disabled (a 410 answer)")
@@ -699,6 +742,10 @@ class WebhookPublic(BaseModel):
 class WebhookCreatedPublic(WebhookPublic):
     """The endpoint with its signing secret: shown this once, keep it."""
 
+    url: str = Field(
+        description="whole in the answer that creates the endpoint; masked, as reads show "
+        "it, in the one that rotates its secret"
+    )
     secret: str
 
 
@@ -712,9 +759,14 @@ class DeliveryAttemptPublic(BaseModel):
     started_at: AwareDatetime
     status_code: int | None = Field(description="None: no answer (see error)")
     latency_ms: float
-    error: str | None
+    error: str | None = Field(
+        description="why the try failed: `kind: detail` for an operator; a viewer sees the "
+        "kind only (refused, timed out, ConnectError, redirected, HTTP 500)"
+    )
     retry_after_s: float | None = Field(description="the receiver's Retry-After, in seconds")
-    response: str | None = Field(description="the answer's first 1,000 characters")
+    response: str | None = Field(
+        description="the answer's first 1,000 characters; for an operator only (null for a viewer)"
+    )
 
 
 class DeliveryPublic(BaseModel):
@@ -733,7 +785,7 @@ class DeliveryPublic(BaseModel):
     created_at: AwareDatetime
     finished_at: AwareDatetime | None
     last_status_code: int | None
-    last_error: str | None
+    last_error: str | None = Field(description="the last try's error, shown as `error` is")
     body: str = Field(description="exactly what is sent")
 
 

@@ -51,7 +51,19 @@ class Run(SQLModel, table=True):
     job: str | None = Field(default=None, max_length=_NAME, index=True)
     table_id: str = Field(max_length=_TABLE, index=True)
     mode: str | None = Field(default=None, max_length=20)
-    spec: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    spec: dict[str, Any] | None = Field(
+        default=None, sa_type=JSON, description="the first spec the run reported (pinned)"
+    )
+    spec_approved_digest: str | None = Field(default=None, max_length=64)
+    spec_approved_by: str | None = Field(default=None, max_length=_NAME)
+    spec_approved_at: datetime | None = _when()
+    spec_proposed: dict[str, Any] | None = Field(
+        default=None, sa_type=JSON, description="a later, different spec, until decided"
+    )
+    spec_proposed_at: datetime | None = _when()
+    spec_proposed_by: str | None = Field(
+        default=None, max_length=_NAME, description="the attempt that reported it"
+    )
     status: str = Field(max_length=20, index=True)
     current_attempt_id: str | None = Field(default=None, max_length=_NAME)
     started_at: datetime = Field(sa_type=UTCDateTime, index=True)
@@ -121,8 +133,14 @@ class Launch(SQLModel, table=True):
     live: bool = True
     trigger: str = Field(max_length=20, description="api, or auto (the job's auto-resume)")
     actor: str = Field(max_length=_NAME)
+    approved_by: str | None = Field(
+        default=None, max_length=_NAME, description="whose approval of the spec it rests on"
+    )
+    spec_digest: str | None = Field(default=None, max_length=64)
     requested_at: datetime = Field(sa_type=UTCDateTime)
-    command: list[str] = Field(default_factory=list, sa_type=JSON)
+    command: list[str] = Field(
+        default_factory=list, sa_type=JSON, description="as shown: secrets redacted"
+    )
     cwd: str | None = Field(default=None, sa_type=Text)
     log_path: str = Field(sa_type=Text)
     host: str = Field(max_length=_NAME, description="the backend host that started it")

@@ -170,9 +170,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def spec_args(argv: list[str]) -> list[str]:
-    """The arguments to store for a resume: everything but the monitor URL and token."""
-    return without_options(argv, _SECRET_ARGS)
+_PATH_ARGS = ("--source", "--checkpoint")
+
+
+def spec_args(argv: list[str], args: argparse.Namespace) -> list[str]:
+    """The arguments to store for a resume: everything but the monitor URL and token,
+    with the paths made absolute (a launch runs in a directory of the control plane's,
+    not where this job was started)."""
+    kept = without_options(argv, (*_SECRET_ARGS, *_PATH_ARGS))
+    return [*kept, "--source", str(args.source.resolve()),
+            "--checkpoint", str(args.checkpoint.resolve())]  # fmt: skip
 
 
 def attempt_id() -> str:
@@ -345,7 +352,7 @@ class RunReporter:
         auto = self.args.auto_resume
         spec = JobSpec(
             module=MODULE,
-            args=spec_args(self.argv),
+            args=spec_args(self.argv, self.args),
             checkpoint=str(self.args.checkpoint.resolve()),
             ledger=str((self.args.checkpoint / "onceover").resolve()),
             cwd=os.getcwd(),

@@ -1,11 +1,13 @@
 """Automatic resume: a failed run whose job asked for it (``--auto-resume N``) is resumed
 by the control plane, up to N attempts in all, waiting ``backoff * 2^(k-1)`` after the
-k-th failure.
+k-th failure, and only once an operator has approved the run's spec (the policy is part
+of the spec, which any ingest token could have sent: :mod:`backend.services.launch_specs`).
 
 Safe with several backend replicas: each launch goes through :meth:`Resumer.resume`
 with the idempotency key ``auto:<run>:<attempt number>``, and the database allows one
 live launch per run, so a run is resumed once however many replicas see it due. Every
-automatic resume is written to the audit log as actor ``onceover``.
+automatic resume is written to the audit log as actor ``onceover``, with the approval
+it rests on.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, col, select
 
 from backend.errors import ControlPlaneError
-from backend.services import audit
+from backend.services import audit, launch_specs
 from backend.services.periodic import every
 from backend.services.resume import Resumer, next_auto_resume
 from backend.tables import Attempt, Run
@@ -34,6 +36,8 @@ def due_runs(engine: Engine, now: datetime) -> list[tuple[str, int]]:
         )
         due: list[tuple[str, int]] = []
         for run in failed:
+            if launch_specs.approval(run) is None:
+                continue  # shown on the run page: the plan says it waits for approval
             attempts = session.exec(
                 select(func.count(), func.max(Attempt.number)).where(Attempt.run_id == run.run_id)
             ).one()
@@ -65,7 +69,11 @@ def resume_due(resumer: Resumer, now: datetime | None = None) -> list[str]:
             target=f"run {run_id}",
             request_id=key,
             status_code=202,
-            outcome=f"ok: attempt {answer.attempt} launched: {answer.plan.model_dump_json()}",
+            outcome=(
+                f"ok: attempt {answer.attempt} launched on the approval of "
+                f"{answer.approved_by} (spec {answer.plan.spec.digest}): "
+                f"{answer.plan.model_dump_json()}"
+            ),
         )
     return launched
 

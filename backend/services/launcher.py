@@ -4,7 +4,14 @@ The command is built from the run's stored spec and this backend's settings, nev
 from a request: the module must start with an allowed prefix (``jobs.`` by default)
 and be importable here, the arguments go to the process as a list (no shell sees
 them), and BigQuery, the monitor URL and the ingest token come from the backend's own
-configuration. The child gets the backend's environment without any ``ONCEOVER_*``
+configuration. Which spec may be launched at all is an operator's decision
+(:mod:`backend.services.launch_specs`).
+
+The process runs in a directory of the backend's (``<launch log dir>/<run>/work``,
+mode 0700), never in the directory the spec names, and with ``python -P`` and
+``PYTHONSAFEPATH=1`` (for the Python workers Spark starts too), so no working directory
+is put on ``sys.path``: a ``jobs`` package planted where the job was first started
+cannot shadow the installed one. The child gets the backend's environment without any ``ONCEOVER_*``
 variable of its own (tokens, the database URL, failpoints) except a few harmless ones.
 
 The process runs in its own session, so it outlives a backend restart; its output
@@ -28,6 +35,7 @@ from pathlib import Path
 
 from backend.core.config import Settings
 from backend.errors import LaunchFailedError, UnresumableError
+from backend.services.redaction import redacted_command
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig
 from onceover.events import JobSpec
@@ -37,6 +45,7 @@ from onceover.processes import ChildProcess, job_environment
 
 logger = logging.getLogger(__name__)
 
+WORK_DIR_MODE = 0o700
 PASSED_ENV = frozenset({"ONCEOVER_LOG_FORMAT", "ONCEOVER_HEARTBEAT_S", "ONCEOVER_SPOOL_DIR"})
 """The only ``ONCEOVER_*`` variables of the backend a launched job inherits."""
 HOST = socket.gethostname()
@@ -109,17 +118,35 @@ class Launcher:
         master = self.settings.spark_master
         args = without_options(spec.args, ["--master"]) if master else list(spec.args)
         if self.settings.launch_with == "python":
-            return [self.settings.launch_python, "-m", spec.module, *args]
+            return [self.settings.launch_python, "-P", "-m", spec.module, *args]
         submit = [self._spark_submit()]
         if master:
             submit += ["--master", master]
         extra = with_py_files(self.settings.spark_submit_args, self.py_files())
         return [*submit, *extra, module_file, *args]
 
+    def shown(self, argv: list[str]) -> list[str]:
+        """``argv`` as it is stored and shown: secrets and the deployer's values masked."""
+        return redacted_command(argv, self.settings.spark_submit_args)
+
+    @staticmethod
+    def relative_paths(spec: JobSpec) -> list[str]:
+        """The spec's arguments that name a path relative to where the job was started:
+        they meant something there, and launches run in a directory of their own."""
+        if spec.cwd is None:
+            return []
+        return [
+            arg
+            for arg in spec.args
+            if arg and not arg.startswith("-") and not Path(arg).is_absolute()
+            and (Path(spec.cwd) / arg).exists()
+        ]  # fmt: skip
+
     def py_files(self) -> Path:
         """The zip of this project's code that executors import (built when it changed)."""
         try:
-            return build_py_files(self.settings.data_dir / "py-files")
+            # Absolute: the job runs in a directory of its own, not the backend's.
+            return build_py_files((self.settings.data_dir / "py-files").resolve())
         except OSError as exc:
             raise LaunchFailedError(f"could not build the executors' code zip: {exc}") from exc
 
@@ -138,23 +165,18 @@ class Launcher:
             "launch_with is spark-submit but none was found: set ONCEOVER_SPARK_SUBMIT"
         )
 
-    @staticmethod
-    def cwd(spec: JobSpec) -> str | None:
-        """The job's own working directory (its relative arguments mean something there)."""
-        if spec.cwd is None:
-            return None
-        if not Path(spec.cwd).is_dir():
-            raise UnresumableError(
-                f"the directory the job was started in, {spec.cwd}, does not exist on this "
-                "backend's host"
-            )
-        return spec.cwd
-
-    def log_path(self, run_id: str, number: int) -> Path:
+    def _run_dir(self, run_id: str) -> Path:
         name = _UNSAFE.sub("_", run_id)
         if name != run_id:  # two ids that differ only in unsafe characters stay apart
             name += "-" + hashlib.sha256(run_id.encode()).hexdigest()[:8]
-        return self.settings.attempt_log_dir().resolve() / name / f"attempt-{number}.log"
+        return self.settings.attempt_log_dir().resolve() / name
+
+    def work_dir(self, run_id: str) -> Path:
+        """Where the run's launched attempts run: the backend's, not the spec's ``cwd``."""
+        return self._run_dir(run_id) / "work"
+
+    def log_path(self, run_id: str, number: int) -> Path:
+        return self._run_dir(run_id) / f"attempt-{number}.log"
 
     def monitor(self) -> tuple[str, str]:
         """Where launched jobs post events, and with which token; refused if unset."""
@@ -183,6 +205,7 @@ class Launcher:
         env[MONITOR_URL_ENV] = url
         env[MONITOR_TOKEN_ENV] = token
         env[ATTEMPT_ID_ENV] = attempt_id
+        env["PYTHONSAFEPATH"] = "1"  # Spark's Python workers (python -m) too
         if self.settings.spark_master:
             env[SPARK_MASTER_ENV] = self.settings.spark_master
         return env
@@ -194,7 +217,7 @@ class Launcher:
         *,
         key: str,
         argv: list[str],
-        cwd: str | None,
+        cwd: Path,
         attempt_id: str,
         log_path: Path,
         header: str,
@@ -207,9 +230,11 @@ class Launcher:
         env = self.environment(attempt_id)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
+            cwd.mkdir(mode=WORK_DIR_MODE, parents=True, exist_ok=True)
+            cwd.chmod(WORK_DIR_MODE)  # mkdir's mode is masked by the umask
             with log_path.open("a", encoding="utf-8") as log:
                 log.write(header.rstrip("\n") + "\n")
-            child = ChildProcess(f"attempt {key}", argv, env=env, log_path=log_path, cwd=cwd)
+            child = ChildProcess(f"attempt {key}", argv, env=env, log_path=log_path, cwd=str(cwd))
             popen = child.start()
         except OSError as exc:
             raise LaunchFailedError(f"could not start {argv[0]}: {exc}") from exc
@@ -247,8 +272,11 @@ class Launcher:
             watcher.join(grace_s + 30)
 
 
-def log_header(run_id: str, number: int, actor: str, when: datetime, argv: list[str]) -> str:
+def log_header(
+    run_id: str, number: int, *, actor: str, approval: str, when: datetime, shown: list[str]
+) -> str:
+    """The log's first line; ``shown`` is the command with its secrets redacted."""
     return (
         f"# onceover: attempt {number} of run {run_id}, launched by {actor} at "
-        f"{when.isoformat()} on {HOST}: {' '.join(argv)}"
+        f"{when.isoformat()} on {HOST} ({approval}): {' '.join(shown)}"
     )

@@ -23,6 +23,7 @@ from sqlalchemy import func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
+from backend.services import launch_specs
 from backend.tables import Attempt, Batch, Run, Stream, WriteRollup
 from onceover import events as ev
 
@@ -313,6 +314,7 @@ class Projector:
             attempt.started_at = event.time
             if event.spec is not None:
                 attempt.spec = event.spec.model_dump(mode="json")
+                launch_specs.pin(run, attempt.spec, attempt.attempt_id, self.received_at)
             run.mode = event.mode
         elif isinstance(event, ev.RunHeartbeat):
             attempt.last_heartbeat_at = _later(attempt.last_heartbeat_at, event.time)
@@ -345,9 +347,6 @@ class Projector:
             run.status = "failed" if latest.status == "refused" else latest.status
             run.finished_at = latest.finished_at if latest.status in TERMINAL_ATTEMPT else None
             run.error = latest.error
-            specs = [a for a in attempts if a.spec is not None]
-            if specs:
-                run.spec = max(specs, key=lambda a: (a.started_at, a.attempt_id)).spec
             reported = [a.rows_reported for a in attempts if a.rows_reported is not None]
             run.rows_reported = max(reported) if reported else None
         committed = self.session.exec(

@@ -6,7 +6,9 @@ Top to bottom, a resume:
 2. reads the run's stored spec and its checkpoint where the spec says it is: the
    ledger's committed batches and pending intents, Spark's offset and commit logs
    (422 if the spec or checkpoint cannot be used; nothing is launched);
-3. in one write transaction, with the run locked: checks 1 again, gives the attempt
+3. in one write transaction, with the run locked: checks 1 again, finds the operator's
+   approval of the spec, given with this call or before (409 without one:
+   :mod:`backend.services.launch_specs`), gives the attempt
    the next number, inserts it (``resuming``) and a live ``Launch`` row, and moves the
    run to ``resuming``. A partial unique index allows one live launch per run, so of
    two replicas racing, one commits and the other gets 409;
@@ -45,6 +47,7 @@ from backend.models import (
     ResumePlanPublic,
     RunStatus,
 )
+from backend.services import launch_specs
 from backend.services.checkpoint import read_checkpoint
 from backend.services.launcher import HOST, Launcher, log_header, pid_alive
 from backend.services.projection import TERMINAL_ATTEMPT, Projector
@@ -188,12 +191,29 @@ class Resumer:
 
     def _plan(self, run: Run, number: int) -> ResumePlanPublic:
         spec = _spec(run)
-        command = self.launcher.command(spec)
-        cwd = self.launcher.cwd(spec)
+        command = self.launcher.shown(self.launcher.command(spec))
         state = read_checkpoint(spec, run.run_id)
         warnings = list(state.warnings)
         if spec.checkpoint is None:
             warnings.append("the spec names a ledger but no Spark checkpoint")
+        spec_state = launch_specs.state(run)
+        if spec_state.approved_by is None:
+            warnings.append(
+                "no operator has approved this spec yet: resuming approves it "
+                f"(spec {spec_state.digest}), and auto-resume then may launch it too"
+            )
+        if spec_state.proposed is not None:
+            warnings.append(
+                f"attempt {spec_state.proposed_by_attempt} reported a different spec "
+                f"({spec_state.proposed_digest}); a resume launches the pinned one unless "
+                "an operator approves the other (POST /api/runs/{run_id}/spec)"
+            )
+        if relative := self.launcher.relative_paths(spec):
+            warnings.append(
+                f"arguments {', '.join(map(repr, relative))} are relative to {spec.cwd}, "
+                "where the job was started; launches run in a directory of the backend's "
+                "own, so they will not be found there: start the job with absolute paths"
+            )
         status: RunStatus = run.status  # type: ignore[assignment]
         return ResumePlanPublic(
             run_id=run.run_id,
@@ -221,7 +241,8 @@ class Resumer:
             spark_last_finished_batch=state.spark_last_finished_batch,
             module=spec.module,
             command=command,
-            cwd=cwd,
+            cwd=str(self.launcher.work_dir(run.run_id)),
+            spec=spec_state,
             log_path=str(self.launcher.log_path(run.run_id, number)),
             warnings=warnings,
         )
@@ -250,8 +271,12 @@ class Resumer:
         actor: str,
         idempotency_key: str | None = None,
         trigger: Literal["api", "auto"] = "api",
+        approve_spec: str | None = None,
     ) -> ResumeAcceptedPublic:
-        """Launch the next attempt of ``run_id``; the answer the same key always gets."""
+        """Launch the next attempt of ``run_id``; the answer the same key always gets.
+
+        ``approve_spec``: the digest of the spec the caller saw in the plan, approved by
+        this call; without it the spec must have been approved before."""
         with Session(self.engine) as session:
             if replayed := self._replay(session, run_id, idempotency_key):
                 return replayed
@@ -259,6 +284,7 @@ class Resumer:
             self._check_resumable(session, run, release_stale=False)
             number = _next_number(session, run_id)
         plan = self._plan(run, number)  # file reads, outside any transaction
+        argv = self.launcher.command(_spec(run))
         self.launcher.monitor()  # a backend that cannot launch says so before any change
         attempt_id = uuid.uuid4().hex
         now = utcnow()
@@ -268,6 +294,12 @@ class Resumer:
                 if replayed := self._replay(session, run_id, idempotency_key):
                     return replayed
                 self._check_resumable(session, run, release_stale=True)
+                if run.spec is None or launch_specs.spec_digest(run.spec) != plan.spec.digest:
+                    raise ResumeConflictError(
+                        f"run {run_id!r}: its spec changed while the resume was planned; "
+                        "look at the plan again"
+                    )
+                approval = launch_specs.approve_for_launch(run, approve_spec, actor, now)
                 number = _next_number(session, run_id)
                 log_path = self.launcher.log_path(run_id, number)
                 plan = plan.model_copy(update={"attempt": number, "log_path": str(log_path)})
@@ -278,6 +310,7 @@ class Resumer:
                     status="resuming",
                     requested_at=now,
                     idempotency_key=idempotency_key,
+                    approved_by=approval.by,
                     log_url=log_url(run_id, number),
                     plan=plan,
                 )
@@ -299,6 +332,8 @@ class Resumer:
                     idempotency_key=idempotency_key,
                     trigger=trigger,
                     actor=actor,
+                    approved_by=approval.by,
+                    spec_digest=approval.digest,
                     requested_at=now,
                     command=plan.command,
                     cwd=plan.cwd,
@@ -332,7 +367,9 @@ class Resumer:
             number=number,
             attempt_id=attempt_id,
             actor=actor,
+            approval=approval.describe(),
             now=now,
+            argv=argv,
             plan=plan,
             log_path=log_path,
         )
@@ -347,18 +384,22 @@ class Resumer:
         number: int,
         attempt_id: str,
         actor: str,
+        approval: str,
         now: datetime,
+        argv: list[str],
         plan: ResumePlanPublic,
         log_path: Path,
     ) -> None:
         try:
             pid = self.launcher.start(
                 key=attempt_id,
-                argv=plan.command,
-                cwd=plan.cwd,
+                argv=argv,
+                cwd=self.launcher.work_dir(run_id),
                 attempt_id=attempt_id,
                 log_path=log_path,
-                header=log_header(run_id, number, actor, now, plan.command),
+                header=log_header(
+                    run_id, number, actor=actor, approval=approval, when=now, shown=plan.command
+                ),
                 on_exit=lambda status: self.record_exit(launch_id, status),
             )
         except Exception as exc:
@@ -369,7 +410,14 @@ class Resumer:
             if launch is not None and launch.live:
                 launch.pid = pid
                 session.add(launch)
-        logger.info("run %s: attempt %d launched (pid %d): %s", run_id, number, pid, plan.command)
+        logger.info(
+            "run %s: attempt %d launched (pid %d, %s): %s",
+            run_id,
+            number,
+            pid,
+            approval,
+            plan.command,
+        )
 
     # -- 5. the end of the process ----------------------------------------------------
 

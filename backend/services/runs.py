@@ -17,8 +17,10 @@ from backend.models import (
     RunsPublic,
     StreamPublic,
 )
+from backend.services import launch_specs
 from backend.services.list_extras import latest_verdicts, retry_code_counts
 from backend.services.paging import page
+from backend.services.redaction import redacted_spec
 from backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
@@ -103,10 +105,19 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
         .where(WriteRollup.run_id == run_id)
         .group_by(WriteRollup.code)
     )
+    summary = _summaries(session, [run])[0]
+    spec_state = launch_specs.state(run)
     return RunDetailPublic(
-        **_summaries(session, [run])[0],
+        **{**summary, "spec": spec_state.spec},
+        spec_state=spec_state,
         attempts=[
-            AttemptPublic.model_validate({**a.model_dump(), "launch": launches.get(a.attempt_id)})
+            AttemptPublic.model_validate(
+                {
+                    **a.model_dump(),
+                    "spec": None if a.spec is None else redacted_spec(a.spec),
+                    "launch": launches.get(a.attempt_id),
+                }
+            )
             for a in attempts
         ],
         batches=[

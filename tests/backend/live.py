@@ -78,3 +78,30 @@ def automatic_check(url: str, token: str, run_id: str, timeout_s: float) -> dict
         return checks[0] if checks else None
 
     return wait_until(f"run {run_id} reconciled on success", made, timeout_s, every_s=0.2)
+
+
+def post_resume(
+    url: str,
+    run_id: str,
+    token: str,
+    headers: dict[str, str] | None = None,
+    *,
+    approve: bool = True,
+) -> httpx.Response:
+    """``POST .../resume`` as the dashboard's Resume sends it: approving the spec the
+    run shows (its digest), with the token's role and any headers given."""
+    params: dict[str, str] = {}
+    if approve:
+        detail = httpx.get(f"{url}/api/runs/{run_id}", headers=_bearer(token), timeout=60)
+        if detail.status_code == 200 and detail.json()["spec_state"]["digest"]:
+            params["approve_spec"] = detail.json()["spec_state"]["digest"]
+    return httpx.post(
+        f"{url}/api/runs/{run_id}/resume",
+        params=params,
+        headers={**_bearer(token), **(headers or {})},
+        timeout=60,
+    )
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -144,12 +144,33 @@ def failed_run(
 
 
 def resume(
-    client: TestClient, run_id: str, *, token: str = OPERATOR, **params: Any
+    client: TestClient,
+    run_id: str,
+    *,
+    token: str = OPERATOR,
+    approve: bool = True,
+    **params: Any,
 ) -> httpx2.Response:  # what TestClient answers with
+    """``approve``: approve the run's spec with the call, as the dashboard's Resume does
+    with the plan the operator confirmed."""
     headers = bearer(token)
     if key := params.pop("key", None):
         headers["Idempotency-Key"] = key
+    if approve and not params.get("dry_run"):
+        detail = client.get(f"/api/runs/{run_id}", headers=bearer(VIEWER))
+        if detail.status_code == 200 and detail.json()["spec_state"]["digest"]:
+            params["approve_spec"] = detail.json()["spec_state"]["digest"]
     return client.post(f"/api/runs/{run_id}/resume", params=params, headers=headers)
+
+
+def approve_spec(client: TestClient, run_id: str) -> None:
+    digest = run_of(client, run_id)["spec_state"]["digest"]
+    answer = client.post(
+        f"/api/runs/{run_id}/spec",
+        json={"digest": digest, "decision": "approve"},
+        headers=bearer(OPERATOR),
+    )
+    assert answer.status_code == 200, answer.text
 
 
 def run_of(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -197,10 +218,16 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
          "expected_rows": 100, "streams": ["stream-1-0"], "intent_at": "2026-11-01T12:00:01Z"}
     ]  # fmt: skip
     assert (plan["spark_last_planned_batch"], plan["spark_last_finished_batch"]) == (1, 0)
-    assert plan["command"] == [sys.executable, "-m", "jobs.load_files", *job_args(tmp_path, ckpt)]
-    assert plan["cwd"] == str(tmp_path)
+    assert plan["command"] == [
+        sys.executable, "-P", "-m", "jobs.load_files", *job_args(tmp_path, ckpt)
+    ]  # fmt: skip
+    assert plan["cwd"] == str(tmp_path / "logs" / "r1" / "work")
     assert plan["log_path"].endswith("r1/attempt-2.log")
-    assert plan["warnings"] == []
+    assert plan["spec"]["approved_by"] is None
+    assert plan["warnings"] == [
+        "no operator has approved this spec yet: resuming approves it "
+        f"(spec {plan['spec']['digest']}), and auto-resume then may launch it too"
+    ]
     assert run_of(client, "r1")["status"] == "failed"
     assert len(run_of(client, "r1")["attempts"]) == 1
     assert launches(engine, "r1") == []
@@ -255,8 +282,12 @@ def test_a_resume_launches_attempt_2_which_fails_again_with_its_exit_status_and_
     with Session(engine) as session:
         entry = session.exec(select(AuditLog).where(AuditLog.action == "resumeRun")).one()
     assert entry.status_code == 202
-    assert entry.outcome.startswith("ok: attempt 2 launched: ")
+    digest = accepted["plan"]["spec"]["digest"]
+    assert entry.outcome.startswith(
+        f"ok: attempt 2 launched on the approval of env:operator (spec {digest}): "
+    )
     assert "jobs.load_files" in entry.outcome
+    assert launch["approved_by"] == "env:operator"
 
     again = resume(client, "r1")  # failed again: resumable again, as attempt 3
     assert again.status_code == 202, again.text
@@ -300,7 +331,7 @@ def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app
     assert Path(command[6]).is_file()
     assert command[7].endswith("jobs/load_files.py")
     assert command[8:] == ["--x", "y"]
-    assert app.state.launcher.command(spec)[3:] == ["--master", "local[1]", "--x", "y"]
+    assert app.state.launcher.command(spec)[4:] == ["--master", "local[1]", "--x", "y"]
 
 
 # -- one attempt at a time, and idempotency ---------------------------------------------
@@ -310,6 +341,7 @@ def test_two_resumes_at_once_launch_one_attempt(
     app: FastAPI, client: TestClient, engine: Engine, tmp_path: Path
 ) -> None:
     failed_run(client, tmp_path, "r1")
+    approve_spec(client, "r1")
     answers: list[httpx.Response] = []
     gate = threading.Barrier(2)
 
@@ -396,9 +428,9 @@ def test_a_live_launch_refuses_a_resume_until_its_process_is_gone(
         assert f"pid {process.pid}" in refused.json()["detail"]
         dry = resume(client, "r1", dry_run="true")
         assert dry.status_code == 200
-        assert dry.json()["warnings"] == [
+        assert dry.json()["warnings"][-1] == (
             f"a resume now would be refused: {refused.json()['detail']}"
-        ]
+        )
     finally:
         process.kill()
         process.wait()
@@ -440,7 +472,8 @@ def test_only_failed_or_stalled_runs_are_resumed(
     assert mark_stalled(engine, timedelta(minutes=3)) == ["live"]
     stalled = resume(client, "live", dry_run="true")
     assert stalled.status_code == 200, stalled.text
-    assert (stalled.json()["status"], stalled.json()["warnings"]) == ("stalled", [])
+    assert stalled.json()["status"] == "stalled"
+    assert not [w for w in stalled.json()["warnings"] if "refused" in w]
 
 
 def test_roles_a_viewer_may_not_resume(client: TestClient, tmp_path: Path) -> None:
@@ -459,7 +492,6 @@ def test_roles_a_viewer_may_not_resume(client: TestClient, tmp_path: Path) -> No
         ("other-run", "the checkpoint belongs to run 'someone-else'"),
         ("module", "is not one this backend launches"),
         ("no-spec", "has no launch spec"),
-        ("cwd", "does not exist on this backend's host"),
     ],
 )
 def test_an_unusable_spec_or_checkpoint_is_a_422_naming_it_and_nothing_launches(
@@ -475,9 +507,6 @@ def test_an_unusable_spec_or_checkpoint_is_a_422_naming_it_and_nothing_launches(
         (ckpt / "onceover" / "run_id").write_text("someone-else")
     elif damage == "module":
         spec = ev.JobSpec(module="subprocess", args=["-c", "x"], checkpoint=str(ckpt))
-    elif damage == "cwd":
-        spec = ev.JobSpec(module="jobs.load_files", args=[], checkpoint=str(ckpt),
-                          cwd=str(tmp_path / "moved"))  # fmt: skip
     if damage == "no-spec":
         events = [f.started("r1", "a1", 0), f.failed("r1", "a1", 5)]
         body = [e.model_dump(mode="json") for e in events]
@@ -520,6 +549,9 @@ def test_auto_resume_follows_the_jobs_policy_and_is_audited(
 ) -> None:
     failed_run(client, tmp_path, "r1", auto=ev.AutoResume(max_attempts=2, backoff_s=0))
     failed_run(client, tmp_path, "manual")  # no policy: never resumed by itself
+    approve_spec(client, "manual")
+    assert resume_due(resumer) == []  # the policy came with the spec: approved first
+    approve_spec(client, "r1")
 
     assert resume_due(resumer) == ["r1"]
     body = failed_again(client, "r1")
@@ -532,12 +564,14 @@ def test_auto_resume_follows_the_jobs_policy_and_is_audited(
     with Session(engine) as session:
         entry = session.exec(select(AuditLog).where(AuditLog.action == "autoResumeRun")).one()
     assert (entry.actor, entry.target, entry.status_code) == ("onceover", "run r1", 202)
+    assert entry.outcome.startswith("ok: attempt 2 launched on the approval of env:operator")
 
 
 def test_auto_resume_waits_for_its_backoff(
     client: TestClient, resumer: Resumer, tmp_path: Path
 ) -> None:
     failed_run(client, tmp_path, "r1", auto=ev.AutoResume(max_attempts=3, backoff_s=600))
+    approve_spec(client, "r1")
     failed_at = f.at(5)
 
     assert resume_due(resumer, failed_at + timedelta(seconds=599)) == []

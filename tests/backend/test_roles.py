@@ -53,6 +53,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/api/alert-rules/{rule_id}"): {"name": "failed", "kind": "run_failed"},
     ("POST", "/api/webhooks"): {"name": "hook", "url": "http://127.0.0.1:9/hook"},
     ("PATCH", "/api/webhooks/{endpoint_id}"): {"enabled": False},
+    ("POST", "/api/runs/{run_id}/spec"): {"digest": "0" * 64, "decision": "approve"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/api/metrics/write-errors"): {"run_id": DUMMY_PATH_VALUE},

@@ -19,7 +19,7 @@ from google.cloud import bigquery
 from onceover.bigquery import BigQueryConfig
 from onceover.spark_cluster import SparkCluster
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.backend.live import wait_for_status
+from tests.backend.live import post_resume, wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
 
 pytestmark = pytest.mark.spark
@@ -44,9 +44,7 @@ def test_a_resume_onto_a_standalone_cluster_writes_exactly_once(
         with served(app) as url:
             run_id = crashed_run(app, url, bq_config, tmp_path, table, "commit.after", ROWS)
 
-            resumed = httpx.post(
-                f"{url}/api/runs/{run_id}/resume", headers=bearer(OPERATOR), timeout=60
-            )
+            resumed = post_resume(url, run_id, OPERATOR)
             assert resumed.status_code == 202, resumed.text
             command = resumed.json()["plan"]["command"]
             assert command[command.index("--master") + 1] == cluster.url

@@ -29,7 +29,7 @@ from google.cloud import bigquery
 from backend.services.alert_evaluator import evaluate
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.backend.live import automatic_check, wait_for_status
+from tests.backend.live import automatic_check, post_resume, wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
 from tests.webhook_receiver import WebhookReceiver
 
@@ -57,9 +57,7 @@ def _alert_on_failure(url: str, hook: WebhookReceiver) -> dict[str, Any]:
 
 
 def _post_resume(url: str, run_id: str, token: str = OPERATOR, **headers: str) -> httpx.Response:
-    return httpx.post(
-        f"{url}/api/runs/{run_id}/resume", headers={**bearer(token), **headers}, timeout=60
-    )
+    return post_resume(url, run_id, token, headers)
 
 
 def _succeeded(url: str, run_id: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ export type Reconciliation = Schemas["ReconciliationPublic"];
 export type Verdict = Schemas["VerdictPublic"];
 export type ResumePlan = Schemas["ResumePlanPublic"];
 export type ResumeAccepted = Schemas["ResumeAcceptedPublic"];
+export type RunSpec = Schemas["RunSpecPublic"];
 export type AttemptLog = Schemas["AttemptLogPublic"];
 export type TableTotals = Schemas["TablePublic"];
 export type AuditEntry = Schemas["AuditEntryPublic"];

@@ -339,9 +339,31 @@ export interface paths {
          * @description Launch the run's job again on its checkpoint (``failed`` or ``stalled`` runs only).
          *
          *     The run goes ``resuming``, then ``running`` when the job reports, then ``succeeded``
-         *     or ``failed``; a run that succeeds is reconciled automatically.
+         *     or ``failed``; a run that succeeds is reconciled automatically. The spec it launches
+         *     must be approved: before, or by this call (``approve_spec``).
          */
         post: operations["resumeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/spec": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decide Run Spec
+         * @description Approve the run's spec (or the different one a later attempt proposed), or reject
+         *     it: only an approved spec is launched by a resume, or by auto-resume.
+         */
+        post: operations["decideRunSpec"];
         delete?: never;
         options?: never;
         head?: never;
@@ -486,7 +508,8 @@ export interface paths {
         /**
          * List Deliveries
          * @description Deliveries to the endpoint, newest first, each with every try (status code,
-         *     latency, error).
+         *     latency, error). What the receiver answered, and the detail of each error, only with
+         *     an operator token.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -1218,7 +1241,10 @@ export interface components {
             number: number;
             /** Rows Reported */
             rows_reported: number | null;
-            /** Spec */
+            /**
+             * Spec
+             * @description what it reported (secrets redacted)
+             */
             spec: {
                 [key: string]: unknown;
             } | null;
@@ -1683,7 +1709,10 @@ export interface components {
         };
         /** DeliveryAttemptPublic */
         DeliveryAttemptPublic: {
-            /** Error */
+            /**
+             * Error
+             * @description why the try failed: `kind: detail` for an operator; a viewer sees the kind only (refused, timed out, ConnectError, redirected, HTTP 500)
+             */
             error: string | null;
             /** Latency Ms */
             latency_ms: number;
@@ -1691,7 +1720,7 @@ export interface components {
             number: number;
             /**
              * Response
-             * @description the answer's first 1,000 characters
+             * @description the answer's first 1,000 characters; for an operator only (null for a viewer)
              */
             response: string | null;
             /**
@@ -1743,7 +1772,10 @@ export interface components {
              * @enum {string}
              */
             kind: "alert" | "test" | "redelivery";
-            /** Last Error */
+            /**
+             * Last Error
+             * @description the last try's error, shown as `error` is
+             */
             last_error: string | null;
             /** Last Status Code */
             last_status_code: number | null;
@@ -1900,7 +1932,15 @@ export interface components {
              * @description who asked (the token's name; onceover for auto-resume)
              */
             actor: string;
-            /** Command */
+            /**
+             * Approved By
+             * @description whose approval of the spec it rests on
+             */
+            approved_by: string | null;
+            /**
+             * Command
+             * @description secrets redacted
+             */
             command: string[];
             /** Ended At */
             ended_at: string | null;
@@ -1923,6 +1963,8 @@ export interface components {
              * Format: date-time
              */
             requested_at: string;
+            /** Spec Digest */
+            spec_digest: string | null;
             /**
              * Trigger
              * @enum {string}
@@ -2091,6 +2133,11 @@ export interface components {
          * @description ``202``: the attempt is launched; the run is ``resuming`` until its job reports.
          */
         ResumeAcceptedPublic: {
+            /**
+             * Approved By
+             * @description whose approval of the spec the launch rests on
+             */
+            approved_by: string;
             /** Attempt */
             attempt: number;
             /** Attempt Id */
@@ -2130,14 +2177,17 @@ export interface components {
             checkpoint: string | null;
             /**
              * Command
-             * @description the argument list that runs (never through a shell)
+             * @description the argument list that runs (never through a shell; secrets redacted)
              */
             command: string[];
             /** Committed Batches */
             committed_batches: number;
             /** Committed Rows */
             committed_rows: number;
-            /** Cwd */
+            /**
+             * Cwd
+             * @description the directory it runs in (the backend's own)
+             */
             cwd: string | null;
             /**
              * Last Committed Batch
@@ -2172,6 +2222,8 @@ export interface components {
              * @description highest batch in Spark's offset log (replayed first if not in its commit log)
              */
             spark_last_planned_batch: number | null;
+            /** @description the spec it launches and who approved it; to resume an unapproved spec, pass its digest as approve_spec */
+            spec: components["schemas"]["RunSpecPublic"];
             /**
              * Status
              * @description the run's status now
@@ -2248,10 +2300,14 @@ export interface components {
             rows_reported: number | null;
             /** Run Id */
             run_id: string;
-            /** Spec */
+            /**
+             * Spec
+             * @description the pinned spec (secrets redacted)
+             */
             spec: {
                 [key: string]: unknown;
             } | null;
+            spec_state: components["schemas"]["RunSpecPublic"];
             /**
              * Started At
              * Format: date-time
@@ -2505,6 +2561,44 @@ export interface components {
              */
             status: "ok" | "mismatch";
         };
+        /**
+         * RunSpecPublic
+         * @description The run's launch spec as its job reported it, and whether an operator approved it.
+         *
+         *     Nothing is launched from a spec no operator approved; a later, different spec the
+         *     job reports waits as ``proposed`` until an operator approves or rejects it.
+         */
+        RunSpecPublic: {
+            /** Approved At */
+            approved_at: string | null;
+            /** Approved By */
+            approved_by: string | null;
+            /**
+             * Digest
+             * @description what an approval names (sha256, without cwd)
+             */
+            digest: string | null;
+            /**
+             * Proposed
+             * @description a different spec a later attempt reported (secrets redacted)
+             */
+            proposed: {
+                [key: string]: unknown;
+            } | null;
+            /** Proposed At */
+            proposed_at: string | null;
+            /** Proposed By Attempt */
+            proposed_by_attempt: string | null;
+            /** Proposed Digest */
+            proposed_digest: string | null;
+            /**
+             * Spec
+             * @description the pinned spec (secrets redacted)
+             */
+            spec: {
+                [key: string]: unknown;
+            } | null;
+        };
         /** RunStarted */
         RunStarted: {
             /** Attempt Id */
@@ -2557,6 +2651,23 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["RunPublic"][];
+        };
+        /**
+         * SpecDecisionCreate
+         * @description ``POST /api/runs/{run_id}/spec``: an operator's decision on one of the run's specs.
+         */
+        SpecDecisionCreate: {
+            /**
+             * Decision
+             * @description approve: launches may use it (a proposed spec is pinned); reject: drop the proposal, or withdraw the pinned spec's approval
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * Digest
+             * @description the spec's digest, as shown
+             */
+            digest: string;
         };
         /** StreamCreated */
         StreamCreated: {
@@ -3013,7 +3124,10 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
+            /**
+             * Url
+             * @description whole in the answer that creates the endpoint; masked, as reads show it, in the one that rotates its secret
+             */
             url: string;
         };
         /** WebhookPublic */
@@ -3055,7 +3169,10 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
+            /**
+             * Url
+             * @description scheme, host and port; the path and query masked (https://host/…): the whole URL is in the answer that creates the endpoint only
+             */
             url: string;
         };
         /**
@@ -4154,6 +4271,8 @@ export interface operations {
             query?: {
                 /** @description only show what would run */
                 dry_run?: boolean;
+                /** @description the plan's spec.digest: approves that spec and launches it (needed when no operator has approved it yet) */
+                approve_spec?: string | null;
             };
             header?: {
                 /** @description the same key again answers with the first answer and launches nothing */
@@ -4211,7 +4330,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorPublic"];
                 };
             };
-            /** @description Not resumable now: the run is not failed or stalled, or an attempt is live */
+            /** @description Not resumable now: the run is not failed or stalled, an attempt is live, or no operator approved its spec (or approve_spec names another) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4236,6 +4355,77 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+        };
+    };
+    decideRunSpec: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SpecDecisionCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunSpecPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The run has no spec of this digest (now) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };

@@ -12,6 +12,7 @@ import { AttemptsPanel } from "./run/AttemptsPanel";
 import { BatchesTable } from "./run/BatchesTable";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
+import { SpecPanel } from "./run/SpecPanel";
 import { StreamsTable } from "./run/StreamsTable";
 
 const RESUMABLE = new Set(["failed", "stalled"]);
@@ -151,6 +152,7 @@ export function RunPage() {
       <BatchesTable batches={detail.batches} />
       <StreamsTable streams={detail.streams} />
       <AttemptsPanel runId={runId} attempts={detail.attempts} version={detail.updated_at} />
+      <SpecPanel runId={runId} state={detail.spec_state} operator={operator} onDecided={run.reload} />
       {operator && (
         <ResumeDialog
           runId={runId}

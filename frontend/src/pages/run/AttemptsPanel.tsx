@@ -50,7 +50,9 @@ function AttemptRow({ runId, attempt, version }: { runId: string; attempt: Attem
         <td className="number">{formatCount(attempt.rows_reported)}</td>
         <td>
           {launch
-            ? `${launch.trigger === "auto" ? "auto-resume" : `resumed by ${launch.actor}`}, pid ${launch.pid ?? "–"}${
+            ? `${launch.trigger === "auto" ? "auto-resume" : `resumed by ${launch.actor}`}${
+                launch.approved_by ? ` (approved by ${launch.approved_by})` : ""
+              }, pid ${launch.pid ?? "–"}${
                 launch.exit_code !== null && launch.exit_code !== undefined ? `, exit ${launch.exit_code}` : ""
               }`
             : "started outside the control plane"}

@@ -35,6 +35,16 @@ const PLAN: ResumePlan = {
   ],
   queries: [],
   warnings: ["the checkpoint was written by another host"],
+  spec: {
+    spec: { module: "jobs.load_files", args: [] },
+    digest: "ab".repeat(32),
+    approved_by: null,
+    approved_at: null,
+    proposed: null,
+    proposed_digest: null,
+    proposed_at: null,
+    proposed_by_attempt: null,
+  },
 };
 
 function accepted(key: string): ResumeAccepted {
@@ -43,6 +53,7 @@ function accepted(key: string): ResumeAccepted {
     attempt: 2,
     attempt_id: "a2",
     idempotency_key: key,
+    approved_by: "operator",
     log_url: "/api/runs/load-1/attempts/2/log",
     plan: PLAN,
     requested_at: "2026-01-01T00:00:00Z",
@@ -54,7 +65,7 @@ describe("ResumeDialog", () => {
   it("shows the plan, then resumes once with one idempotency key", async () => {
     let release: (plan: ResumePlan) => void = () => {};
     const loadPlan = vi.fn(() => new Promise<ResumePlan>((resolve) => (release = resolve)));
-    const resume = vi.fn(async (_run: string, key: string) => accepted(key));
+    const resume = vi.fn(async (_run: string, key: string, _digest: string) => accepted(key));
     const onResumed = vi.fn();
     render(
       <ResumeDialog runId="load-1" open onClose={() => {}} onResumed={onResumed} loadPlan={loadPlan} resume={resume} />,
@@ -74,6 +85,9 @@ describe("ResumeDialog", () => {
     expect(loadPlan).toHaveBeenCalledWith("load-1");
     expect(resume).toHaveBeenCalledTimes(1);
     const key = resume.mock.calls[0][1];
+    // Confirming approves the spec the plan showed, by its digest.
+    expect(resume.mock.calls[0][2]).toBe("ab".repeat(32));
+    expect(screen.getByTestId("plan-approval").textContent).toContain("No operator has approved this command yet");
     expect(key).toMatch(/.{16,}/);
     expect(onResumed.mock.calls[0][0].idempotency_key).toBe(key);
   });

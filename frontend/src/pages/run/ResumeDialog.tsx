@@ -1,5 +1,7 @@
 // Resume: first the plan (a dry run: what the job will find and do), then, on confirm,
-// the resume itself under one idempotency key, so a double click resumes once.
+// the resume itself under one idempotency key, so a double click resumes once. The
+// confirm approves the spec the plan shows (by its digest): the command came from the
+// job's own events, which any ingest token can send, so an operator's eyes are the gate.
 import { useEffect, useState } from "react";
 import { api, errorMessage, type ResumeAccepted, type ResumePlan } from "../../api/client";
 import { Dialog } from "../../components/Dialog";
@@ -66,6 +68,7 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
           </tbody>
         </table>
       )}
+      <SpecApproval plan={plan} />
       {plan.warnings.length > 0 && (
         <ul className="field-error" data-testid="plan-warnings">
           {plan.warnings.map((warning) => (
@@ -90,6 +93,30 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
   );
 }
 
+function SpecApproval({ plan }: { plan: ResumePlan }) {
+  const spec = plan.spec;
+  const digest = (spec.digest ?? "").slice(0, 12);
+  if (spec.approved_by) {
+    return (
+      <p data-testid="plan-approval">
+        Spec <code>{digest}</code> approved by <strong>{spec.approved_by}</strong>
+        {spec.approved_at ? ` at ${formatTime(spec.approved_at)}` : ""}.
+      </p>
+    );
+  }
+  return (
+    <div data-testid="plan-approval">
+      <p>
+        <strong>No operator has approved this command yet.</strong> It is what the job reported when it started
+        (spec <code>{digest}</code>); resuming approves it, and lets auto-resume launch it again.
+      </p>
+      <pre className="mono" data-testid="plan-command">
+        {plan.command.join(" ")}
+      </pre>
+    </div>
+  );
+}
+
 type PlanState = { kind: "loading" } | { kind: "ready"; plan: ResumePlan } | { kind: "refused"; message: string };
 
 export function ResumeDialog({
@@ -105,7 +132,7 @@ export function ResumeDialog({
   onClose: () => void;
   onResumed: (accepted: ResumeAccepted) => void;
   loadPlan?: (runId: string) => Promise<ResumePlan | string>;
-  resume?: (runId: string, idempotencyKey: string) => Promise<ResumeAccepted | string>;
+  resume?: (runId: string, idempotencyKey: string, specDigest: string) => Promise<ResumeAccepted | string>;
 }) {
   const [plan, setPlan] = useState<PlanState>({ kind: "loading" });
   const [busy, setBusy] = useState(false);
@@ -128,8 +155,9 @@ export function ResumeDialog({
   }, [open, runId, loadPlan]);
 
   const confirm = async () => {
+    if (plan.kind !== "ready") return;
     setBusy(true);
-    const answer = await resume(runId, idempotencyKey);
+    const answer = await resume(runId, idempotencyKey, plan.plan.spec.digest ?? "");
     setBusy(false);
     if (typeof answer === "string") setFailure(answer);
     else onResumed(answer);
@@ -167,9 +195,17 @@ async function defaultLoadPlan(runId: string): Promise<ResumePlan | string> {
   return errorMessage(error, `the backend answered ${response.status}`);
 }
 
-async function defaultResume(runId: string, idempotencyKey: string): Promise<ResumeAccepted | string> {
+async function defaultResume(
+  runId: string,
+  idempotencyKey: string,
+  specDigest: string,
+): Promise<ResumeAccepted | string> {
   const { data, error, response } = await api.POST("/api/runs/{run_id}/resume", {
-    params: { path: { run_id: runId }, header: { "Idempotency-Key": idempotencyKey } },
+    params: {
+      path: { run_id: runId },
+      query: specDigest ? { approve_spec: specDigest } : {},
+      header: { "Idempotency-Key": idempotencyKey },
+    },
   });
   if (data && "attempt_id" in data) return data as ResumeAccepted;
   return errorMessage(error, `the backend answered ${response.status}`);
