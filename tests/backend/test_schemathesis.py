@@ -12,14 +12,16 @@ valid input is stricter or looser than the API's on purpose (see ``EXCLUDED_CHEC
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from schemathesis.specs.openapi.checks import (
     negative_data_rejection,
     positive_data_acceptance,
@@ -113,3 +115,87 @@ def test_no_server_errors(case: schemathesis.Case[Any], served: FastAPI) -> None
         # the body" (not JSON at all is 422); the schema documents only 422.
         excluded.append(status_code_conformance)
     case.validate_response(response, headers=headers, excluded_checks=excluded)
+
+
+# -- values JSON cannot carry -------------------------------------------------------------
+
+HOSTILE_JSON = ("NaN", "Infinity", "-Infinity", "1e999", '"\\ud800"', '"a\\udfffb"')
+"""Literals Python's json reads (or a surrogate it decodes alone) that no JSON value is."""
+_SLOT = "\x00hostile\x00"
+NOT_UTF8 = "%ED%A0%80"  # a lone surrogate, percent-encoded as CESU-8 bytes
+
+
+def _first_leaf_replaced(value: Any) -> Any:
+    """``value`` with its first scalar (depth first) replaced by :data:`_SLOT`."""
+    if isinstance(value, dict):
+        if not value:
+            return {"x": _SLOT}
+        key = next(iter(value))
+        return {**value, key: _first_leaf_replaced(value[key])}
+    if isinstance(value, list):
+        return [_first_leaf_replaced(value[0]), *value[1:]] if value else [_SLOT]
+    return _SLOT
+
+
+def hostile_bodies(body: Any) -> list[bytes]:
+    """The JSON text of ``body`` with one value replaced by each hostile literal."""
+    text = json.dumps(_first_leaf_replaced(body))
+    slot = json.dumps(_SLOT)
+    return [text.replace(slot, literal, 1).encode() for literal in HOSTILE_JSON]
+
+
+def _path(case: schemathesis.Case[Any], hostile: str | None = None) -> str:
+    """The case's path with its parameters percent-encoded, ``hostile``'s not UTF-8."""
+    path = case.path
+    for name, value in (case.path_parameters or {}).items():
+        path = path.replace(
+            "{" + name + "}", NOT_UTF8 if name == hostile else quote(str(value), safe="")
+        )
+    return path
+
+
+def _query(case: schemathesis.Case[Any], hostile: str) -> str:
+    """The case's query string, percent-encoded, ``hostile``'s value not UTF-8."""
+    return "&".join(
+        f"{_quoted(name)}={NOT_UTF8 if name == hostile else _quoted(value)}"
+        for name, value in (case.query or {}).items()
+    )
+
+
+def _quoted(value: Any) -> str:
+    return quote(str(value), safe="")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_values_json_cannot_carry_are_a_4xx_anywhere(
+    case: schemathesis.Case[Any], served: FastAPI, client: TestClient
+) -> None:
+    """NaN, ±Infinity, a number no double holds, lone surrogates: in the body of every
+    operation that takes one (a 4xx), and percent-encoded in every query and path
+    parameter (no 5xx)."""
+    headers = {**bearer(_token(case)), "Content-Type": "application/json"}
+    sent: list[tuple[str, Any]] = []
+    if case.method in ("POST", "PUT", "PATCH"):
+        body = case.body if isinstance(case.body, dict | list) else {}
+        for raw in hostile_bodies(body):
+            answer = client.request(case.method, _path(case), content=raw, headers=headers)
+            sent.append((raw.decode()[:80], answer))
+    for name in case.query or {}:
+        answer = client.request(case.method, f"{_path(case)}?{_query(case, name)}", headers=headers)
+        sent.append((f"query {name}", answer))
+    for name in case.path_parameters or {}:
+        answer = client.request(case.method, _path(case, hostile=name), headers=headers)
+        sent.append((f"path {name}", answer))
+
+    for what, answer in sent:
+        # A body is not JSON: a 4xx. A parameter is text (read with U+FFFD for the bytes
+        # that are not UTF-8): anything but a server error, and a JSON answer.
+        low = 200 if what.startswith(("query", "path")) else 400
+        assert low <= answer.status_code < 500, (what, answer.status_code, answer.text[:300])
+        json.loads(answer.text)
