@@ -59,15 +59,18 @@ vitest: frontend/node_modules/.installed
 
 # The tiers whose tests start commands and JVMs run on two pytest-xdist workers: a job
 # keeps about 1.1 of the 2 cores busy, and the load job tests took 195 s on two workers
-# where they took 304 s on one (docs/testing.md). The rest runs in one process, as some
-# of its tests time what must never block (the emitter), which a neighbouring JVM skews.
+# where they took 304 s on one (docs/testing.md). The control plane's tests (no JVM, no
+# timing) run on two workers too: 188 s where they took 288 s on one. The rest runs in
+# one process, as some of its tests time what must never block (the emitter), which a
+# neighbouring JVM skews.
 COMMAND_TIERS := jobs or cli or browser
 
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
-	$(TIMED) "pytest: in process" $(VENV)/bin/pytest -m "not ($(COMMAND_TIERS))"
+	$(TIMED) "pytest: in process" $(VENV)/bin/pytest -m "not ($(COMMAND_TIERS) or backend)"
+	$(TIMED) "pytest: backend, 2 workers" $(VENV)/bin/pytest -m backend -n 2 --dist worksteal
 	$(TIMED) "pytest: commands, 2 workers" $(VENV)/bin/pytest -m "$(COMMAND_TIERS)" \
 		-n 2 --dist worksteal
 
