@@ -29,7 +29,7 @@ from backend.errors import ControlPlaneError, NotAuthenticatedError
 from backend.services.alert_evaluator import evaluate_forever
 from backend.services.auto_resume import auto_resume_forever
 from backend.services.changes import ChangeFeed
-from backend.services.health import BigQueryProbe
+from backend.services.health import BigQueryProbe, HealthChecks
 from backend.services.launcher import Launcher
 from backend.services.reconciliation import Reconciler
 from backend.services.resume import Resumer
@@ -80,7 +80,9 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         yield
         stop.set()
         for task in (sweeper, resumer, evaluator, dispatch, retention):
-            await task
+            await task  # each loop's own thread ends with it (services/periodic.py)
+        app.state.health.close()
+        app.state.reconciler.automatic.close()  # waits for checks under way: their deadline
         app.state.dispatcher.close()
         app.state.engine.dispose()
 
@@ -98,7 +100,20 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.change_feed = ChangeFeed()
     bigquery = bigquery or BigQueryConfig.from_env()
     app.state.bigquery_probe = BigQueryProbe(bigquery)
-    app.state.reconciler = Reconciler(app.state.engine, bigquery, settings.reconcile_timeout_s)
+    app.state.health = HealthChecks(
+        app.state.engine,
+        app.state.bigquery_probe,
+        settings.health_timeout_s,
+        settings.health_cache_s,
+        settings.health_client_interval_s,
+    )
+    app.state.reconciler = Reconciler(
+        app.state.engine,
+        bigquery,
+        settings.reconcile_timeout_s,
+        workers=settings.reconcile_workers,
+        queue=settings.reconcile_queue,
+    )
     app.state.launcher = Launcher(settings, bigquery)
     app.state.resumer = Resumer(
         app.state.engine, settings, app.state.launcher, app.state.change_feed.notify

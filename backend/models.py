@@ -50,6 +50,10 @@ class DependencyHealth(BaseModel):
     target: str = Field(description="What was checked (database URL without password, endpoint)")
     latency_ms: float = Field(description="Time the check took")
     error: str | None = Field(default=None, description="Why the check failed, when it did")
+    age_s: float = Field(
+        default=0.0,
+        description="Seconds since the check ended: answers are shared for ONCEOVER_HEALTH_CACHE_S",
+    )
 
 
 class HealthPublic(BaseModel):

@@ -71,14 +71,35 @@ class Settings(BaseSettings):
     health_timeout_s: float = Field(
         default=5.0, gt=0, description="Deadline of each dependency check in /api/health"
     )
+    health_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long /api/health answers from its last check of a dependency "
+        "(concurrent callers share one check in any case)",
+    )
+    health_client_interval_s: float = Field(
+        default=0.1,
+        ge=0,
+        description="Least time between two /api/health answers to one client address; "
+        "calls in between wait their turn (0: no pacing)",
+    )
     reconcile_timeout_s: float = Field(
         default=120.0,
         gt=0,
-        description="Deadline of each BigQuery query a reconciliation runs (an unanswered "
-        "query ends the check as an error result)",
+        description="Deadline of each BigQuery call a reconciliation makes, retries included "
+        "(an unanswered call ends the check as an error result)",
     )
     reconcile_on_success: bool = Field(
         default=True, description="Reconcile every run automatically when it succeeds"
+    )
+    reconcile_workers: int = Field(
+        default=2, ge=1, description="Threads making the automatic checks of succeeded runs"
+    )
+    reconcile_queue: int = Field(
+        default=100,
+        ge=0,
+        description="Automatic checks that may wait for a thread; past that, a succeeded "
+        "run's check is stored as an error saying it was not made",
     )
     launch_modules: list[str] = Field(
         default=["jobs."],

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import requests
 from google.api_core import exceptions as google_errors
 from google.api_core.retry import Retry
 from google.cloud import bigquery
@@ -82,10 +83,13 @@ class Counts:
 
 
 class TableCounter:
-    """Runs the aggregate queries of one check, each bounded by ``timeout_s``.
+    """Runs the aggregate queries of one check, each call bounded by ``timeout_s``.
 
     Connection errors are retried within the deadline, then reported: a check against
     an unreachable BigQuery ends as an ``error`` result, it does not hang the caller.
+    Every call names its retry: the library's defaults retry for ten minutes (a query's
+    ``job_retry`` even past a ``timeout`` given to it), which held a check's thread long
+    after its deadline.
     """
 
     def __init__(self, client: bigquery.Client, timeout_s: float) -> None:
@@ -102,7 +106,7 @@ class TableCounter:
                 f"table {table} does not exist (was it deleted?)"
             ) from None
         except (google_errors.GoogleAPIError, OSError) as exc:
-            raise _unreachable(exc) from exc
+            raise _unreachable(exc, self.timeout_s) from exc
         return {f.name: f.field_type for f in found.schema}
 
     def check_scope(self, scope: Scope, columns: dict[str, str]) -> None:
@@ -158,8 +162,9 @@ class TableCounter:
         config = bigquery.QueryJobConfig(query_parameters=params, use_query_cache=False)
         try:
             job = self.client.query(
-                sql, job_config=config, retry=self._retry, timeout=self.timeout_s
-            )
+                sql, job_config=config, retry=self._retry, timeout=self.timeout_s,
+                job_retry=None,  # a failed query is the check's error; no ten-minute retry
+            )  # fmt: skip
             return [
                 dict(row.items()) for row in job.result(timeout=self.timeout_s, retry=self._retry)
             ]
@@ -172,7 +177,7 @@ class TableCounter:
                 f"BigQuery refused the check's query: {exc.message}"
             ) from None
         except (google_errors.GoogleAPIError, OSError, TimeoutError) as exc:
-            raise _unreachable(exc) from exc
+            raise _unreachable(exc, self.timeout_s) from exc
 
     def _one(self, sql: str, params: list[Any]) -> dict[str, Any]:
         rows = self._rows(sql, params)
@@ -181,9 +186,17 @@ class TableCounter:
         return rows[0]
 
 
-def _unreachable(exc: BaseException) -> ReconciliationFailedError:
+def _unreachable(exc: BaseException, timeout_s: float) -> ReconciliationFailedError:
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return ReconciliationFailedError(f"BigQuery did not answer: {type(exc).__name__}: {text}")
+    # Retries end at the deadline (RetryError); a call's own wait ends in a Timeout.
+    timed_out = isinstance(
+        exc,
+        TimeoutError | requests.Timeout | google_errors.RetryError | google_errors.DeadlineExceeded,
+    )
+    within = f" within {timeout_s:g} s" if timed_out else ""
+    return ReconciliationFailedError(
+        f"BigQuery did not answer{within}: {type(exc).__name__}: {text}"
+    )
 
 
 def _where(scope: Scope) -> tuple[str, list[Any]]:

@@ -12,11 +12,16 @@ run wrote) raises :class:`~backend.errors.NotFoundError` and stores nothing.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
@@ -86,20 +91,39 @@ def _batch_rows(batch: Batch) -> int:
 
 
 class Reconciler:
-    """Runs checks against BigQuery and stores each result."""
+    """Runs checks against BigQuery and stores each result; ``automatic`` makes those
+    that follow a run's success, on ``workers`` threads with ``queue`` places."""
 
-    def __init__(self, engine: Engine, bigquery: BigQueryConfig, timeout_s: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        bigquery: BigQueryConfig,
+        timeout_s: float,
+        *,
+        workers: int = 2,
+        queue: int = 100,
+    ) -> None:
         self.engine = engine
         self.bigquery = bigquery
         self.timeout_s = timeout_s
+        self.automatic = AutomaticChecks(self, workers, queue)
 
     # -- a run ----------------------------------------------------------------------
 
     def reconcile_run(
-        self, run_id: str, *, table: str | None = None, trigger: Trigger, actor: str
+        self,
+        run_id: str,
+        *,
+        table: str | None = None,
+        trigger: Trigger,
+        actor: str,
+        not_checked: str | None = None,
     ) -> ReconciliationPublic:
         """Check one run in one of the tables it wrote (default: the run's own table);
-        :class:`NotFoundError` when there is no such run, or it wrote no batch there."""
+        :class:`NotFoundError` when there is no such run, or it wrote no batch there.
+
+        With ``not_checked``, BigQuery is not asked: the check is stored as an ``error``
+        giving that reason (an automatic check there was no room for)."""
         with Session(self.engine) as session:
             run = _run(session, run_id)
             written = tables_of_run(session, run)
@@ -110,17 +134,21 @@ class Reconciler:
                     + ", ".join(written)
                 )
             expected = _expected_of_run(session, run, chosen, several=len(written) > 1)
-        return self._check("run", run_id, expected, trigger=trigger, actor=actor)
+        return self._check(
+            "run", run_id, expected, trigger=trigger, actor=actor, not_checked=not_checked
+        )
 
     def reconcile_run_tables(
-        self, run_id: str, *, trigger: Trigger, actor: str
+        self, run_id: str, *, trigger: Trigger, actor: str, not_checked: str | None = None
     ) -> list[ReconciliationPublic]:
         """Check one run in every table it wrote: a job that writes a detail table and a
         summary (or several tables from one foreachBatch) is checked in each."""
         with Session(self.engine) as session:
             written = tables_of_run(session, _run(session, run_id))
         return [
-            self.reconcile_run(run_id, table=table, trigger=trigger, actor=actor)
+            self.reconcile_run(
+                run_id, table=table, trigger=trigger, actor=actor, not_checked=not_checked
+            )
             for table in written
         ]
 
@@ -144,6 +172,7 @@ class Reconciler:
         *,
         trigger: Trigger,
         actor: str,
+        not_checked: str | None = None,
     ) -> ReconciliationPublic:
         started = time.perf_counter()
         checked_at = utcnow()
@@ -161,12 +190,15 @@ class Reconciler:
             checked_at=checked_at,
             duration_ms=0.0,
         )
-        try:
-            counts = self._count(_scope(kind, run_id, expected))
-        except ReconciliationFailedError as exc:
-            record.error = str(exc)
+        if not_checked is not None:
+            record.error = not_checked
         else:
-            _compare(record, expected, counts, kind)
+            try:
+                counts = self._count(_scope(kind, run_id, expected))
+            except ReconciliationFailedError as exc:
+                record.error = str(exc)
+            else:
+                _compare(record, expected, counts, kind)
         record.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         with write_transaction(self.engine) as session:
             session.add(record)
@@ -399,14 +431,17 @@ def summary(result: ReconciliationPublic) -> str:
     return f"reconciliation {result.status}, " + ", ".join(parts)
 
 
-def reconcile_after_success(reconciler: Reconciler, run_ids: list[str], request_id: str) -> None:
+def reconcile_after_success(
+    reconciler: Reconciler, run_ids: list[str], request_id: str, *, not_checked: str | None = None
+) -> None:
     """Check each run that just succeeded, in every table it wrote, auditing each check
-    under the ingest request whose events finished the run. Runs after the answer is
-    sent: failures are logged."""
+    under the ingest request whose events finished the run (with ``not_checked``, store
+    each as an error giving that reason instead). Runs after the answer is sent:
+    failures are logged."""
     for run_id in run_ids:
         try:
             results = reconciler.reconcile_run_tables(
-                run_id, trigger="run_succeeded", actor=audit.SYSTEM_ACTOR
+                run_id, trigger="run_succeeded", actor=audit.SYSTEM_ACTOR, not_checked=not_checked
             )
         except Exception as exc:  # a background check must not fail silently
             logger.exception("automatic reconciliation of run %s failed", run_id)
@@ -439,3 +474,97 @@ def _audit_automatic(
         status_code=status_code,
         outcome=outcome,
     )
+
+
+class AutomaticChecks:
+    """The checks made when runs succeed, on ``workers`` threads of their own.
+
+    They never take a request's thread: with BigQuery hanging, each check holds its
+    thread until its deadline, and forty of them once left ingest none. At most
+    ``queue`` checks wait for a thread; a run that succeeds past that is not checked: its
+    check is stored at once as an ``error`` saying why, without asking BigQuery, and an
+    operator can reconcile it by hand. A backend that stops does the same for the checks
+    still waiting, and waits for those under way (each ends within its deadline).
+    """
+
+    WAIT_S = 10.0
+
+    def __init__(self, reconciler: Reconciler, workers: int, queue: int) -> None:
+        self.reconciler = reconciler
+        self.workers = workers
+        self.queue = queue
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: dict[Future[None], tuple[str, str]] = {}  # -> (run id, request id)
+
+    async def after_success(self, run_ids: list[str], request_id: str) -> None:
+        """Check each run (see :func:`reconcile_after_success`); the ingest route runs
+        this after its answer is sent.
+
+        It waits for the checks, holding no thread, for at most ``WAIT_S``: a quick check
+        is stored by the time the exchange ends (the audit log lists it before the ingest
+        that caused it), and a server stopping, which waits for exchanges to end, is not
+        held longer by a slow one.
+        """
+        waiting: list[asyncio.Future[None]] = []
+        for run_id in run_ids:
+            future = self._submit(run_id, request_id)
+            if future is not None:
+                waiting.append(asyncio.wrap_future(future))
+                continue
+            reason = (
+                f"not checked: {self.queue} automatic checks were already waiting for the "
+                f"{self.workers} reconciliation threads (ONCEOVER_RECONCILE_QUEUE, "
+                "ONCEOVER_RECONCILE_WORKERS); reconcile the run by hand"
+            )
+            logger.warning("automatic reconciliation of run %s: %s", run_id, reason)
+            # A short write, on a request thread like the ingest that caused it.
+            await anyio.to_thread.run_sync(
+                functools.partial(
+                    reconcile_after_success, self.reconciler, [run_id], request_id,
+                    not_checked=reason,
+                )
+            )  # fmt: skip
+        if waiting:
+            await asyncio.wait(waiting, timeout=min(self.WAIT_S, self.reconciler.timeout_s))
+
+    def _submit(self, run_id: str, request_id: str) -> Future[None] | None:
+        with self._lock:
+            if len(self._pending) >= self.workers + self.queue:
+                return None
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self.workers, thread_name_prefix="onceover-reconcile"
+                )
+            future = self._executor.submit(
+                reconcile_after_success, self.reconciler, [run_id], request_id
+            )
+            self._pending[future] = (run_id, request_id)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.pop(future, None)
+
+    def close(self) -> None:
+        """Store the checks still waiting as not made, and wait for those under way."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+            pending = dict(self._pending)
+        if executor is None:
+            return
+        executor.shutdown(wait=True, cancel_futures=True)
+        dropped = [ids for future, ids in pending.items() if future.cancelled()]
+        if dropped:
+            logger.warning(
+                "the backend stopped before %d automatic reconciliation(s): runs %s",
+                len(dropped),
+                ", ".join(run_id for run_id, _ in dropped),
+            )
+        for run_id, request_id in dropped:
+            reconcile_after_success(
+                self.reconciler, [run_id], request_id,
+                not_checked="not checked: the backend stopped before a thread was free for "
+                "it; reconcile the run by hand",
+            )  # fmt: skip

@@ -30,7 +30,13 @@ function DependencyRow({ name, dependency }: { name: string; dependency: Depende
         <span className={`badge badge-${dependency.status}`}>{dependency.status}</span>
       </td>
       <td className="target">{dependency.target}</td>
-      <td className="number">{dependency.latency_ms.toFixed(1)} ms</td>
+      <td className="number">
+        {dependency.latency_ms.toFixed(1)} ms
+        {/* Answers are shared for a few seconds (ONCEOVER_HEALTH_CACHE_S). */}
+        {dependency.age_s >= 1 && (
+          <span className="muted">, checked {Math.round(dependency.age_s)} s ago</span>
+        )}
+      </td>
       <td className="error">{dependency.error ?? ""}</td>
     </tr>
   );

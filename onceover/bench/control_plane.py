@@ -55,6 +55,7 @@ from typing import Any
 import httpx
 
 from onceover import events as ev
+from onceover.bigquery import BigQueryConfig
 from onceover.processes import ChildProcess
 from onceover.waiting import poll_until
 
@@ -327,21 +328,29 @@ def database(kind: str, tmp: Path, admin_dsn: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _serve(database_url: str, port: int) -> None:
-    """The child process: the backend on ``port`` until SIGTERM."""
+def _serve(
+    database_url: str,
+    port: int,
+    overrides: dict[str, Any] | None = None,
+    bigquery: BigQueryConfig | None = None,
+) -> None:
+    """The child process: the backend on ``port`` until SIGTERM; ``overrides`` are
+    settings (the starvation bench turns reconciliation on against ``bigquery``)."""
     import uvicorn
 
     from backend.core.config import Settings
     from backend.main import create_app
-    from onceover.bigquery import BigQueryConfig
 
-    settings = Settings(
-        database_url=database_url,
-        tokens=_tokens(),
-        stall_check_interval_s=NO_SWEEP_S,
-        reconcile_on_success=False,  # see _Workers: BigQuery is not part of this benchmark
-    )
-    app = create_app(settings, bigquery=BigQueryConfig())  # BigQuery is never asked
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "tokens": _tokens(),
+        "stall_check_interval_s": NO_SWEEP_S,
+        "reconcile_on_success": False,  # see _Workers: BigQuery is not part of this benchmark
+        **(overrides or {}),
+    }
+    settings = Settings(**values)
+    # Without a BigQuery given, none is asked (nothing reconciles).
+    app = create_app(settings, bigquery=bigquery or BigQueryConfig())
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()
 
@@ -396,9 +405,19 @@ class _Workers:
 class _Single:
     """The backend in one process (:func:`_serve`)."""
 
-    def __init__(self, database_url: str, port: int) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        port: int,
+        overrides: dict[str, Any] | None = None,
+        bigquery: BigQueryConfig | None = None,
+        stop_s: float = 30.0,
+    ) -> None:
+        self._stop_s = stop_s
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=(database_url, port), name="onceover-bench-backend"
+            target=_serve,
+            args=(database_url, port, overrides, bigquery),
+            name="onceover-bench-backend",
         )
         self._process.start()
 
@@ -411,20 +430,35 @@ class _Single:
 
     def stop(self) -> None:
         self._process.terminate()
-        self._process.join(30)
+        self._process.join(self._stop_s)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
 
 
 @contextmanager
-def server(database_url: str, workers: int = 1) -> Iterator[str]:
+def server(
+    database_url: str,
+    workers: int = 1,
+    *,
+    overrides: dict[str, Any] | None = None,
+    bigquery: BigQueryConfig | None = None,
+    stop_s: float = 30.0,
+) -> Iterator[str]:
     """The backend serving ``database_url`` (already at head) in a child process; with
-    ``workers`` above 1, that many worker processes (PostgreSQL only)."""
+    ``workers`` above 1, that many worker processes (PostgreSQL only). One process may
+    take settings ``overrides`` and a ``bigquery`` to ask, and is killed if it has not
+    stopped ``stop_s`` after SIGTERM."""
     from onceover.preflight import free_port
 
+    if workers > 1 and (overrides or bigquery):
+        raise ValueError("settings overrides and a BigQuery are for one server process only")
     port = free_port()
-    process = _Workers(database_url, port, workers) if workers > 1 else _Single(database_url, port)
+    process: _Workers | _Single = (
+        _Workers(database_url, port, workers)
+        if workers > 1
+        else _Single(database_url, port, overrides, bigquery, stop_s)
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, headers=_bearer("viewer"), timeout=5) as client:

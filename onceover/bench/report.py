@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onceover.bench import starvation as st
 from onceover.bench.control_plane import Figures, percentile
 from onceover.bench.writers import CONTENDERS, WriterFigure
 
@@ -99,6 +100,26 @@ def control_plane_targets(figures: list[Figures]) -> list[Target]:
                    False, "ms")
         )  # fmt: skip
     return targets
+
+
+def starvation_targets(result: st.Starvation | None) -> list[Target]:
+    """Ingest keeps its pace while BigQuery hangs and /api/health is flooded."""
+    if result is None:
+        return []
+    name = "ingest, BigQuery hanging and /api/health flooded / quiet"
+    return [Target(name, result.flooded_ratio, st.RATIO_TARGET, True)]
+
+
+def starvation_section(result: st.Starvation) -> list[str]:
+    return [
+        f"### Control plane in trouble: {result.events:,} events posted per phase", "",
+        *st.table(result), "",
+        "One backend process on SQLite with its default settings, a fresh database per "
+        "phase. BigQuery hanging: listeners that accept and never answer, every run that "
+        "succeeds reconciled (two checks wait out their deadline, the rest queue or are "
+        f"stored as not made). Flooded: {result.flood} anonymous callers from one address "
+        "calling `GET /api/health` without a pause, from a process of their own.",
+    ]  # fmt: skip
 
 
 def _cell(value: float | None, fmt: str) -> str:

@@ -4,7 +4,9 @@
    ``pending`` monitored by a running backend, the seeds' per-row protobuf approach,
    legacy streaming inserts and the Arrow ceiling; each write counted in BigQuery.
 2. The control plane (:mod:`onceover.bench.control_plane`): events posted over HTTP to a
-   real server on SQLite and on PostgreSQL, then read latencies with them all stored.
+   real server on SQLite and on PostgreSQL, then read latencies with them all stored;
+   and in trouble (:mod:`onceover.bench.starvation`): ingest while BigQuery hangs and
+   ``/api/health`` is flooded, against ingest on a quiet backend.
 3. The report (:mod:`onceover.bench.report`): the targets with every ratio, the tables,
    written as Markdown and JSON and printed.
 
@@ -30,12 +32,14 @@ from typing import Any
 
 from onceover.bench import control_plane as cp
 from onceover.bench import report
+from onceover.bench import starvation as st
 from onceover.bench.writers import Monitor, WriterFigure, quiet_spark, run_writers
 
 QUICK_ROWS = 20_000
 FULL_ROWS = 250_000
 QUICK_EVENTS = 100_000
 FULL_EVENTS = 1_000_000
+STARVATION_EVENTS = 100_000  # per phase, at most
 GROWTH = 4
 
 
@@ -142,6 +146,12 @@ def measure_control_plane(plan: BenchPlan, tmp: Path) -> list[cp.Figures]:
     return [cp.bench_database(kind, tmp, args, work, workers) for kind, workers in served]
 
 
+def measure_starvation(plan: BenchPlan, tmp: Path) -> st.Starvation:
+    """Ingest quiet, with BigQuery hanging, and with /api/health flooded as well."""
+    events = min(plan.events, STARVATION_EVENTS)
+    return st.measure(tmp, events, 4, 500, st.FLOOD)
+
+
 def _control_plane_json(figures: cp.Figures) -> dict[str, Any]:
     return {
         "database": figures.database,
@@ -161,13 +171,14 @@ def render(
     writers: list[WriterFigure],
     databases: list[cp.Figures],
     header: dict[str, Any],
+    starvation: st.Starvation | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The Markdown report and the JSON document of one bench."""
     by_size = {
         size: report.writer_targets({f.key: f for f in writers if f.rows == size})
         for size in plan.sizes
     }
-    shared = report.control_plane_targets(databases)
+    shared = report.control_plane_targets(databases) + report.starvation_targets(starvation)
     lines = [
         "# Benchmarks",
         "",
@@ -187,6 +198,7 @@ def render(
         "",
         *report.control_plane_section(databases, plan.events),
         "",
+        *([*report.starvation_section(starvation), ""] if starvation is not None else []),
     ]
     document = {
         **header,
@@ -195,6 +207,7 @@ def render(
         "events": plan.events,
         "writers": [figure.as_json() for figure in writers],
         "control_plane": [_control_plane_json(db) for db in databases],
+        "starvation": starvation.as_json() if starvation is not None else None,
         "targets": {
             **{str(size): [t.as_json() for t in targets] for size, targets in by_size.items()},
             "control_plane": [t.as_json() for t in shared],
@@ -226,7 +239,12 @@ def run_bench(plan: BenchPlan, command: str) -> int:
             )
         )
         databases = measure_control_plane(plan, Path(tmp))
-    markdown, document = render(plan, writers, databases, header)
+        say(
+            "[2/3] control plane in trouble: ingest quiet, with BigQuery hanging, and with "
+            f"/api/health flooded as well ({st.FLOOD} callers)"
+        )
+        starvation = measure_starvation(plan, Path(tmp))
+    markdown, document = render(plan, writers, databases, header, starvation)
     say(f"[3/3] report ({time.perf_counter() - started:.0f} s in all)\n")
     say(markdown)
     plan.out.mkdir(parents=True, exist_ok=True)
@@ -234,4 +252,4 @@ def run_bench(plan: BenchPlan, command: str) -> int:
     plan.json_path.write_text(json.dumps(document, indent=2) + "\n")
     say(f"written: {plan.markdown_path}, {plan.json_path}")
     failed = [f for f in writers if f.median is None] + [d for d in databases if d.failed]
-    return 1 if failed else 0
+    return 1 if failed or starvation.failed else 0

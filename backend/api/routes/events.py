@@ -11,7 +11,6 @@ from starlette.concurrency import run_in_threadpool
 from backend.api.deps import ChangeFeedDep, EngineDep, IngestDep, ReconcilerDep, SettingsDep
 from backend.models import IngestResultPublic
 from backend.services.ingest import ingest_events, unstorable_values
-from backend.services.reconciliation import reconcile_after_success
 from onceover.events import Event
 
 router = APIRouter(prefix="/events", tags=["events"])
@@ -42,9 +41,10 @@ async def ingest(
     ingested = await run_in_threadpool(ingest_events, engine, events)
     result = ingested.result
     if ingested.succeeded and settings.reconcile_on_success:
-        # After the answer: a job's last flush must not wait for BigQuery's counts.
+        # After the answer: a job's last flush must not wait for BigQuery's counts. The
+        # checks run on threads of their own, never this route's (see AutomaticChecks).
         background.add_task(
-            reconcile_after_success, reconciler, ingested.succeeded, request.state.request_id
+            reconciler.automatic.after_success, ingested.succeeded, request.state.request_id
         )
     request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None
     request.state.audit_outcome = (

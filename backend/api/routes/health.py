@@ -2,9 +2,8 @@
 
 from fastapi import APIRouter, Request, Response, status
 
-from backend.api.deps import BigQueryProbeDep, EngineDep, SettingsDep
 from backend.models import HealthPublic
-from backend.services.health import check_health
+from backend.services.health import HealthChecks
 
 router = APIRouter(prefix="/health", tags=["health"])
 
@@ -15,17 +14,16 @@ router = APIRouter(prefix="/health", tags=["health"])
     response_model=HealthPublic,
     responses={503: {"model": HealthPublic, "description": "A dependency is unreachable"}},
 )
-async def get_health(
-    *,
-    request: Request,
-    response: Response,
-    settings: SettingsDep,
-    engine: EngineDep,
-    probe: BigQueryProbeDep,
-) -> HealthPublic:
-    """Check the database and BigQuery; 503 when either fails, with the reason."""
-    unauthenticated = getattr(request.app.state, "unauthenticated", 0)
-    health = await check_health(engine, probe, settings.health_timeout_s, unauthenticated)
+async def get_health(*, request: Request, response: Response) -> HealthPublic:
+    """Check the database and BigQuery; 503 when either fails, with the reason.
+
+    Anyone may call it: concurrent calls share one check of each dependency, its answer
+    is reused for ``ONCEOVER_HEALTH_CACHE_S`` (``age_s``), and one address gets an answer
+    at most every ``ONCEOVER_HEALTH_CLIENT_INTERVAL_S`` (calls in between wait their turn).
+    """
+    checks: HealthChecks = request.app.state.health
+    client = request.client.host if request.client else None
+    health = await checks.health(client, getattr(request.app.state, "unauthenticated", 0))
     if health.status != "ok":
         response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     return health

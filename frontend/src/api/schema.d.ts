@@ -187,6 +187,10 @@ export interface paths {
         /**
          * Get Health
          * @description Check the database and BigQuery; 503 when either fails, with the reason.
+         *
+         *     Anyone may call it: concurrent calls share one check of each dependency, its answer
+         *     is reused for ``ONCEOVER_HEALTH_CACHE_S`` (``age_s``), and one address gets an answer
+         *     at most every ``ONCEOVER_HEALTH_CLIENT_INTERVAL_S`` (calls in between wait their turn).
          */
         get: operations["getHealth"];
         put?: never;
@@ -1801,6 +1805,12 @@ export interface components {
          * @description Whether one dependency answered, how fast, and what it is.
          */
         DependencyHealth: {
+            /**
+             * Age S
+             * @description Seconds since the check ended: answers are shared for ONCEOVER_HEALTH_CACHE_S
+             * @default 0
+             */
+            age_s: number;
             /**
              * Error
              * @description Why the check failed, when it did

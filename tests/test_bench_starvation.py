@@ -1,0 +1,68 @@
+"""The starvation bench: ingest quiet, with BigQuery hanging, and with ``/api/health``
+flooded as well, side by side. Its figures are not asserted (a benchmark, not a timed
+test); what is: every phase ran and stored every event, and the report sets the flooded
+phase against quiet with its target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from onceover.bench.control_plane import Figures
+from onceover.bench.run import BenchPlan, render
+from onceover.bench.starvation import Phase, Starvation
+from onceover.bench.writers import CONTENDERS, WriterFigure
+
+TARGET = "ingest, BigQuery hanging and /api/health flooded / quiet"
+
+
+def test_every_phase_posts_every_event(subprocess_env: dict[str, str], tmp_path: Path) -> None:
+    figures = tmp_path / "starvation.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "onceover.bench.starvation", "--events", "3000",
+         "--clients", "2", "--batch", "250", "--flood", "4", "--json", str(figures)],
+        env=subprocess_env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "a succeeded run's check is waiting on BigQuery" in done.stdout
+    assert "/api/health flood:" in done.stdout
+    assert "| ratio to quiet | 1.00 |" in done.stdout
+    phases = json.loads(figures.read_text())["phases"]
+    assert [p["failed"] for p in phases] == [None, None, None]
+    assert all(p["ingest_events_per_s"] for p in phases)
+    assert phases[2]["health_flood"]["errors"] == 0
+
+
+def _starvation(*rates: float | None) -> Starvation:
+    result = Starvation(events=1_000, flood=32)
+    for name, rate in zip(("quiet", "hanging", "flooded"), rates, strict=True):
+        result.phases.append(Phase(name, rate=rate, post_ms=[10.0], failed=None if rate else "x"))
+    result.phases[-1].health = {"answers_per_s": 7.0, "p50_ms": 1.0, "p95_ms": 2.0, "errors": 0.0}
+    return result
+
+
+def _line(markdown: str, name: str) -> str:
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_the_report_sets_the_flooded_phase_against_quiet() -> None:
+    plan = BenchPlan(1_000, 1, 1_000, ("sqlite",), Path("out"), "", quick=True)
+    database = Figures("sqlite", stored=1_000, ingest_seconds=0.1, posted=1_000, post_ms=[1.0])
+    header = {"command": "onceover bench", "generated_at": "now", "commit": "c", "machine": "m"}
+
+    writers = [
+        WriterFigure(c.key, rows, rows * 50, [1.0]) for c in CONTENDERS for rows in (1_000, 4_000)
+    ]
+
+    met, document = render(plan, writers, [database], header, _starvation(1e3, 950.0, 900.0))
+    missed, _ = render(plan, writers, [database], header, _starvation(1e3, 950.0, 500.0))
+    failed, _ = render(plan, writers, [database], header, _starvation(None, 950.0, 900.0))
+
+    assert _line(met, TARGET).endswith("| 0.90x |  | ≥ 0.80x | met |")
+    assert _line(missed, TARGET).endswith("| 0.50x |  | ≥ 0.80x | **missed** |")
+    assert _line(failed, TARGET).endswith("| FAILED |  | ≥ 0.80x | FAILED |")
+    assert _line(met, "ratio to quiet") == "| ratio to quiet | 1.00 | 0.95 | 0.90 |"
+    assert document["starvation"]["phases"][2]["ratio_to_quiet"] == 0.9
