@@ -19,7 +19,6 @@ from backend.core.config import Settings
 from backend.core.security import Principal, TokenVerifier
 from backend.errors import NotAllowedError, NotAuthenticatedError
 from backend.services.changes import ChangeFeed
-from backend.services.health import BigQueryProbe
 from backend.services.reconciliation import Reconciler
 from backend.services.resume import Resumer
 from backend.services.webhook_dispatch import Dispatcher
@@ -38,11 +37,6 @@ def get_engine(request: Request) -> Engine:
 def get_session(request: Request) -> Iterator[Session]:
     with Session(request.app.state.engine) as session:
         yield session
-
-
-def get_bigquery_probe(request: Request) -> BigQueryProbe:
-    probe: BigQueryProbe = request.app.state.bigquery_probe
-    return probe
 
 
 def get_reconciler(request: Request) -> Reconciler:
@@ -105,7 +99,6 @@ class RoleCheck:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
-BigQueryProbeDep = Annotated[BigQueryProbe, Depends(get_bigquery_probe)]
 ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]

@@ -21,7 +21,25 @@ HELD = 256
 """Connections held open at most; later ones are closed at once (a bounded stand-in)."""
 
 
-class Unanswering:
+class _Closing:
+    """``with`` closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Unanswering(_Closing):
     """Accepts connections on 127.0.0.1 and never reads or writes; ``close`` ends it."""
 
     def __init__(self, limit: int = HELD) -> None:
@@ -65,19 +83,8 @@ class Unanswering:
                 connection.shutdown(socket.SHUT_RDWR)
             connection.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class HangingBigQuery:
+class HangingBigQuery(_Closing):
     """A REST and a gRPC endpoint that both accept and never answer."""
 
     def __init__(self) -> None:
@@ -91,14 +98,3 @@ class HangingBigQuery:
     def close(self) -> None:
         self.rest.close()
         self.grpc.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
