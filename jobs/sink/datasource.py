@@ -21,9 +21,10 @@ Structured Streaming::
        .trigger(availableNow=True).start())
 
 Options (see :mod:`jobs.sink.options` for all): ``table`` (required), ``mode``
-(``pending`` default, ``committed``, ``default``), ``key``, ``run_id``, ``ledger``,
-``stamp``, ``job``, ``monitor.url``, ``monitor.token``, ``row_format`` (``arrow``/``proto``),
-``request.max_bytes``, ``append.max_inflight``, ``retry.deadline_s``.
+(``pending``; ``committed``, the default of ``writeStream``; ``default``), ``key``,
+``run_id``, ``ledger``, ``stamp``, ``job``, ``monitor.url``, ``monitor.token``,
+``row_format`` (``arrow``/``proto``), ``request.max_bytes``, ``append.max_inflight``,
+``retry.deadline_s``.
 
 Options, the table and the DataFrame's schema are checked on the driver before any
 task runs; a bad option or a column that does not fit raises ``ValueError`` naming it.

@@ -105,9 +105,13 @@ class PartitionProgress:
     sent: list[list[int | str]] = field(default_factory=list)
     """(offset, rows, digest) of every request sent, acknowledged or not: a retry cuts
     its rows at the same boundaries and sends nothing unless each digest matches."""
+    base: int = 0
+    """The stream offset of the partition's first row. The offsets above count from
+    it: a stream continued from an earlier batch (jobs.sink.stream_slots) starts
+    there, a new one at 0."""
 
 
-def _batch_name(batch_id: int | None) -> str:
+def batch_name(batch_id: int | None) -> str:
     return BATCH_WRITE if batch_id is None else str(batch_id)
 
 
@@ -152,6 +156,12 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def read_payload(path: Path) -> dict[str, Any] | None:
+    """A record written by :func:`write_exclusively` or :func:`write_replacing`; None
+    when there is none."""
+    return _read(path)
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         payload: dict[str, Any] = json.loads(path.read_bytes())
@@ -187,18 +197,18 @@ class Ledger:
     def registry(self, batch_id: int | None, call: str) -> OrdinalRegistry:
         """The ordinals of one call's writes to this table (:mod:`jobs.sink.identity`)."""
         return OrdinalRegistry(
-            self.table_directory / "calls" / _batch_name(batch_id) / safe_name(call)
+            self.table_directory / "calls" / batch_name(batch_id) / safe_name(call)
         )
 
     # -- batches (driver) --------------------------------------------------------
 
     def _batch_path(self, batch_id: int | None) -> Path:
-        return self.directory / f"batch-{_batch_name(batch_id)}.json"
+        return self.directory / f"batch-{batch_name(batch_id)}.json"
 
     def batch(self, batch_id: int | None) -> BatchRecord | None:
         record = read_record(self._batch_path(batch_id))
         if record is None and self._legacy is not None:
-            legacy = read_record(self._legacy / f"batch-{_batch_name(batch_id)}.json")
+            legacy = read_record(self._legacy / f"batch-{batch_name(batch_id)}.json")
             if legacy is not None and legacy.table == self.table:
                 return legacy
         return record
@@ -219,7 +229,7 @@ class Ledger:
         existing = self.batch(record.batch_id)
         if existing is not None and existing.committed:
             raise LedgerError(
-                f"batch {_batch_name(record.batch_id)} of {self.query_id} is already "
+                f"batch {batch_name(record.batch_id)} of {self.query_id} is already "
                 "committed; refusing to write a new intent over it"
             )
         intent = replace(record, state="intent", write=self.write)
@@ -259,7 +269,7 @@ class Ledger:
     # -- partitions (executors, committed mode) -----------------------------------
 
     def _partition_directory(self, batch_id: int | None, partition: int) -> Path:
-        return self.directory / "partitions" / _batch_name(batch_id) / str(partition)
+        return self.directory / "partitions" / batch_name(batch_id) / str(partition)
 
     def _version_path(self, batch_id: int | None, partition: int, version: int) -> Path:
         return self._partition_directory(batch_id, partition) / f"v{version:09d}.json"
@@ -306,7 +316,7 @@ class Ledger:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
         if not won:
             raise PartitionTakenError(
-                f"partition {partition} of {_batch_name(batch_id)} ({self.directory}): another "
+                f"partition {partition} of {batch_name(batch_id)} ({self.directory}): another "
                 f"attempt advanced its progress past revision {progress.revision} first (a "
                 "speculative or zombie attempt of the same partition); this attempt stops so "
                 "the two never write over each other's offsets"

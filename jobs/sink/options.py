@@ -5,9 +5,11 @@ option                      default     meaning
 ==========================  ==========  ===============================================
 ``table``                   (required)  ``project.dataset.table`` (or ``dataset.table``
                                         in the configured project); must exist
-``mode``                    pending     ``pending`` (exactly-once, visible per batch),
+``mode``                    see below   ``pending`` (exactly-once, visible per batch),
                                         ``committed`` (exactly-once, visible per
-                                        append), ``default`` (at-least-once baseline)
+                                        append), ``default`` (at-least-once baseline);
+                                        ``committed`` for ``writeStream`` (its streams
+                                        last from batch to batch), else ``pending``
 ``key``                     none        column that identifies a row (reconciliation)
 ``stamp``                   false       ``true``: write the run id and batch id into
                                         ``_onceover_run_id`` / ``_onceover_batch_id``
@@ -57,6 +59,7 @@ Mode = Literal["pending", "committed", "default"]
 RowFormat = Literal["arrow", "proto"]
 
 MODES: tuple[Mode, ...] = ("pending", "committed", "default")
+STREAMING_DEFAULT_MODE: Mode = "committed"
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
 DEFAULT_MAX_REQUEST_BYTES = 8_000_000
 MAX_REQUEST_BYTES_LIMIT = 9_500_000
@@ -143,8 +146,10 @@ def _int(options: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
-def _choice(options: Mapping[str, str], name: str, choices: tuple[T, ...]) -> T:
-    text = options.get(name, choices[0]).strip().lower()
+def _choice(
+    options: Mapping[str, str], name: str, choices: tuple[T, ...], default: T | None = None
+) -> T:
+    text = options.get(name, default or choices[0]).strip().lower()
     if text not in choices:
         raise SinkOptionError(name, f"{text!r} is not one of {', '.join(choices)}")
     return text  # type: ignore[return-value,unused-ignore]  # one of choices
@@ -255,7 +260,10 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
 
     return SinkOptions(
         table=table,
-        mode=_choice(options, "mode", MODES),
+        # A streaming query writes a batch every trigger: its partitions keep their
+        # streams from batch to batch (committed mode), where pending mode would
+        # create one per partition and batch (jobs.sink.stream_slots).
+        mode=_choice(options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else None),
         key=key,
         stamp=_bool(options, "stamp"),
         run_id=run_id,

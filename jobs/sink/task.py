@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -28,8 +28,10 @@ from jobs.sink.appender import TRANSIENT, PlannedAppend, RetryPolicy, StreamAppe
 from jobs.sink.errors import NonDeterministicInputError, RetryDeadlineError, RowCountMismatchError
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
-from jobs.sink.ledger import PartitionProgress
+from jobs.sink.ledger import Ledger, PartitionProgress, batch_name
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
+from jobs.sink.stream_rate import stream_creations
+from jobs.sink.stream_slots import StreamSlots, continuation
 from jobs.sink.telemetry import StreamTelemetry, Telemetry
 
 if TYPE_CHECKING:
@@ -188,12 +190,14 @@ def _append_all(
     recorded: tuple[tuple[int, int], ...] = (),
     sent: Mapping[int, tuple[int, str]] | None = None,
     acknowledged: int = 0,
+    base: int = 0,
 ) -> int:
     """Send every request of the partition; returns the rows appended (from ``start_row``).
 
     ``sent``: (rows, digest) by offset of what an earlier attempt sent; each such request
     is cut again at its boundaries and must encode to the same digest, and those below
-    ``acknowledged`` are not sent again (their rows count as appended)."""
+    ``acknowledged`` are not sent again (their rows count as appended). Offsets count
+    the partition's rows; on the stream they start at ``base`` (a continued stream)."""
     rows = 0
     for request in plan_requests(
         batches, encoder, job.options.max_request_bytes, start_row=start_row, recorded=recorded
@@ -211,7 +215,7 @@ def _append_all(
             continue  # in BigQuery already, and the same rows
         appender.append(
             PlannedAppend(
-                offset=request.offset if offsets else None,
+                offset=base + request.offset if offsets else None,
                 rows=encoded.rows,
                 bytes=encoded.bytes,
                 rows_payload=encoded.apply,
@@ -228,9 +232,12 @@ def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
     from google.cloud.bigquery_storage_v1 import types
 
     write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
-    created = call_with_retry(
-        job, lambda: client.create_write_stream(parent=job.parent, write_stream=write_stream)
-    )
+
+    def create() -> Any:
+        stream_creations().take()  # every try counts against the quota: pace each
+        return client.create_write_stream(parent=job.parent, write_stream=write_stream)
+
+    created = call_with_retry(job, create)
     return str(created.name)
 
 
@@ -357,45 +364,46 @@ def _write_committed(
 ) -> TaskResult:
 
     ledger = job.ledger()
+    slots = StreamSlots(ledger)
+    batch = batch_name(task.batch_id)
     progress = ledger.partition(task.batch_id, task.partition)
     resumed = progress is not None
     if progress is not None and progress.complete:
+        # An attempt that finished, then died before telling the slot: tell it now.
+        slots.finish(task.partition, progress.stream, batch, progress.base + progress.acked_rows)
         return TaskResult(
             progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
         )
     if progress is None:
-        created = _create_stream(job, client, "COMMITTED")
-        # Recorded before the first append, so a retry finds this stream (invariant 4).
-        progress = ledger.claim_partition(
-            task.batch_id, task.partition, PartitionProgress(stream=created, attempt=task.attempt)
-        )
-        if progress.stream != created:  # a concurrent attempt recorded its stream first
-            telemetry.stream(created, "COMMITTED", task.partition, task.attempt).orphaned(
-                "another attempt of this partition recorded its stream first"
-            )
-            resumed = True
+        first = next(batches, None)
+        if first is None:  # an empty partition takes no stream
+            return TaskResult(None, "COMMITTED", 0, 0, task.partition, task.attempt)
+        batches = _chain(first, batches)
+        progress, resumed = _take_stream(job, client, ledger, slots, task, telemetry)
     events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
     events.created(resumed=resumed)
     encoder = encoder_for(job)
     state = {"progress": replace(progress, attempt=task.attempt)}
     start = progress.acked_rows
+    base = progress.base
 
     def before_send(append: PlannedAppend, inflight: list[PlannedAppend]) -> None:
         assert append.offset is not None
         current = state["progress"]
-        end = append.offset + append.rows
+        offset = append.offset - base  # the record counts the partition's rows
+        end = offset + append.rows
         if end <= current.sent_rows:
             return  # already covered by the record
         # The appender lists the request being sent among those in flight already.
         pending = inflight if any(a is append for a in inflight) else [*inflight, append]
-        unacked = [(a.offset, a.rows) for a in pending if a.offset is not None]
+        unacked = [(a.offset - base, a.rows) for a in pending if a.offset is not None]
         acked = unacked[0][0] if unacked else end
         state["progress"] = replace(
             current,
             acked_rows=acked,
             sent_rows=end,
             inflight=[list(pair) for pair in unacked],
-            sent=[*current.sent, [append.offset, append.rows, append.digest]],
+            sent=[*current.sent, [offset, append.rows, append.digest]],
         )
         state["progress"] = ledger.save_partition(task.batch_id, task.partition, state["progress"])
 
@@ -420,7 +428,7 @@ def _write_committed(
     try:
         rows = _append_all(
             appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded,
-            sent=sent, acknowledged=progress.acked_rows,
+            sent=sent, acknowledged=progress.acked_rows, base=base,
         )  # fmt: skip
     except NonDeterministicInputError as exc:
         raise NonDeterministicInputError(_input_changed(job, telemetry, task, str(exc))) from exc
@@ -438,6 +446,8 @@ def _write_committed(
             complete=True,
         ),
     )
+    # Where the partition's next batch goes on (jobs.sink.stream_slots).
+    slots.finish(task.partition, progress.stream, batch, base + total)
     return TaskResult(
         progress.stream,
         "COMMITTED",
@@ -446,6 +456,39 @@ def _write_committed(
         task.partition,
         task.attempt,
     )
+
+
+def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    ledger: Ledger,
+    slots: StreamSlots,
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> tuple[PartitionProgress, bool]:
+    """The partition's stream for this batch, recorded before its first append
+    (invariant 4): the stream an earlier batch left in the partition's slot, continued
+    where it ended, or a new one. Returns the progress and whether the stream existed."""
+    batch = batch_name(task.batch_id)
+    slot = slots.current(task.partition)
+    continued = continuation(slots, ledger, task.partition, batch)
+    if continued is not None:
+        stream, base = continued
+        if slot is None or slot.batch != batch:
+            taken = slots.take(task.partition, stream, batch, base)
+            stream, base = taken.stream, taken.base
+    else:
+        created = _create_stream(job, client, "COMMITTED")
+        taken = slots.take(task.partition, created, batch, 0)
+        if taken.stream != created:  # a concurrent attempt of this batch took the slot
+            telemetry.stream(created, "COMMITTED", task.partition, task.attempt).orphaned(
+                "another attempt of this partition took its stream slot first"
+            )
+        stream, base = taken.stream, taken.base
+    proposed = PartitionProgress(stream=stream, attempt=task.attempt, base=base)
+    progress = ledger.claim_partition(task.batch_id, task.partition, proposed)
+    # A concurrent attempt that recorded first holds the partition: go on with its stream.
+    return progress, continued is not None or progress != proposed
 
 
 # -- default ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ def table(rest: bigquery.Client, dataset: str) -> str:
 @pytest.fixture
 def job(bq_config: BigQueryConfig, table: str, tmp_path: Path, receiver: Receiver) -> SinkJob:
     monitor = {"monitor.url": receiver.url, "monitor.token": TOKEN}
-    return streaming_job(bq_config, table, tmp_path, **monitor)
+    return streaming_job(bq_config, table, tmp_path, mode="pending", **monitor)
 
 
 def staged(write: BigQueryWriteClient, table: str, *ranges: tuple[int, int]) -> list[TaskResult]:

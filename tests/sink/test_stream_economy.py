@@ -1,0 +1,188 @@
+"""Stream economy: a streaming query's CreateWriteStream calls do not grow with its
+micro-batches (BigQuery allows 10,000 an hour per project and region). Counted by the
+local BigQuery, which lists every stream ever created (``/admin/streams``); rows and
+distinct keys counted in the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import requests
+from google.cloud import bigquery
+from pyspark.sql import SparkSession
+
+from jobs.generate import write_files
+from jobs.sink import failpoints
+from jobs.sink.job import SinkJob
+from jobs.sink.task import TaskContextInfo, write_partition
+from onceover.bigquery import BigQueryConfig
+from onceover.chaos.runner import ORDER_SCHEMA
+from onceover.localbq import LocalBigQuery
+from tests.sink.test_streaming import SOURCE_SCHEMA, counted
+from tests.writeapi import count, create_table, rows, streaming_job
+
+
+def streams_of(local_bigquery: LocalBigQuery, table: str) -> list[dict[str, object]]:
+    """Every write stream ever created on ``table`` (project.dataset.table)."""
+    project, dataset, name = table.split(".")
+    answer = requests.get(f"{local_bigquery.rest_url}/admin/streams", timeout=10)
+    answer.raise_for_status()
+    return [
+        s
+        for s in answer.json()["writeStreams"]
+        if (s["projectId"], s["datasetId"], s["tableId"]) == (project, dataset, name)
+    ]
+
+
+# -- a user's streaming query ---------------------------------------------------------
+
+
+def run_query(
+    spark: SparkSession, source: Path, table: str, checkpoint: Path, **options: str
+) -> None:
+    """The user's query: one file per micro-batch, hashed into 2 partitions (or as
+    ``partitions`` says), into the sink with no option but the table."""
+    partitions = int(options.pop("partitions", "2"))
+    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(
+        str(source)
+    )
+    (
+        frame.repartition(partitions, "event_id")
+        .writeStream.format("onceover")
+        .option("table", table)
+        .option("checkpointLocation", str(checkpoint))
+        .options(**options)
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
+
+
+@pytest.mark.spark
+def test_a_streaming_query_keeps_one_stream_per_partition_across_batches_and_restarts(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    local_bigquery: LocalBigQuery,
+    dataset: str,
+    tmp_path: Path,
+) -> None:
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
+    write_files(source, 600, 6, "json")  # six micro-batches of 100 rows
+    run_query(spark, source, table, checkpoint)
+    assert counted(rest, table) == (600, 600)
+    first = streams_of(local_bigquery, table)
+    # Before: two PENDING streams per micro-batch (12); now the partitions' two streams.
+    assert [s["streamType"] for s in first] == ["COMMITTED", "COMMITTED"]
+
+    # A restart of the query, and more batches: the same two streams go on.
+    write_files(source, 400, 4, "json", start=600)
+    run_query(spark, source, table, checkpoint)
+    assert counted(rest, table) == (1_000, 1_000)
+    after = streams_of(local_bigquery, table)
+    assert {s["name"] for s in after} == {s["name"] for s in first}
+    assert sum(int(str(s["nextOffset"])) for s in after) == 1_000
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("mode", "streams_per_batch"), [("committed", 0), ("pending", 1)])
+def test_empty_partitions_create_no_stream(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    local_bigquery: LocalBigQuery,
+    dataset: str,
+    tmp_path: Path,
+    mode: str,
+    streams_per_batch: int,
+) -> None:
+    """Eight partitions of which seven are empty: one stream (committed: for the whole
+    query; pending: one per batch), never one per empty partition."""
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
+    write_files(source, 300, 3, "json")
+    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(
+        str(source)
+    )
+    (
+        frame.repartition(8, frame.currency.substr(0, 0))  # one key: one partition has rows
+        .writeStream.format("onceover")
+        .option("table", table)
+        .option("mode", mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
+    assert counted(rest, table) == (300, 300)
+    assert len(streams_of(local_bigquery, table)) == (3 * streams_per_batch or 1)
+
+
+# -- one partition's tasks, as Spark runs them --------------------------------------------
+
+ROWS = 1_000
+
+
+@pytest.fixture
+def table(rest: bigquery.Client, dataset: str) -> str:
+    return create_table(rest, dataset)
+
+
+@pytest.fixture
+def job(bq_config: BigQueryConfig, table: str, tmp_path: Path) -> SinkJob:
+    # No mode: the streaming sink's default.
+    return streaming_job(bq_config, table, tmp_path, **{"request.max_bytes": "10000"})
+
+
+def fails_at_second_append(
+    job: SinkJob, batch: int, first: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(failpoints.ENV, "append.response=error@2")
+    failpoints.reset()
+    with pytest.raises(Exception, match=r"append\.response"):
+        write_partition(job, [rows(first, ROWS)], TaskContextInfo(0, 0, batch))
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+
+
+def test_a_retried_task_goes_on_where_its_batch_started_on_the_continued_stream(
+    job: SinkJob,
+    rest: bigquery.Client,
+    table: str,
+    local_bigquery: LocalBigQuery,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_partition(job, [rows(0, ROWS)], TaskContextInfo(0, 0, 0))
+    fails_at_second_append(job, 1, ROWS, monkeypatch)  # batch 1: some rows acknowledged
+    # Spark's retry gets the same rows in other Arrow batches.
+    again = pa.Table.from_batches([rows(ROWS, ROWS)]).to_batches(max_chunksize=333)
+    result = write_partition(job, again, TaskContextInfo(0, 1, 1))
+    assert result.rows == ROWS
+    write_partition(job, [rows(2 * ROWS, ROWS)], TaskContextInfo(0, 0, 2))
+    assert count(rest, table) == (3 * ROWS, 3 * ROWS)
+    (stream,) = streams_of(local_bigquery, table)
+    assert stream["nextOffset"] == 3 * ROWS
+
+
+def test_a_batch_left_unfinished_keeps_its_stream_and_the_next_batch_takes_a_new_one(
+    job: SinkJob,
+    rest: bigquery.Client,
+    table: str,
+    local_bigquery: LocalBigQuery,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A foreachBatch function that catches a failed write and goes on: the next batch
+    must not continue a stream whose batch may still be replayed there."""
+    write_partition(job, [rows(0, ROWS)], TaskContextInfo(0, 0, 0))
+    fails_at_second_append(job, 1, ROWS, monkeypatch)  # batch 1 left unfinished
+    write_partition(job, [rows(2 * ROWS, ROWS)], TaskContextInfo(0, 0, 2))
+    # Batch 1 replayed later: it goes on on its own stream.
+    write_partition(job, [rows(ROWS, ROWS)], TaskContextInfo(0, 0, 1))
+    assert count(rest, table) == (3 * ROWS, 3 * ROWS)
+    assert sorted(int(str(s["nextOffset"])) for s in streams_of(local_bigquery, table)) == [
+        ROWS,
+        2 * ROWS,
+    ]
