@@ -82,6 +82,68 @@ wraps a private function whose shape may change in another release.
     handlers of whatever process embeds it (pytest, ``onceover up``). The patch
     restores the host's root logger after bqemulator configured structlog, so its
     lines go through the host's handlers at the host's levels.
+
+The next four enforce Storage Write API limits bqemulator lacks. Their values live in
+:mod:`onceover.localbq.limits` (``WRITE_API_LIMITS``, BigQuery's defaults), are read
+on every call, shortened by tests with ``limits.limited(...)`` and set for a separately
+launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at install.
+
+``create_stream_quota``
+    bqemulator created any number of streams. BigQuery ("Storage Write API quotas
+    and limits": *CreateWriteStream requests*) lets a project create 10,000 streams
+    per hour per region; over it CreateWriteStream fails with RESOURCE_EXHAUSTED
+    ("Exceeds 'CreateWriteStream requests' quota, user_id: ... Entity: <table>").
+    The ``_default`` stream is never created, so never counted. The patch counts
+    each CreateWriteStream call a project makes over a rolling window
+    (``create_streams_per_window`` per ``create_window_s``; refused calls are not
+    counted) and refuses the next one with RESOURCE_EXHAUSTED: "Exceeds quota
+    limit 'CreateWriteStream requests' of 10000 streams per hour per project per
+    region, user_id: <project> (status: INSUFFICIENT_TOKENS) ... Entity: <table>".
+    ``limits.create_stream_calls(project)`` reads the count.
+    The client library retries RESOURCE_EXHAUSTED on CreateWriteStream for up to
+    20 minutes by default.
+
+``commit_stream_limit``
+    bqemulator committed any number of streams at once. BigQuery ("Storage Write
+    API quotas and limits": streams per ``BatchCommitWriteStreams``) commits at
+    most 10,000 streams in one call. The patch refuses a call naming more than
+    ``commit_max_streams`` with INVALID_ARGUMENT before looking at any stream:
+    nothing is committed.
+
+``stream_lifetimes``
+    bqemulator's streams never expired. In BigQuery a PENDING stream that is not
+    committed within 24 hours of its creation is deleted, and so is a COMMITTED
+    stream that has had no append for 3 days (a BUFFERED one: 7 days); whoever
+    uses it afterwards is told it does not exist. The patch notes when each
+    stream is created and last appended to (a successful append) and deletes it
+    from bqemulator's stream manager the first time it is looked up after
+    ``pending_lifetime_s`` (not committed) or ``committed_idle_s`` /
+    ``buffered_idle_s`` (idle): GetWriteStream, FinalizeWriteStream, FlushRows and
+    a new AppendRows connection then answer NOT_FOUND, BatchCommitWriteStreams
+    lists it with ``STREAM_NOT_FOUND`` and commits nothing, and an AppendRows
+    connection already open on it answers each request with an in-stream
+    NOT_FOUND. Rows a COMMITTED stream appended stay in the table; a committed
+    PENDING stream is kept (its ``commit_time`` is how a writer learns the commit
+    happened); ``_default`` never expires.
+
+``storage_error_details``
+    bqemulator's errors carried no ``StorageError``. BigQuery (``storage.proto``:
+    ``StorageError``, "structured custom BigQuery Storage error message ...
+    attached as error details in the returned rpc Status") puts one, Any-packed,
+    in the ``details`` of the ``google.rpc.Status``: in-stream in
+    ``AppendRowsResponse.error`` (the patch: ALREADY_EXISTS ->
+    ``OFFSET_ALREADY_EXISTS``, OUT_OF_RANGE -> ``OFFSET_OUT_OF_RANGE``,
+    FAILED_PRECONDITION -> ``STREAM_FINALIZED``, NOT_FOUND -> ``STREAM_NOT_FOUND``),
+    and for an RPC that fails in gRPC's ``grpc-status-details-bin`` trailer (the
+    patch: NOT_FOUND of GetWriteStream, FinalizeWriteStream, FlushRows and an
+    AppendRows connection -> ``STREAM_NOT_FOUND``, or ``TABLE_NOT_FOUND`` when the
+    table is what is missing, as for CreateWriteStream; finalizing ``_default`` or
+    flushing a stream that is not BUFFERED -> ``INVALID_STREAM_TYPE``; finalizing a
+    committed stream -> ``STREAM_ALREADY_COMMITTED``; flushing past the end ->
+    ``OFFSET_OUT_OF_RANGE``, a closed stream -> ``STREAM_FINALIZED``). The entity
+    is the stream (the table for ``TABLE_NOT_FOUND``), the message the call's own.
+    It wraps the one function that builds in-stream errors (``_error_response``)
+    and each unary handler's answer after it set its status code.
 """
 
 from __future__ import annotations
@@ -90,12 +152,15 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from onceover.errors import LocalBigQueryVersionError
+from onceover.localbq import limits
+from onceover.localbq.limits import HOUR_S
 
 PINNED_VERSION = "1.4.0"
 """The bqemulator release these patches were written against and tested with."""
@@ -134,6 +199,7 @@ def install() -> list[str]:
     check_version()
     with _install_lock:
         if not _installed:
+            limits.apply_environment()  # ONCEOVER_LOCALBQ_<FIELD>; wrong values raise
             for patch in (
                 keep_host_logging,  # first: the other patches import bqemulator modules
                 optional_spatial,
@@ -144,6 +210,10 @@ def install() -> list[str]:
                 record_columns,
                 append_rows_pool,
                 one_duckdb_user_at_a_time,
+                stream_lifetimes,
+                create_stream_quota,
+                commit_stream_limit,
+                storage_error_details,  # last: sees the answers of the patches above
             ):
                 patch()
                 _installed.append(patch.__name__)
@@ -488,3 +558,390 @@ def keep_host_logging() -> None:
 
     # server.py imported the function by name before the wrap.
     bqemulator.server.configure_logging = logging_.configure_logging  # type: ignore[attr-defined]
+
+
+# -- Storage Write API limits: the values live in onceover.localbq.limits ------------
+
+
+def _quota_window(seconds: float) -> str:
+    named = {HOUR_S: "hour", 60.0: "minute", 1.0: "second"}
+    return named.get(seconds, f"{seconds:g} seconds")
+
+
+def _table_parent_project(parent: str) -> str | None:
+    """The project of ``projects/{p}/datasets/{d}/tables/{t}``; ``None`` if malformed."""
+    parts = parent.split("/")
+    if len(parts) != 6 or parts[0] != "projects" or not parts[1]:
+        return None
+    return parts[1]
+
+
+# -- create_stream_quota ---------------------------------------------------------------
+
+
+def create_stream_quota() -> None:
+    """Refuse CreateWriteStream over the project's quota (RESOURCE_EXHAUSTED)."""
+    import grpc
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from google.cloud.bigquery_storage_v1 import types
+
+    request_type = types.CreateWriteStreamRequest.pb()
+
+    def make(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_create_write_stream(handler: Any, request_bytes: bytes, context: Any) -> bytes:
+            parent = request_type.FromString(request_bytes).parent
+            project = _table_parent_project(parent)
+            if project is None:  # bqemulator answers INVALID_ARGUMENT; nothing to count
+                return original(handler, request_bytes, context)
+            wait_s = limits.CREATE_STREAM_QUOTA.admit(project)
+            if wait_s is not None:
+                values = limits.WRITE_API_LIMITS.snapshot()
+                window = _quota_window(values.create_window_s)
+                context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+                context.set_details(
+                    f"Exceeds quota limit 'CreateWriteStream requests' of "
+                    f"{values.create_streams_per_window} streams per {window} per project "
+                    f"per region, user_id: {project} (status: INSUFFICIENT_TOKENS); the "
+                    f"oldest counted call leaves the window in {wait_s:.1f} s. Use the "
+                    "_default stream where exactly-once is not needed, see "
+                    "https://cloud.google.com/bigquery/docs/write-api-best-practices"
+                    f"#limit_the_rate_of_stream_creation. Entity: {parent}"
+                )
+                return b""
+            return original(handler, request_bytes, context)
+
+        return _handle_create_write_stream
+
+    _wrap(BigQueryWriteHandler, "_handle_create_write_stream", make)
+
+
+# -- commit_stream_limit ---------------------------------------------------------------
+
+
+def commit_stream_limit() -> None:
+    """Refuse a BatchCommitWriteStreams naming too many streams (INVALID_ARGUMENT)."""
+    import grpc
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from google.cloud.bigquery_storage_v1 import types
+
+    request_type = types.BatchCommitWriteStreamsRequest.pb()
+
+    def make(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _handle_batch_commit_write_streams(
+            handler: Any, request_bytes: bytes, context: Any
+        ) -> bytes:
+            request = request_type.FromString(request_bytes)
+            most = limits.WRITE_API_LIMITS.commit_max_streams
+            if len(request.write_streams) > most:
+                context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+                context.set_details(
+                    f"BatchCommitWriteStreams names {len(request.write_streams)} streams; "
+                    f"at most {most} streams can be committed in one call. "
+                    f"Entity: {request.parent}"
+                )
+                return b""
+            return original(handler, request_bytes, context)
+
+        return _handle_batch_commit_write_streams
+
+    _wrap(BigQueryWriteHandler, "_handle_batch_commit_write_streams", make)
+
+
+# -- stream_lifetimes ------------------------------------------------------------------
+
+
+@dataclass
+class _StreamClock:
+    created: float  # time.monotonic()
+    last_append: float
+
+
+def _clocks(manager: Any) -> dict[str, _StreamClock]:
+    """Per-manager record of when each stream was created and last appended to."""
+    clocks: dict[str, _StreamClock] = manager.__dict__.setdefault("_onceover_stream_clocks", {})
+    return clocks
+
+
+def _lifetime_over(stream: Any, clock: _StreamClock, now: float) -> bool:
+    from bqemulator.streaming.write_stream import WriteStreamState, WriteStreamType
+
+    values = limits.WRITE_API_LIMITS.snapshot()
+    if stream.stream_type is WriteStreamType.PENDING:
+        # A committed PENDING stream stays: its commit_time tells a writer it happened.
+        return (
+            stream.state is not WriteStreamState.COMMITTED
+            and now - clock.created > values.pending_lifetime_s
+        )
+    if stream.stream_type is WriteStreamType.COMMITTED:
+        return now - clock.last_append > values.committed_idle_s
+    if stream.stream_type is WriteStreamType.BUFFERED:
+        return now - clock.last_append > values.buffered_idle_s
+    return False  # the _default stream lives as long as its table
+
+
+def _expired(manager: Any, stream: Any, delete: Callable[[Any, str], None]) -> bool:
+    """Delete ``stream`` if its lifetime is over; say whether it was."""
+    clock = _clocks(manager).get(stream.name)
+    if clock is None or not _lifetime_over(stream, clock, time.monotonic()):
+        return False
+    delete(manager, stream.name)
+    _clocks(manager).pop(stream.name, None)
+    logger.info("local BigQuery: write stream %s expired and was deleted", stream.name)
+    return True
+
+
+def stream_lifetimes() -> None:
+    """Delete PENDING streams not committed in time and idle COMMITTED/BUFFERED streams."""
+    import grpc
+    from bqemulator.grpc_api import write_servicer
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from bqemulator.streaming.write_stream import WriteStreamManager
+    from google.cloud.bigquery_storage_v1 import types
+
+    response_type = types.AppendRowsResponse.pb()
+    delete = WriteStreamManager.delete
+
+    def make_create(original: Callable[..., Any]) -> Callable[..., Any]:
+        def create(manager: Any, *args: Any, **kwargs: Any) -> Any:
+            stream = original(manager, *args, **kwargs)
+            now = time.monotonic()
+            _clocks(manager)[stream.name] = _StreamClock(created=now, last_append=now)
+            return stream
+
+        return create
+
+    def make_get(original: Callable[..., Any]) -> Callable[..., Any]:
+        # Every RPC finds its stream here: Get, Finalize, Flush, AppendRows (binding a
+        # connection) and BatchCommit's validation all answer "not found" once it is gone.
+        def get(manager: Any, name: str) -> Any:
+            stream = original(manager, name)
+            if stream is not None and _expired(manager, stream, delete):
+                return None
+            return stream
+
+        return get
+
+    def make_list_active(original: Callable[..., Any]) -> Callable[..., Any]:
+        def list_active(manager: Any) -> tuple[Any, ...]:
+            return tuple(s for s in original(manager) if not _expired(manager, s, delete))
+
+        return list_active
+
+    def make_append(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        # A connection bound to a stream does not look it up again: check it here.
+        def _perform_append(handler: Any, bound_stream: Any, *args: Any, **kwargs: Any) -> bytes:
+            if handler.manager.get(bound_stream.name) is not bound_stream:
+                return bytes(
+                    write_servicer._error_response(
+                        bound_stream.name,
+                        f"Requested entity was not found. Entity: {bound_stream.name}",
+                        status_code=grpc.StatusCode.NOT_FOUND,
+                    )
+                )
+            response = original(handler, bound_stream, *args, **kwargs)
+            clock = _clocks(handler.manager).get(bound_stream.name)
+            if clock is not None and not response_type.FromString(response).HasField("error"):
+                clock.last_append = time.monotonic()
+            return response
+
+        return _perform_append
+
+    _wrap(WriteStreamManager, "create", make_create)
+    _wrap(WriteStreamManager, "get", make_get)
+    _wrap(WriteStreamManager, "list_active", make_list_active)
+    _wrap(BigQueryWriteHandler, "_perform_append", make_append)
+
+
+# -- storage_error_details -------------------------------------------------------------
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""Trailing metadata carrying a serialized ``google.rpc.Status`` (gRPC's rich errors)."""
+
+
+def _packed_storage_error(code: int, entity: str, message: str) -> Any:
+    """A ``google.protobuf.Any`` holding a ``StorageError``."""
+    from google.cloud.bigquery_storage_v1 import types
+    from google.protobuf import any_pb2
+
+    packed = any_pb2.Any()
+    packed.Pack(types.StorageError.pb()(code=code, entity=entity, error_message=message))
+    return packed
+
+
+class _RecordingContext:
+    """A gRPC servicer context that remembers the status set on it.
+
+    The context of a synchronous streaming handler cannot tell the code it was given
+    (no ``code()``), so each handler wrapped here gets one of these in its place.
+    """
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self.status_code: Any = None
+        self.status_details: str | None = None
+        self.trailing: tuple[tuple[str, str | bytes], ...] = ()
+
+    def set_code(self, code: Any) -> None:
+        self.status_code = code
+        self._context.set_code(code)
+
+    def set_details(self, details: str) -> None:
+        self.status_details = details
+        self._context.set_details(details)
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+        self.trailing = tuple(metadata)
+        self._context.set_trailing_metadata(metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def _attach_storage_error(context: _RecordingContext, code: int, entity: str) -> None:
+    """Send the call's status again as a ``google.rpc.Status`` with a ``StorageError``.
+
+    The status code and message must equal the call's own: clients refuse rich details
+    that disagree with the call (``grpc_status.rpc_status.from_call``).
+    """
+    from google.rpc import status_pb2  # type: ignore[import-untyped]
+
+    status_code, message = context.status_code, context.status_details
+    if status_code is None or message is None:
+        return
+    status = status_pb2.Status(
+        code=status_code.value[0],
+        message=message,
+        details=[_packed_storage_error(code, entity, message)],
+    )
+    context.set_trailing_metadata(
+        (*context.trailing, (STATUS_DETAILS_KEY, status.SerializeToString()))
+    )
+
+
+Decide: TypeAlias = Callable[[Any, bytes, Any], tuple[int, str] | None]
+"""(handler, request bytes, gRPC status code) -> (StorageErrorCode, entity) or None."""
+
+
+def storage_error_details() -> None:
+    """Give Write API errors the ``StorageError`` detail BigQuery gives them."""
+    _unary_storage_errors()
+    _in_stream_storage_errors()
+
+
+def _unary_storage_errors() -> None:
+    """A failed GetWriteStream, FinalizeWriteStream, FlushRows, CreateWriteStream or
+    AppendRows connection sends its status with a ``StorageError`` in the trailer."""
+    import grpc
+    from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
+    from bqemulator.streaming.write_stream import DEFAULT_STREAM_SUFFIX, WriteStreamState
+    from google.cloud.bigquery_storage_v1 import types
+
+    codes = types.StorageError.StorageErrorCode
+    status = grpc.StatusCode
+    default_suffix = f"/streams/{DEFAULT_STREAM_SUFFIX}"
+
+    def unary(decide: Decide) -> Callable[[Callable[..., bytes]], Callable[..., bytes]]:
+        def make(original: Callable[..., bytes]) -> Callable[..., bytes]:
+            def handle(handler: Any, request_bytes: bytes, context: Any) -> bytes:
+                recording = _RecordingContext(context)
+                response = original(handler, request_bytes, recording)
+                code = recording.status_code
+                if code is not None and code is not status.OK:
+                    decided = decide(handler, request_bytes, code)
+                    if decided is not None:
+                        _attach_storage_error(recording, *decided)
+                return response
+
+            return handle
+
+        return make
+
+    def on_create(_handler: Any, request_bytes: bytes, code: Any) -> tuple[int, str] | None:
+        parent = types.CreateWriteStreamRequest.pb().FromString(request_bytes).parent
+        return (codes.TABLE_NOT_FOUND, parent) if code is status.NOT_FOUND else None
+
+    def on_get(_handler: Any, request_bytes: bytes, code: Any) -> tuple[int, str] | None:
+        name = types.GetWriteStreamRequest.pb().FromString(request_bytes).name
+        if code is not status.NOT_FOUND:
+            return None
+        # The _default stream is only missing when its table is.
+        missing = codes.TABLE_NOT_FOUND if name.endswith(default_suffix) else codes.STREAM_NOT_FOUND
+        return missing, name
+
+    def on_finalize(_handler: Any, request_bytes: bytes, code: Any) -> tuple[int, str] | None:
+        name = types.FinalizeWriteStreamRequest.pb().FromString(request_bytes).name
+        storage_code = {
+            status.NOT_FOUND: codes.STREAM_NOT_FOUND,
+            status.INVALID_ARGUMENT: codes.INVALID_STREAM_TYPE,  # the _default stream
+            status.FAILED_PRECONDITION: codes.STREAM_ALREADY_COMMITTED,
+        }.get(code)
+        return None if storage_code is None else (storage_code, name)
+
+    def on_flush(handler: Any, request_bytes: bytes, code: Any) -> tuple[int, str] | None:
+        name = types.FlushRowsRequest.pb().FromString(request_bytes).write_stream
+        if code is status.NOT_FOUND:
+            return codes.STREAM_NOT_FOUND, name
+        if code is status.INVALID_ARGUMENT:  # not a BUFFERED stream
+            return codes.INVALID_STREAM_TYPE, name
+        if code is status.OUT_OF_RANGE:
+            stream = handler.manager.get(name)
+            if stream is not None and stream.state is not WriteStreamState.OPEN:
+                return codes.STREAM_FINALIZED, name
+            return codes.OFFSET_OUT_OF_RANGE, name
+        return None
+
+    def make_bind(original: Callable[..., Any]) -> Callable[..., Any]:
+        # AppendRows closes the connection with NOT_FOUND when its stream or table is gone.
+        def _bind_stream_to_target(handler: Any, stream_name: str, context: Any) -> Any:
+            recording = _RecordingContext(context)
+            bound = original(handler, stream_name, recording)
+            if bound is None and recording.status_code is status.NOT_FOUND:
+                table_gone = (
+                    stream_name.endswith(default_suffix)
+                    or handler.manager.get(stream_name) is not None
+                )
+                storage_code = codes.TABLE_NOT_FOUND if table_gone else codes.STREAM_NOT_FOUND
+                _attach_storage_error(recording, storage_code, stream_name)
+            return bound
+
+        return _bind_stream_to_target
+
+    _wrap(BigQueryWriteHandler, "_handle_create_write_stream", unary(on_create))
+    _wrap(BigQueryWriteHandler, "_handle_get_write_stream", unary(on_get))
+    _wrap(BigQueryWriteHandler, "_handle_finalize_write_stream", unary(on_finalize))
+    _wrap(BigQueryWriteHandler, "_handle_flush_rows", unary(on_flush))
+    _wrap(BigQueryWriteHandler, "_bind_stream_to_target", make_bind)
+
+
+def _in_stream_storage_errors() -> None:
+    """An ``AppendRowsResponse.error`` gets a ``StorageError`` in its details."""
+    import grpc
+    from bqemulator.grpc_api import write_servicer
+    from google.cloud.bigquery_storage_v1 import types
+
+    codes = types.StorageError.StorageErrorCode
+    status = grpc.StatusCode
+    in_stream = {
+        status.ALREADY_EXISTS: codes.OFFSET_ALREADY_EXISTS,
+        status.OUT_OF_RANGE: codes.OFFSET_OUT_OF_RANGE,
+        status.FAILED_PRECONDITION: codes.STREAM_FINALIZED,
+        status.NOT_FOUND: codes.STREAM_NOT_FOUND,
+    }
+    response_type = types.AppendRowsResponse.pb()
+
+    def make(original: Callable[..., bytes]) -> Callable[..., bytes]:
+        def _error_response(
+            stream_name: str, detail: str, status_code: Any = status.INVALID_ARGUMENT
+        ) -> bytes:
+            response_bytes = original(stream_name, detail, status_code=status_code)
+            storage_code = in_stream.get(status_code)
+            if storage_code is None:
+                return response_bytes
+            response = response_type.FromString(response_bytes)
+            response.error.details.append(_packed_storage_error(storage_code, stream_name, detail))
+            return bytes(response.SerializeToString())
+
+        return _error_response
+
+    # _perform_append and _oversize_error_response look the function up by name.
+    _wrap(write_servicer, "_error_response", make)

@@ -1,0 +1,225 @@
+"""The Storage Write API limits the local BigQuery enforces, settable while it runs.
+
+BigQuery limits how many write streams a project may create, how many streams one
+``BatchCommitWriteStreams`` may commit and how long a stream lives; bqemulator has
+none of these. The launcher's patches (:mod:`onceover.localbq.patches`:
+``create_stream_quota``, ``commit_stream_limit``, ``stream_lifetimes``) enforce them
+with the values held here, read again on every call, so a test can shorten a limit
+for a few seconds::
+
+    with limited(create_streams_per_window=3, create_window_s=1.0):
+        ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
+
+The defaults are BigQuery's. A separately launched local BigQuery (``onceover up``,
+``onceover bigquery``) takes other values from ``ONCEOVER_LOCALBQ_<FIELD>``
+environment variables (for example ``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``), read
+once when the patches are installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from onceover.errors import ConfigurationError
+
+ENV_PREFIX = "ONCEOVER_LOCALBQ_"
+"""Prefix of the environment variables that set a limit: the field's name upper-cased."""
+
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+
+
+@dataclass(frozen=True)
+class WriteApiLimitValues:
+    """One consistent set of limits. The defaults are BigQuery's (see the patches)."""
+
+    create_streams_per_window: int = 10_000
+    """CreateWriteStream calls one project may make per rolling window."""
+    create_window_s: float = HOUR_S
+    """The window of ``create_streams_per_window``."""
+    commit_max_streams: int = 10_000
+    """Streams one BatchCommitWriteStreams may name."""
+    pending_lifetime_s: float = DAY_S
+    """A PENDING stream not committed this long after its creation is deleted."""
+    committed_idle_s: float = 3 * DAY_S
+    """A COMMITTED stream without an append for this long is deleted."""
+    buffered_idle_s: float = 7 * DAY_S
+    """A BUFFERED stream without an append for this long is deleted."""
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
+_COUNTS = frozenset({"create_streams_per_window", "commit_max_streams"})
+
+
+def _checked(name: str, value: object) -> float:
+    """``value`` for field ``name``, or ``ValueError``/``TypeError`` saying what is wrong."""
+    if name not in FIELDS:
+        raise TypeError(f"no Storage Write API limit is called {name!r}; the limits: {FIELDS}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {value!r}")
+    if name in _COUNTS:
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+    elif not value > 0:  # also refuses NaN
+        raise ValueError(f"{name} must be a duration in seconds > 0, not {value!r}")
+    return value
+
+
+class WriteApiLimits:
+    """The process-wide limits: read by the patches on every call, changed by tests.
+
+    Each field reads the current value; :meth:`snapshot` gives all of them at once,
+    consistent with each other. Changes go through :meth:`update` (or
+    :func:`limited`), which checks them, under a lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = WriteApiLimitValues()
+
+    def snapshot(self) -> WriteApiLimitValues:
+        return self._values  # frozen: replaced whole, never changed in place
+
+    def update(self, **overrides: float) -> WriteApiLimitValues:
+        """Set the given fields; return the values as they were before."""
+        checked: dict[str, Any] = {n: _checked(n, value) for n, value in overrides.items()}
+        with self._lock:
+            previous = self._values
+            self._values = dataclasses.replace(previous, **checked)
+            return previous
+
+    def restore(self, values: WriteApiLimitValues) -> None:
+        """Put back values :meth:`update` returned (or :class:`WriteApiLimitValues`())."""
+        with self._lock:
+            self._values = values
+
+    @property
+    def create_streams_per_window(self) -> int:
+        return self._values.create_streams_per_window
+
+    @property
+    def create_window_s(self) -> float:
+        return self._values.create_window_s
+
+    @property
+    def commit_max_streams(self) -> int:
+        return self._values.commit_max_streams
+
+    @property
+    def pending_lifetime_s(self) -> float:
+        return self._values.pending_lifetime_s
+
+    @property
+    def committed_idle_s(self) -> float:
+        return self._values.committed_idle_s
+
+    @property
+    def buffered_idle_s(self) -> float:
+        return self._values.buffered_idle_s
+
+
+WRITE_API_LIMITS = WriteApiLimits()
+"""The limits every local BigQuery in this process enforces."""
+
+
+class CreateStreamQuota:
+    """CreateWriteStream calls per project over the rolling window of :data:`WRITE_API_LIMITS`.
+
+    Every local BigQuery in the process shares it, as the projects of BigQuery do.
+    """
+
+    def __init__(self, limits: WriteApiLimits) -> None:
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._calls: dict[str, deque[float]] = {}
+
+    def _recent(self, project: str, now: float) -> deque[float]:
+        calls = self._calls.setdefault(project, deque())
+        horizon = now - self._limits.create_window_s
+        while calls and calls[0] <= horizon:
+            calls.popleft()
+        return calls
+
+    def admit(self, project: str) -> float | None:
+        """Count one call and return ``None``; over the quota count nothing and return
+        the seconds until the oldest counted call leaves the window."""
+        with self._lock:
+            now = time.monotonic()
+            calls = self._recent(project, now)
+            if len(calls) >= self._limits.create_streams_per_window:
+                oldest = calls[0] if calls else now
+                return max(0.0, oldest + self._limits.create_window_s - now)
+            calls.append(now)
+            return None
+
+    def count(self, project: str) -> int:
+        """Calls of ``project`` counted in the current window."""
+        with self._lock:
+            return len(self._recent(project, time.monotonic()))
+
+    def reset(self) -> None:
+        """Forget every counted call."""
+        with self._lock:
+            self._calls.clear()
+
+
+CREATE_STREAM_QUOTA = CreateStreamQuota(WRITE_API_LIMITS)
+"""The quota ``create_stream_quota`` enforces."""
+
+
+def create_stream_calls(project: str) -> int:
+    """How many CreateWriteStream calls of ``project`` the quota counts right now (in the
+    current window; refused calls are not counted)."""
+    return CREATE_STREAM_QUOTA.count(project)
+
+
+@contextlib.contextmanager
+def limited(**overrides: float) -> Iterator[WriteApiLimitValues]:
+    """Enforce other limits inside the block (each read on every call); yields them.
+
+    The quota's counters start from zero inside the block and again after it, when
+    the previous limits are back.
+    """
+    previous = WRITE_API_LIMITS.update(**overrides)
+    CREATE_STREAM_QUOTA.reset()
+    try:
+        yield WRITE_API_LIMITS.snapshot()
+    finally:
+        WRITE_API_LIMITS.restore(previous)
+        CREATE_STREAM_QUOTA.reset()
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, float]:
+    """The limits ``ONCEOVER_LOCALBQ_<FIELD>`` variables of ``environ`` set, checked.
+
+    Raises :class:`ConfigurationError` naming the variable when a value is wrong.
+    """
+    overrides: dict[str, float] = {}
+    for name in FIELDS:
+        variable = ENV_PREFIX + name.upper()
+        text = environ.get(variable)
+        if text is None or not text.strip():
+            continue
+        try:
+            value: float = int(text) if name in _COUNTS else float(text)
+            overrides[name] = _checked(name, value)
+        except (TypeError, ValueError) as exc:
+            kind = "a whole number >= 0" if name in _COUNTS else "a number of seconds > 0"
+            raise ConfigurationError(f"{variable}={text!r} is not {kind} ({exc})") from exc
+    return overrides
+
+
+def apply_environment(environ: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Set the limits ``environ`` (default: ``os.environ``) names; return what was set."""
+    overrides = from_environment(os.environ if environ is None else environ)
+    if overrides:
+        WRITE_API_LIMITS.update(**overrides)
+    return overrides

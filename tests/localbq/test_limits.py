@@ -1,0 +1,476 @@
+"""The Storage Write API limits the local BigQuery enforces, each pinned by its documented
+behaviour (BigQuery's "Storage Write API quotas and limits" and ``storage.proto``).
+
+The limits are shortened with :func:`onceover.localbq.limits.limited` for the length of
+a test; every test talks to the local BigQuery over its real gRPC endpoint with the
+official client, and reads errors as a writer would: the gRPC status code, the
+``StorageError`` packed in the status details, the rows counted in the table.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pytest
+from google.api_core import exceptions
+from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+
+from onceover.errors import ConfigurationError
+from onceover.localbq import limits, patches
+from onceover.localbq.limits import (
+    WRITE_API_LIMITS,
+    WriteApiLimitValues,
+    create_stream_calls,
+    limited,
+)
+from tests.writeapi import (
+    append_all,
+    append_request,
+    commit,
+    count,
+    create_table,
+    rows,
+    table_path,
+)
+
+PENDING = types.WriteStream.Type.PENDING
+COMMITTED = types.WriteStream.Type.COMMITTED
+BUFFERED = types.WriteStream.Type.BUFFERED
+Code = types.StorageError.StorageErrorCode
+NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, OUT_OF_RANGE = 5, 6, 9, 11
+DEADLINE_S = 5.0
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def storage_errors(details: Iterable[Any]) -> list[tuple[int, str]]:
+    """``(code, entity)`` of each ``StorageError`` Any-packed in a status's details."""
+    found = []
+    for packed in details:
+        error = types.StorageError.pb()()
+        assert packed.Unpack(error), f"not a StorageError: {packed.type_url}"
+        found.append((error.code, error.entity))
+    return found
+
+
+def unary_storage_errors(error: exceptions.GoogleAPICallError) -> list[tuple[int, str]]:
+    """The ``StorageError`` of a failed call: the client library parses the
+    ``grpc-status-details-bin`` trailer (after checking its code and message are the
+    call's) into ``details``."""
+    return storage_errors(error.details)
+
+
+def create(write: BigQueryWriteClient, table_id: str, kind: int) -> types.WriteStream:
+    """CreateWriteStream without the client's retries (it retries RESOURCE_EXHAUSTED)."""
+    return write.create_write_stream(
+        parent=table_path(write, table_id),
+        write_stream=types.WriteStream(type_=kind),
+        retry=None,
+        timeout=30,
+    )
+
+
+def flush_rows(write: BigQueryWriteClient, stream: str, offset: int) -> types.FlushRowsResponse:
+    return write.flush_rows(request=types.FlushRowsRequest(write_stream=stream, offset=offset))
+
+
+def wait_for(what: str, condition: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
+    """Poll ``condition`` until it holds; fail after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {deadline_s} s: {what}")
+        time.sleep(0.02)
+
+
+def wait_clock(until: float) -> None:
+    """Let the monotonic clock reach ``until`` (an expiry under test), bounded."""
+    assert until - time.monotonic() < DEADLINE_S
+    while time.monotonic() < until:
+        time.sleep(min(0.02, max(0.0, until - time.monotonic())))
+
+
+def gone(write: BigQueryWriteClient, name: str) -> bool:
+    try:
+        write.get_write_stream(name=name, retry=None, timeout=10)
+    except exceptions.NotFound:
+        return True
+    return False
+
+
+# -- settings -----------------------------------------------------------------------
+
+
+def test_the_defaults_are_bigquerys_documented_limits() -> None:
+    """10,000 CreateWriteStream per hour per project; 10,000 streams per BatchCommit;
+    PENDING streams live 24 h uncommitted, COMMITTED 3 days idle, BUFFERED 7 days idle."""
+    day = 24 * 3600.0
+
+    assert WriteApiLimitValues() == WriteApiLimitValues(
+        create_streams_per_window=10_000,
+        create_window_s=3600.0,
+        commit_max_streams=10_000,
+        pending_lifetime_s=day,
+        committed_idle_s=3 * day,
+        buffered_idle_s=7 * day,
+    )
+    assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues()  # the suite runs on them
+
+
+def test_limited_overrides_inside_the_block_and_restores_after() -> None:
+    with limited(commit_max_streams=2, pending_lifetime_s=1.5) as inside:
+        assert WRITE_API_LIMITS.commit_max_streams == 2
+        assert WRITE_API_LIMITS.pending_lifetime_s == 1.5
+        assert inside == WRITE_API_LIMITS.snapshot()
+        with limited(commit_max_streams=3):
+            assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues(
+                commit_max_streams=3, pending_lifetime_s=1.5
+            )
+        assert WRITE_API_LIMITS.commit_max_streams == 2
+
+    assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues()
+    with pytest.raises(TypeError, match="no Storage Write API limit is called 'streams'"):
+        limited(streams=1).__enter__()
+    with pytest.raises(ValueError, match="pending_lifetime_s must be a duration"):
+        limited(pending_lifetime_s=0).__enter__()
+    assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues()
+
+
+def test_the_limits_are_read_from_onceover_localbq_variables() -> None:
+    """ONCEOVER_LOCALBQ_<FIELD> sets a limit (checked; naming the variable if wrong)."""
+    env = {
+        "ONCEOVER_LOCALBQ_CREATE_STREAMS_PER_WINDOW": "5",
+        "ONCEOVER_LOCALBQ_CREATE_WINDOW_S": "60",
+        "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S": "0.5",
+        "ONCEOVER_LOCALBQ_BUFFERED_IDLE_S": " ",  # blank: not set
+        "BQEMU_GRPC_PORT": "0",
+    }
+
+    assert limits.from_environment(env) == {
+        "create_streams_per_window": 5,
+        "create_window_s": 60.0,
+        "pending_lifetime_s": 0.5,
+    }
+    for variable, value in [
+        ("ONCEOVER_LOCALBQ_COMMIT_MAX_STREAMS", "10k"),
+        ("ONCEOVER_LOCALBQ_COMMIT_MAX_STREAMS", "-1"),
+        ("ONCEOVER_LOCALBQ_COMMITTED_IDLE_S", "0"),
+    ]:
+        with pytest.raises(ConfigurationError, match=f"{variable}='{value}' is not"):
+            limits.from_environment({variable: value})
+    with limited():  # restores the limits afterwards
+        applied = limits.apply_environment({"ONCEOVER_LOCALBQ_COMMIT_MAX_STREAMS": "7"})
+        assert applied == {"commit_max_streams": 7}
+        assert WRITE_API_LIMITS.commit_max_streams == 7
+
+
+# -- create_stream_quota ------------------------------------------------------------
+
+
+def test_create_write_stream_over_the_quota_is_resource_exhausted_naming_it(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """CreateWriteStream requests: N streams per hour per project; the next call fails
+    with RESOURCE_EXHAUSTED naming the quota. The _default stream is not counted."""
+    table_id = create_table(rest, dataset)
+    default = f"{table_path(write, table_id)}/streams/_default"
+    with limited(create_streams_per_window=3):
+        created = [create(write, table_id, kind) for kind in (PENDING, COMMITTED, BUFFERED)]
+        with pytest.raises(exceptions.ResourceExhausted) as refused:
+            create(write, table_id, COMMITTED)
+        # The _default stream needs no CreateWriteStream and still takes rows.
+        write.get_write_stream(name=default)
+        (response,) = append_all(write, [append_request(default, rows(0, 4), offset=None)])
+        counted = create_stream_calls(rest.project)
+
+    assert len({stream.name for stream in created}) == 3
+    message = refused.value.message
+    assert "Exceeds quota limit 'CreateWriteStream requests' of 3 streams per hour" in message
+    assert message.endswith(f"Entity: {table_path(write, table_id)}")
+    assert counted == 3  # the refused call is not counted
+    assert not response.error.code
+    assert count(rest, table_id) == (4, 4)
+    assert create_stream_calls(rest.project) == 0  # limited() starts and ends at zero
+
+
+def test_the_create_quota_is_a_rolling_window(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A call is counted for one window after it was made, then frees its slot."""
+    table_id = create_table(rest, dataset)
+    window_s = 0.4
+    with limited(create_streams_per_window=2, create_window_s=window_s):
+        first_at = time.monotonic()
+        create(write, table_id, COMMITTED)
+        create(write, table_id, COMMITTED)
+        with pytest.raises(exceptions.ResourceExhausted, match=r"per 0\.4 seconds"):
+            create(write, table_id, COMMITTED)
+        refused_at = time.monotonic()
+
+        wait_clock(first_at + window_s + 0.05)  # both counted calls leave the window
+        later = create(write, table_id, COMMITTED)
+        counted = create_stream_calls(rest.project)
+
+    assert refused_at - first_at < window_s, "too slow to test the window"
+    assert later.name
+    assert counted == 1
+
+
+# -- commit_stream_limit ------------------------------------------------------------
+
+
+def test_a_batch_commit_of_more_streams_than_the_limit_commits_nothing(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """BatchCommitWriteStreams takes at most N streams per call; over it the call fails
+    with INVALID_ARGUMENT and no stream is committed."""
+    table_id = create_table(rest, dataset)
+    streams = [create(write, table_id, PENDING).name for _ in range(3)]
+    for index, name in enumerate(streams):
+        append_all(write, [append_request(name, rows(index * 10, 10), offset=0)])
+        write.finalize_write_stream(name=name)
+
+    with limited(commit_max_streams=2):
+        with pytest.raises(exceptions.InvalidArgument) as refused:
+            commit(write, table_id, *streams)
+        rows_after_refusal = count(rest, table_id)
+        first_two = commit(write, table_id, *streams[:2])
+    last = commit(write, table_id, streams[2])
+
+    assert "names 3 streams; at most 2 streams can be committed" in refused.value.message
+    assert rows_after_refusal == (0, 0)
+    assert not first_two.stream_errors
+    assert not last.stream_errors
+    assert count(rest, table_id) == (30, 30)
+
+
+def test_by_default_one_batch_commit_takes_at_most_10000_streams(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    table_id = create_table(rest, dataset)
+    names = [f"{table_path(write, table_id)}/streams/{i:016x}" for i in range(10_001)]
+
+    with pytest.raises(exceptions.InvalidArgument, match="at most 10000 streams"):
+        commit(write, table_id, *names)
+    at_the_limit = commit(write, table_id, *names[:10_000])  # looked at: none exists
+
+    assert len(at_the_limit.stream_errors) == 10_000
+    assert {e.code for e in at_the_limit.stream_errors} == {Code.STREAM_NOT_FOUND}
+
+
+# -- stream_lifetimes ---------------------------------------------------------------
+
+
+def test_a_pending_stream_not_committed_within_its_lifetime_is_deleted(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A PENDING stream not committed within its lifetime (BigQuery: 24 h) is deleted:
+    BatchCommit reports STREAM_NOT_FOUND and commits nothing; Get, Finalize and
+    AppendRows answer NOT_FOUND. A stream committed in time stays."""
+    table_id = create_table(rest, dataset)
+    committed_in_time = create(write, table_id, PENDING).name
+    append_all(write, [append_request(committed_in_time, rows(100, 3), offset=0)])
+    write.finalize_write_stream(name=committed_in_time)
+    assert not commit(write, table_id, committed_in_time).stream_errors
+    lifetime_s = 0.5
+
+    with limited(pending_lifetime_s=lifetime_s):
+        created_at = time.monotonic()
+        late = create(write, table_id, PENDING).name
+        (appended,) = append_all(write, [append_request(late, rows(0, 5), offset=0)])
+        assert write.finalize_write_stream(name=late).row_count == 5
+        wait_for("the uncommitted stream is deleted", lambda: gone(write, late))
+        deleted_at = time.monotonic()
+
+        response = types.BatchCommitWriteStreamsResponse.pb(commit(write, table_id, late))
+        with pytest.raises(exceptions.NotFound) as finalize:
+            write.finalize_write_stream(name=late)
+        with pytest.raises(exceptions.NotFound) as append:
+            append_all(write, [append_request(late, rows(5, 5), offset=5)])
+        kept = types.WriteStream.pb(write.get_write_stream(name=committed_in_time))
+
+    assert not appended.error.code
+    assert deleted_at - created_at >= lifetime_s
+    assert [(e.code, e.entity) for e in response.stream_errors] == [(Code.STREAM_NOT_FOUND, late)]
+    assert not response.HasField("commit_time")
+    assert unary_storage_errors(finalize.value) == [(Code.STREAM_NOT_FOUND, late)]
+    assert unary_storage_errors(append.value) == [(Code.STREAM_NOT_FOUND, late)]
+    assert kept.HasField("commit_time")
+    assert count(rest, table_id) == (3, 3)
+
+
+def test_appending_does_not_extend_a_pending_streams_lifetime(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """The lifetime counts from creation; a connection left open on the stream gets
+    NOT_FOUND with STREAM_NOT_FOUND in-stream once it is over."""
+    table_id = create_table(rest, dataset)
+    lifetime_s = 0.4
+    with limited(pending_lifetime_s=lifetime_s):
+        created_at = time.monotonic()
+        stream = create(write, table_id, PENDING).name
+
+        def requests() -> Iterator[types.AppendRowsRequest]:
+            yield append_request(stream, rows(0, 5), offset=0)
+            wait_clock(created_at + lifetime_s + 0.05)
+            yield append_request(stream, rows(5, 5), offset=5, with_schema=False)
+
+        first, second = write.append_rows(requests())
+
+    assert first.append_result.offset == 0
+    assert second.error.code == NOT_FOUND
+    assert storage_errors(second.error.details) == [(Code.STREAM_NOT_FOUND, stream)]
+    assert gone(write, stream)
+
+
+@pytest.mark.parametrize(
+    ("kind", "idle_limit"),
+    [(COMMITTED, "committed_idle_s"), (BUFFERED, "buffered_idle_s")],
+    ids=["committed", "buffered"],
+)
+def test_an_idle_stream_is_deleted_and_its_committed_rows_stay(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str, kind: int, idle_limit: str
+) -> None:
+    """A COMMITTED stream without appends for 3 days (BUFFERED: 7 days) is deleted:
+    appending to it answers NOT_FOUND with STREAM_NOT_FOUND; rows committed stay."""
+    table_id = create_table(rest, dataset)
+    idle_s = 0.3
+    with limited(**{idle_limit: idle_s}):
+        stream = create(write, table_id, kind).name
+        appended_at = time.monotonic()  # at most the server's time of the append
+        append_all(write, [append_request(stream, rows(0, 5), offset=0)])
+        wait_for("the idle stream is deleted", lambda: gone(write, stream))
+        deleted_at = time.monotonic()
+        with pytest.raises(exceptions.NotFound) as append:
+            append_all(write, [append_request(stream, rows(5, 5), offset=5)])
+        with pytest.raises(exceptions.NotFound) as flush:
+            flush_rows(write, stream, 5)
+
+    assert deleted_at - appended_at >= idle_s
+    assert unary_storage_errors(append.value) == [(Code.STREAM_NOT_FOUND, stream)]
+    assert unary_storage_errors(flush.value) == [(Code.STREAM_NOT_FOUND, stream)]
+    assert count(rest, table_id) == ((5, 5) if kind == COMMITTED else (0, 0))
+
+
+def test_appends_keep_a_committed_stream_alive(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """Idle means no append: a stream appended to more often than its idle limit lives
+    on past it."""
+    table_id = create_table(rest, dataset)
+    idle_s = 0.6
+    with limited(committed_idle_s=idle_s):
+        created_at = time.monotonic()
+        stream = create(write, table_id, COMMITTED).name
+        offsets = []
+        for offset in (0, 5, 10):
+            (response,) = append_all(write, [append_request(stream, rows(offset, 5), offset)])
+            offsets.append(response.append_result.offset)
+            wait_clock(time.monotonic() + idle_s / 2)
+        alive_at = time.monotonic()
+        fetched = write.get_write_stream(name=stream)
+
+    assert alive_at - created_at > idle_s
+    assert offsets == [0, 5, 10]
+    assert fetched.name == stream
+    assert count(rest, table_id) == (15, 15)
+
+
+# -- storage_error_details ----------------------------------------------------------
+
+
+def test_in_stream_errors_carry_a_storage_error_naming_the_stream(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """AppendRowsResponse.error is a google.rpc.Status whose details hold a StorageError
+    (OFFSET_ALREADY_EXISTS, OFFSET_OUT_OF_RANGE, STREAM_FINALIZED) naming the stream."""
+    table_id = create_table(rest, dataset)
+    stream = create(write, table_id, COMMITTED).name
+
+    responses = append_all(write, [
+        append_request(stream, rows(0, 10), offset=0),
+        append_request(stream, rows(0, 10), offset=0),
+        append_request(stream, rows(20, 10), offset=20),
+    ])  # fmt: skip
+    write.finalize_write_stream(name=stream)
+    (after_finalize,) = append_all(write, [append_request(stream, rows(10, 10), offset=10)])
+
+    errors = [(r.error.code, storage_errors(r.error.details)) for r in responses]
+    assert errors == [
+        (0, []),
+        (ALREADY_EXISTS, [(Code.OFFSET_ALREADY_EXISTS, stream)]),
+        (OUT_OF_RANGE, [(Code.OFFSET_OUT_OF_RANGE, stream)]),
+    ]
+    assert after_finalize.error.code == FAILED_PRECONDITION
+    assert storage_errors(after_finalize.error.details) == [(Code.STREAM_FINALIZED, stream)]
+    assert count(rest, table_id) == (10, 10)
+
+
+def test_failed_calls_carry_a_storage_error_in_their_status_details(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A failed Get/Finalize/Flush/CreateWriteStream or AppendRows connection sends a
+    google.rpc.Status with the StorageError in grpc-status-details-bin."""
+    table_id = create_table(rest, dataset)
+    parent = table_path(write, table_id)
+    unknown = f"{parent}/streams/0123456789abcdef"
+    committed = create(write, table_id, COMMITTED).name
+    pending = create(write, table_id, PENDING).name
+    write.finalize_write_stream(name=pending)
+    commit(write, table_id, pending)
+    calls: list[tuple[type[exceptions.GoogleAPICallError], Callable[[], object], Any]] = [
+        (exceptions.NotFound, lambda: write.get_write_stream(name=unknown),
+         (Code.STREAM_NOT_FOUND, unknown)),
+        (exceptions.NotFound, lambda: write.finalize_write_stream(name=unknown),
+         (Code.STREAM_NOT_FOUND, unknown)),
+        (exceptions.NotFound, lambda: append_all(write, [append_request(unknown, rows(0, 1), 0)]),
+         (Code.STREAM_NOT_FOUND, unknown)),
+        (exceptions.InvalidArgument, lambda: flush_rows(write, committed, 1),
+         (Code.INVALID_STREAM_TYPE, committed)),
+        (exceptions.FailedPrecondition, lambda: write.finalize_write_stream(name=pending),
+         (Code.STREAM_ALREADY_COMMITTED, pending)),
+        (exceptions.NotFound, lambda: create(write, f"{dataset}.missing", COMMITTED),
+         (Code.TABLE_NOT_FOUND, table_path(write, f"{dataset}.missing"))),
+    ]  # fmt: skip
+
+    for expected, call, storage_error in calls:
+        with pytest.raises(expected) as failed:
+            call()
+        assert unary_storage_errors(failed.value) == [storage_error]
+
+
+# -- the patches are installed; a separate local BigQuery reads the environment -------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["create_stream_quota", "commit_stream_limit", "stream_lifetimes", "storage_error_details"],
+)
+def test_every_limit_patch_is_installed_once(name: str) -> None:
+    assert patches.install().count(name) == 1
+
+
+def test_a_separately_launched_local_bigquery_reads_the_variables_at_start(
+    subprocess_env: dict[str, str],
+) -> None:
+    """``onceover up`` starts ``onceover bigquery``, whose install reads them: a wrong
+    value stops it before it serves, naming the variable."""
+    env = {**subprocess_env, "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S": "a day"}
+
+    finished = subprocess.run(
+        [sys.executable, "-m", "onceover", "bigquery", "--ready-json",
+         "--rest-port", "0", "--grpc-port", "0"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert finished.returncode == 2
+    assert finished.stdout == ""  # no ready line
+    assert "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S='a day' is not a number of seconds" in (
+        finished.stderr
+    )
