@@ -13,8 +13,28 @@ This is invariant 1 of the design, in one place:
 - UNAVAILABLE, INTERNAL, ABORTED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED and a
   broken connection reconnect and re-send every unacknowledged request, with
   exponential backoff and jitter, until the retry deadline;
-- INVALID_ARGUMENT, row errors and anything else fail the task with a message naming
-  the stream, the batch and the rows.
+- anything else fails at once, naming the stream, its table, the batch, the rows and
+  the cause (gRPC code, the server's message, the ``StorageError`` code if any): NOT_FOUND,
+  PERMISSION_DENIED, UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION, row errors.
+  Whether BigQuery answered in the stream or ended the connection with it makes no
+  difference: a stream or table that does not exist, or a caller without access, fails
+  when the connection opens rather than after the retry deadline. A ``StorageError``
+  ``STREAM_FINALIZED``, ``STREAM_NOT_FOUND``, ``INVALID_STREAM_STATE`` or
+  ``STREAM_ALREADY_COMMITTED`` raises :class:`~jobs.sink.errors.StreamUnusableError`;
+  ``OFFSET_ALREADY_EXISTS`` and ``OFFSET_OUT_OF_RANGE`` take the ALREADY_EXISTS and
+  OUT_OF_RANGE paths above, whatever gRPC code came with them.
+
+A broken connection is one that ended without an answer from the server: the response
+stream ended with requests unanswered, no response came within
+``RetryPolicy.response_timeout_s``, or the client's transport failed. UNKNOWN is
+retried only as such a local failure, never as a server's answer. gRPC reports some
+transport failures as UNKNOWN ("Stream removed", "Exception iterating requests!", an
+HTTP/2 answer without a gRPC status), and the appender reports its own reader's
+surprises so; the details of these name the transport (:data:`BROKEN_TRANSPORT`). An
+UNKNOWN the server sent is an error it could not classify: Google's own clients do not
+retry it for these calls, and re-sending the same requests for 300 s would hide a
+permanent failure (a server-side bug on these rows) as a slow one, so it fails at once.
+The same classes hold for the unary calls (:mod:`jobs.sink.unary`).
 
 The ``_default`` stream takes no offsets: a re-send after an ambiguous failure may
 duplicate rows there, which is why ``default`` mode is at-least-once.
@@ -39,6 +59,14 @@ from jobs.sink.errors import (
     AppendRejectedError,
     DuplicateAppendError,
     RetryDeadlineError,
+    StreamUnusableError,
+)
+from jobs.sink.storage_errors import (
+    StorageErrorInfo,
+    from_rpc_error,
+    from_status,
+    table_of,
+    target_text,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +77,7 @@ logger = logging.getLogger(__name__)
 OK = 0
 ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS.value[0]
 OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE.value[0]
+UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 TRANSIENT = frozenset(
     code.value[0]
     for code in (
@@ -58,14 +87,52 @@ TRANSIENT = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.UNKNOWN,
     )
 )
+"""The gRPC codes retried (with a broken connection, see :func:`is_retried`)."""
+
+BROKEN_TRANSPORT = (
+    "stream removed",
+    "socket closed",
+    "transport closed",
+    "connection reset",
+    "broken pipe",
+    "endpoint read failed",
+    "fd shutdown",
+    "goaway",
+    "rst_stream",
+    "keepalive",
+    "failed to connect",
+    "connection refused",
+    "exception iterating requests",
+    "received http2 header with status",
+)
+"""Details (lower case) of the UNKNOWN gRPC raises on the client for a transport that
+failed: no status came from the server, so the connection broke (module docstring)."""
+
+STREAM_UNUSABLE = frozenset(
+    {"STREAM_FINALIZED", "STREAM_NOT_FOUND", "INVALID_STREAM_STATE", "STREAM_ALREADY_COMMITTED"}
+)
+"""``StorageError`` codes after which the stream takes no append, whatever is retried."""
+_OFFSET_CODES = {"OFFSET_ALREADY_EXISTS": ALREADY_EXISTS, "OFFSET_OUT_OF_RANGE": OUT_OF_RANGE}
 _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
 def code_name(code: int) -> str:
     return str(_CODE_NAMES.get(code, f"CODE_{code}"))
+
+
+def is_broken_transport(code: int, message: str) -> bool:
+    """An UNKNOWN raised on the client for a transport failure (module docstring)."""
+    lowered = message.lower()
+    return code == UNKNOWN and any(marker in lowered for marker in BROKEN_TRANSPORT)
+
+
+def is_retried(code: int, message: str, *, broken: bool = False) -> bool:
+    """Whether a failure with this gRPC code is retried: a code of :data:`TRANSIENT`,
+    or a connection that broke without an answer (``broken``, or an UNKNOWN from the
+    client's own transport). Anything else is the server's answer, and final."""
+    return broken or code in TRANSIENT or is_broken_transport(code, message)
 
 
 @dataclass
@@ -115,15 +182,34 @@ class AppendListener(Protocol):
     ) -> None: ...
 
 
-class _AmbiguousError(Exception):
-    """The outcome of the in-flight requests is unknown: reconnect and re-send them."""
+@dataclass(frozen=True)
+class _Failure:
+    """An error answer, in the stream or as the status the connection ended with."""
 
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
+    code: int
+    message: str
+    storage: StorageErrorInfo | None = None
+    broken: bool = False
+    """No answer came from the server (ended, timed out, transport failed): the
+    outcome of the requests in flight is unknown."""
+    connection_lost: bool = False
+    """The connection is gone: requests still in flight behind the head go again."""
+
+    @property
+    def cause(self) -> str:
+        """The gRPC code, the server's message and the StorageError, for messages."""
+        text = f"{code_name(self.code)}: {self.message or '(no message)'}"
+        return f"{text} [{self.storage}]" if self.storage is not None else text
+
+
+def _lost(code: grpc.StatusCode, message: str) -> _Failure:
+    """A connection that broke without an answer from the server."""
+    return _Failure(code.value[0], message, broken=True, connection_lost=True)
 
 
 _CLOSE = object()
+_MIN_WAIT_S = 0.05
+"""The shortest wait for a response: one already queued is still taken."""
 
 
 @dataclass
@@ -150,12 +236,19 @@ class _Connection:
         try:
             for response in self.call:
                 self.responses.put(response)
-            self.responses.put(_AmbiguousError(grpc.StatusCode.CANCELLED.value[0], "stream ended"))
+            self.responses.put(_lost(grpc.StatusCode.CANCELLED, "stream ended"))
         except grpc.RpcError as exc:
-            code = exc.code().value[0] if exc.code() is not None else 2
-            self.responses.put(_AmbiguousError(code, exc.details() or str(exc)))
+            # The status the server ended the call with (NOT_FOUND at open, say), or one
+            # gRPC made up on this side for a transport that failed; is_retried tells.
+            status = exc.code() if callable(getattr(exc, "code", None)) else None
+            code = status.value[0] if isinstance(status, grpc.StatusCode) else UNKNOWN
+            details = exc.details() if callable(getattr(exc, "details", None)) else None
+            message = str(details or exc)
+            self.responses.put(
+                _Failure(code, message, storage=from_rpc_error(exc), connection_lost=True)
+            )
         except Exception as exc:  # the reader must always report, never die silently
-            self.responses.put(_AmbiguousError(grpc.StatusCode.UNKNOWN.value[0], repr(exc)))
+            self.responses.put(_lost(grpc.StatusCode.UNKNOWN, f"reader failed: {exc!r}"))
 
     def send(self, request: object) -> None:
         self.requests.put(request)
@@ -286,21 +379,30 @@ class StreamAppender:
     def _receive_one(self) -> None:
         connection = self._ensure_connection()
         try:
-            item = connection.responses.get(timeout=self.policy.response_timeout_s)
+            item = connection.responses.get(timeout=self._wait_s())
         except queue.Empty:
-            item = _AmbiguousError(
-                grpc.StatusCode.DEADLINE_EXCEEDED.value[0], "no response in time"
-            )
+            # The connection may be healthy but the server silent: the outcome of what
+            # is in flight is unknown, so this is a broken connection.
+            item = _lost(grpc.StatusCode.DEADLINE_EXCEEDED, "no response in time")
         head = self.inflight[0]
-        if isinstance(item, _AmbiguousError):
-            self._transient(head, item.code, str(item))
+        if isinstance(item, _Failure):
+            self._failed(head, item)
             return
         if failpoints.hit("append.response"):
             # Applied by the server, response lost: all the client knows is that
             # the connection broke.
-            self._transient(head, grpc.StatusCode.UNAVAILABLE.value[0], "failpoint: response lost")
+            self._failed(head, _lost(grpc.StatusCode.UNAVAILABLE, "failpoint: response lost"))
             return
         self._handle(head, item)
+
+    def _wait_s(self) -> float:
+        """How long to wait for the next response: ``response_timeout_s``, and while
+        failures are being retried no longer than the retry deadline leaves."""
+        wait = self.policy.response_timeout_s
+        if self._failing_since is not None:
+            left = self._failing_since + self.policy.deadline_s - time.monotonic()
+            wait = min(wait, max(left, _MIN_WAIT_S))
+        return wait
 
     def _handle(self, head: PlannedAppend, response: Any) -> None:
         from google.cloud.bigquery_storage_v1 import types
@@ -317,25 +419,54 @@ class StreamAppender:
                 )
             self._acknowledged(head)
             self.listener.acknowledged(head, (time.perf_counter() - head.sent_at) * 1000)
-        elif code == ALREADY_EXISTS and head.offset is not None:
+            return
+        message = raw.error.message or _row_errors(raw)
+        self._failed(head, _Failure(code, message, storage=from_status(raw.error)))
+
+    def _failed(self, head: PlannedAppend, failure: _Failure) -> None:
+        """React to an error answer for ``head`` (the oldest request without one), in
+        the stream or as the status the connection ended with (responses come in order,
+        so that status answers the oldest request the server had not answered yet)."""
+        storage = failure.storage
+        code = failure.code
+        if storage is not None and storage.code in _OFFSET_CODES:
+            code = _OFFSET_CODES[storage.code]  # the offset paths, whatever gRPC code came
+        if code == ALREADY_EXISTS and head.offset is not None:
             if not head.may_exist:
                 raise DuplicateAppendError(
-                    f"{self.context}: BigQuery already holds {head.describe} of {self.stream}, "
-                    "but this request was never sent before; the offsets are wrong, so "
-                    "the task stops rather than risk a duplicate or a gap"
+                    f"{self.context}: BigQuery already holds {head.describe} of "
+                    f"{target_text(self.stream)}, but this request was never sent before; "
+                    "the offsets are wrong, so the task stops rather than risk a duplicate "
+                    f"or a gap ({failure.cause})",
+                    stream=self.stream,
+                    table=table_of(self.stream),
+                    grpc_code=code_name(failure.code),
+                    storage_code=storage.code if storage is not None else None,
                 )
             self._acknowledged(head)
             self.listener.already_exists(head)
+            if failure.connection_lost:
+                self._resend_inflight("ALREADY_EXISTS")  # the rest go on a new connection
         elif code == OUT_OF_RANGE and head.offset is not None:
-            self.listener.out_of_range(head, raw.error.message)
+            self.listener.out_of_range(head, failure.message)
             if head.offset in self._gap_offsets:
-                self._reject(head, "OUT_OF_RANGE", raw.error.message)
+                self._reject(head, "OUT_OF_RANGE", failure.message, failure)
             self._gap_offsets.add(head.offset)
             self._resend_inflight("OUT_OF_RANGE")
-        elif code in TRANSIENT:
-            self._transient(head, code, raw.error.message)
+        elif storage is not None and storage.code in STREAM_UNUSABLE:
+            self.listener.error(head, code_name(failure.code), failure.cause, False)
+            raise StreamUnusableError(
+                f"{self.context}: {target_text(self.stream)} takes no more appends "
+                f"({failure.cause}); {head.describe} were not written to it",
+                stream=self.stream,
+                table=table_of(self.stream),
+                grpc_code=code_name(failure.code),
+                storage_code=storage.code,
+            )
+        elif is_retried(failure.code, failure.message, broken=failure.broken):
+            self._transient(head, failure.code, failure.message)
         else:
-            self._reject(head, code_name(code), raw.error.message or _row_errors(raw))
+            self._reject(head, code_name(failure.code), failure.message, failure)
 
     def _acknowledged(self, head: PlannedAppend) -> None:
         self.inflight.popleft()
@@ -354,8 +485,9 @@ class StreamAppender:
         if not retrying:
             raise RetryDeadlineError(
                 f"{self.context}: {code_name(code)} from BigQuery for {head.describe} of "
-                f"{self.stream} kept failing for {elapsed:.0f} s "
-                f"(retry deadline {self.policy.deadline_s:.0f} s): {message}"
+                f"{target_text(self.stream)} kept failing for {elapsed:.0f} s, "
+                f"{self._failures} failures (retry deadline {self.policy.deadline_s:.0f} s): "
+                f"{message}"
             )
         delay = min(self.policy.backoff(self._failures), self.policy.deadline_s - elapsed)
         logger.warning(
@@ -370,10 +502,19 @@ class StreamAppender:
         time.sleep(max(0.0, delay))
         self._resend_inflight(code_name(code))
 
-    def _reject(self, head: PlannedAppend, code: str, message: str) -> None:
-        self.listener.error(head, code, message, False)
+    def _reject(
+        self, head: PlannedAppend, code: str, message: str, failure: _Failure | None = None
+    ) -> None:
+        storage = failure.storage if failure is not None else None
+        cause = f"{message} [{storage}]" if storage is not None else message
+        self.listener.error(head, code, cause, False)
         raise AppendRejectedError(
-            f"{self.context}: BigQuery refused {head.describe} of {self.stream} ({code}): {message}"
+            f"{self.context}: BigQuery refused {head.describe} of {target_text(self.stream)} "
+            f"({code}): {cause or '(no message)'}",
+            stream=self.stream,
+            table=table_of(self.stream),
+            grpc_code=code,
+            storage_code=storage.code if storage is not None else None,
         )
 
 

@@ -28,18 +28,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink import failpoints
+from jobs.sink.commit_limits import check_streams
 from jobs.sink.driver import driver_owner
 from jobs.sink.errors import CommitRejectedError, LedgerError, StreamsUncommittableError
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit, renew_driver
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
-from jobs.sink.task import TaskResult, call_with_retry
+from jobs.sink.task import TaskResult
 from jobs.sink.telemetry import Telemetry
+from jobs.sink.unary import call_with_retry, gapic
 from onceover import events
 from onceover.events import StreamRows, event_id
 
@@ -181,6 +182,8 @@ class BatchCommitter:
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
+        if job.options.mode == "pending":
+            check_streams(self.label, job.table, len(streams))
         intent = BatchRecord(
             query_id=job.query_id,
             batch_id=self.batch_id,
@@ -230,7 +233,10 @@ class BatchCommitter:
         for attempt in range(1, 6):
             try:
                 response = call_with_retry(
-                    self.job, lambda: self.client.batch_commit_write_streams(request=request)
+                    self.job,
+                    gapic(self.client.batch_commit_write_streams, request=request),
+                    what="BatchCommitWriteStreams",
+                    on=self.job.parent,
                 )
             except NotFound as exc:  # a stream that is gone: no one can commit it
                 raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
@@ -278,7 +284,12 @@ class BatchCommitter:
         times = []
         for name in names:
             try:
-                stream = call_with_retry(self.job, partial(self.client.get_write_stream, name=name))
+                stream = call_with_retry(
+                    self.job,
+                    gapic(self.client.get_write_stream, name=name),
+                    what="GetWriteStream",
+                    on=name,
+                )
             except NotFound as exc:  # gone: never committed, and never will be
                 raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
             times.append(_timestamp_text(stream.commit_time))

@@ -8,7 +8,10 @@ The tree::
         ├── TableNotFoundError      the target table does not exist; also a ValueError
         ├── SchemaMismatchError     DataFrame and table disagree (names columns); a ValueError
         ├── AppendRejectedError     BigQuery refused an append for good (names stream, batch, rows)
-        │   └── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
+        │   ├── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
+        │   └── StreamUnusableError     the stream takes no more appends (finalized, gone, ...)
+        ├── CallRejectedError       a unary call (create, get, finalize, flush, commit) refused
+        │   └── CallNotFoundError       NOT_FOUND; also google.api_core NotFound (jobs.sink.unary)
         ├── NonDeterministicInputError  a retry's rows are not the rows its partition sent
         ├── RetryDeadlineError      transient failures outlasted the retry deadline
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
@@ -20,9 +23,13 @@ The tree::
             ├── PartitionTakenError     another attempt of the partition advanced it first
             └── ConcurrentDriverError   another driver still runs the same query or run
 
-google-api-core and gRPC errors are mapped to these at one boundary (the appender and
-the committer) with ``raise ... from exc``. Option and schema errors are ``ValueError``
-as well, which is what Spark users expect from a bad ``.option(...)``.
+google-api-core and gRPC errors are mapped to these at one boundary (the appender for
+AppendRows, :mod:`jobs.sink.unary` for every other call, and the committer) with
+``raise ... from exc``. Only failures a retry can fix are retried (the classes are in
+:mod:`jobs.sink.appender`); any other fails at once with one of these, naming the call,
+the stream and its table, the gRPC code, the server's message and the ``StorageError``
+code when BigQuery sent one (:mod:`jobs.sink.storage_errors`). Option and schema errors
+are ``ValueError`` as well, which is what Spark users expect from a bad ``.option(...)``.
 """
 
 from __future__ import annotations
@@ -56,11 +63,92 @@ class SchemaMismatchError(SinkError, ValueError):
 
 
 class AppendRejectedError(SinkError):
-    """BigQuery refused an append for a reason a retry cannot fix (INVALID_ARGUMENT, row errors)."""
+    """BigQuery refused an append for a reason a retry cannot fix (INVALID_ARGUMENT, row
+    errors, NOT_FOUND, PERMISSION_DENIED, ...).
+
+    Raised by the appender, it says which stream and table (``stream``, ``table``), the
+    gRPC code by name (``grpc_code``) and the ``StorageError`` code when BigQuery sent one
+    (``storage_code``); raised before anything was sent (a request over the size cap),
+    these are None. Every one is keyword-only with a default, so the error pickles
+    with its message alone.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stream: str | None = None,
+        table: str | None = None,
+        grpc_code: str | None = None,
+        storage_code: str | None = None,
+    ) -> None:
+        self.stream = stream
+        self.table = table
+        self.grpc_code = grpc_code
+        self.storage_code = storage_code
+        super().__init__(message)
 
 
 class DuplicateAppendError(AppendRejectedError):
     """ALREADY_EXISTS for a request that was not a retry of the same rows: offsets are wrong."""
+
+
+class StreamUnusableError(AppendRejectedError):
+    """The stream can take no more appends, whatever is retried: BigQuery answered with
+    ``storage_code`` ``STREAM_FINALIZED``, ``STREAM_NOT_FOUND``, ``INVALID_STREAM_STATE``
+    or ``STREAM_ALREADY_COMMITTED``. The rows of the request it names were not written
+    to ``stream``; a caller that may move on to a new stream can do so (a PENDING stream
+    is written from its first row again, never continued on another)."""
+
+    stream: str
+    storage_code: str
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stream: str = "",
+        table: str | None = None,
+        grpc_code: str | None = None,
+        storage_code: str = "",
+    ) -> None:
+        super().__init__(
+            message, stream=stream, table=table, grpc_code=grpc_code, storage_code=storage_code
+        )
+
+
+class CallRejectedError(SinkError):
+    """A unary Storage Write API call (CreateWriteStream, GetWriteStream,
+    FinalizeWriteStream, FlushRows, BatchCommitWriteStreams) failed for a reason a retry
+    cannot fix (PERMISSION_DENIED, INVALID_ARGUMENT, FAILED_PRECONDITION, ...).
+
+    ``what`` is the call, ``target`` the stream or table resource it was on (``table``
+    its ``project.dataset.table``), ``grpc_code`` the gRPC code by name,
+    ``storage_code`` the ``StorageError`` code when BigQuery sent one and
+    ``server_message`` what the server said. ``message`` is the whole text (as on
+    google-api-core's errors, which code catching those reads). NOT_FOUND raises the
+    subclass ``jobs.sink.unary.CallNotFoundError``, also a google-api-core ``NotFound``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        what: str = "",
+        target: str | None = None,
+        table: str | None = None,
+        grpc_code: str = "UNKNOWN",
+        storage_code: str | None = None,
+        server_message: str = "",
+    ) -> None:
+        self.what = what
+        self.target = target
+        self.table = table
+        self.grpc_code = grpc_code
+        self.storage_code = storage_code
+        self.server_message = server_message
+        super().__init__(message)
+        self.message = message
 
 
 class RetryDeadlineError(SinkError):
@@ -109,6 +197,11 @@ class PartitionTakenError(LedgerError):
 class ConcurrentDriverError(LedgerError):
     """Another driver, still running on this host, writes the same query (checkpoint)
     or run id. Raised on the driver before any task writes a row."""
+
+
+class CommitLimitError(SinkError, ValueError):
+    """A batch needs more than one ``BatchCommitWriteStreams`` takes (10,000 streams);
+    refused before anything of it is committed (jobs.sink.commit_limits)."""
 
 
 SPARK_CONCURRENT_QUERY = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationException")

@@ -19,13 +19,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.sink import failpoints
-from jobs.sink.appender import TRANSIENT, PlannedAppend, RetryPolicy, StreamAppender
-from jobs.sink.errors import NonDeterministicInputError, RetryDeadlineError, RowCountMismatchError
+from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
+from jobs.sink.commit_limits import check_partition
+from jobs.sink.errors import NonDeterministicInputError, RowCountMismatchError
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import Ledger, PartitionProgress, batch_name
@@ -33,13 +34,13 @@ from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from jobs.sink.stream_rate import stream_creations
 from jobs.sink.stream_slots import StreamSlots, continuation
 from jobs.sink.telemetry import StreamTelemetry, Telemetry
+from jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
+from jobs.sink.unary import gapic
 
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 
 logger = logging.getLogger(__name__)
-
-R = TypeVar("R")
 
 EVENT_FLUSH_S = 1.0
 """How long a finishing task waits for its events; the rest is spooled."""
@@ -233,11 +234,13 @@ def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
 
     write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
 
-    def create() -> Any:
+    def create(timeout: float) -> Any:
         stream_creations().take()  # every try counts against the quota: pace each
-        return client.create_write_stream(parent=job.parent, write_stream=write_stream)
+        return client.create_write_stream(
+            parent=job.parent, write_stream=write_stream, retry=None, timeout=timeout
+        )
 
-    created = call_with_retry(job, create)
+    created = call_with_retry(job, create, what="CreateWriteStream", on=job.parent)
     return str(created.name)
 
 
@@ -255,6 +258,7 @@ def _write_pending(
     first = next(batches, None)
     if first is None:  # an empty partition makes no stream
         return TaskResult(None, "PENDING", 0, 0, task.partition, task.attempt)
+    check_partition(job.table, task.partition)  # before a stream: one commit takes 10,000
     stream = _create_stream(job, client, "PENDING")
     events = telemetry.stream(stream, "PENDING", task.partition, task.attempt)
     events.created()
@@ -284,8 +288,9 @@ def _write_pending(
 
 
 def finalize_stream(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
-    def finalize() -> int:
-        row_count = int(client.finalize_write_stream(name=stream).row_count)
+    def finalize(timeout: float) -> int:
+        answer = client.finalize_write_stream(name=stream, retry=None, timeout=timeout)
+        row_count = int(answer.row_count)
         if failpoints.hit("finalize.after"):
             from google.api_core.exceptions import ServiceUnavailable
 
@@ -294,33 +299,7 @@ def finalize_stream(job: SinkJob, client: BigQueryWriteClient, stream: str) -> i
 
     # Finalizing a finalized stream answers its row count again, so a lost response
     # is retried safely.
-    return call_with_retry(job, finalize)
-
-
-def call_with_retry(job: SinkJob, fn: Callable[[], R]) -> R:
-    """Run a unary Storage Write API call, retrying transient failures to the deadline."""
-    from google.api_core.exceptions import GoogleAPICallError
-
-    policy = _policy(job)
-    started = time.monotonic()
-    failures = 0
-    while True:
-        try:
-            return fn()
-        except GoogleAPICallError as exc:
-            code = exc.grpc_status_code.value[0] if exc.grpc_status_code is not None else -1
-            failures += 1
-            elapsed = time.monotonic() - started
-            if code not in TRANSIENT:
-                raise
-            if elapsed >= policy.deadline_s:
-                raise RetryDeadlineError(
-                    f"{exc.message} kept failing for {elapsed:.0f} s "
-                    f"(retry.deadline_s={policy.deadline_s:.0f})"
-                ) from exc
-            delay = min(policy.backoff(failures), policy.deadline_s - elapsed)
-            logger.warning("%s; retry %d in %.2f s", exc.message, failures, delay)
-            time.sleep(max(0.0, delay))
+    return call_with_retry(job, finalize, what="FinalizeWriteStream", on=stream)
 
 
 def _sent_before(progress: PartitionProgress) -> dict[int, tuple[int, str]] | None:
@@ -458,6 +437,24 @@ def _write_committed(
     )
 
 
+STREAM_CHECK_IDLE_S = 600.0
+"""A slot's stream unused this long is looked up before it is continued: BigQuery deletes
+a COMMITTED stream idle for 3 days, and a query may have stood still that long."""
+
+
+def _stream_exists(job: SinkJob, client: BigQueryWriteClient, stream: str) -> bool:
+    from google.api_core.exceptions import NotFound
+
+    try:
+        call_with_retry(
+            job, gapic(client.get_write_stream, name=stream), what="GetWriteStream", on=stream
+        )
+    except NotFound:
+        logger.info("stream %s is gone (expired while unused); taking a new one", stream)
+        return False
+    return True
+
+
 def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
     job: SinkJob,
     client: BigQueryWriteClient,
@@ -472,6 +469,13 @@ def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
     batch = batch_name(task.batch_id)
     slot = slots.current(task.partition)
     continued = continuation(slots, ledger, task.partition, batch)
+    if (
+        continued is not None
+        and slot is not None
+        and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
+        and not _stream_exists(job, client, slot.stream)
+    ):
+        continued = None  # expired while the query stood still: a new one
     if continued is not None:
         stream, base = continued
         if slot is None or slot.batch != batch:

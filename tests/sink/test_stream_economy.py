@@ -10,17 +10,25 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import requests
+from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
+from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 from pyspark.sql import SparkSession
 
 from jobs.generate import write_files
 from jobs.sink import failpoints
+from jobs.sink import task as task_module
+from jobs.sink.committer import BatchCommitter
+from jobs.sink.errors import CommitLimitError
 from jobs.sink.job import SinkJob
-from jobs.sink.task import TaskContextInfo, write_partition
+from jobs.sink.stream_slots import StreamSlots
+from jobs.sink.task import TaskContextInfo, TaskResult, write_partition
 from onceover.bigquery import BigQueryConfig
 from onceover.chaos.runner import ORDER_SCHEMA
 from onceover.localbq import LocalBigQuery
+from onceover.localbq.limits import create_stream_calls, limited
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
+from tests.waiting import wait_until
 from tests.writeapi import count, create_table, rows, streaming_job
 
 
@@ -45,9 +53,7 @@ def run_query(
     """The user's query: one file per micro-batch, hashed into 2 partitions (or as
     ``partitions`` says), into the sink with no option but the table."""
     partitions = int(options.pop("partitions", "2"))
-    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(
-        str(source)
-    )
+    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     (
         frame.repartition(partitions, "event_id")
         .writeStream.format("onceover")
@@ -104,9 +110,7 @@ def test_empty_partitions_create_no_stream(
     rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
     source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
     write_files(source, 300, 3, "json")
-    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(
-        str(source)
-    )
+    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     (
         frame.repartition(8, frame.currency.substr(0, 0))  # one key: one partition has rows
         .writeStream.format("onceover")
@@ -186,3 +190,78 @@ def test_a_batch_left_unfinished_keeps_its_stream_and_the_next_batch_takes_a_new
         ROWS,
         2 * ROWS,
     ]
+
+
+# -- BigQuery's limits, enforced by the local BigQuery ------------------------------------
+
+
+@pytest.mark.spark
+def test_a_streaming_query_of_many_batches_runs_under_a_small_create_stream_quota(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    local_bigquery: LocalBigQuery,
+    dataset: str,
+    tmp_path: Path,
+) -> None:
+    """BigQuery: 10,000 CreateWriteStream calls an hour per project and region, then
+    RESOURCE_EXHAUSTED. Here a quota of 4 for the whole window: the query's two streams
+    fit, where pending mode's two per batch (twelve) could not."""
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
+    write_files(source, 600, 6, "json")
+    with limited(create_streams_per_window=4, create_window_s=3600):
+        run_query(spark, source, table, checkpoint)
+        assert create_stream_calls(table.split(".", maxsplit=1)[0]) == 2
+    assert counted(rest, table) == (600, 600)
+
+
+def test_a_pending_write_of_more_partitions_than_one_commit_takes_is_refused_before_a_stream(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    table: str,
+    local_bigquery: LocalBigQuery,
+    tmp_path: Path,
+) -> None:
+    """BigQuery: one BatchCommitWriteStreams takes at most 10,000 streams."""
+    job = streaming_job(bq_config, table, tmp_path, mode="pending")
+    with pytest.raises(
+        CommitLimitError, match=r"more than 10,000 partitions \(this is partition 10000\)"
+    ):
+        write_partition(job, [rows(0, 10)], TaskContextInfo(10_000, 0, 0))
+    assert streams_of(local_bigquery, table) == []
+    # The driver's net: a batch of 10,001 streams writes no intent and commits nothing.
+    results = [TaskResult(f"{table}/streams/s{n}", "PENDING", 1, 1, n, 0) for n in range(10_001)]
+    with pytest.raises(CommitLimitError, match="10,001 streams"):
+        BatchCommitter(job, 0).commit(results)
+    assert job.ledger().batch(0) is None
+    assert count(rest, table) == (0, 0)
+
+
+def test_a_stream_that_expired_while_the_query_stood_still_is_replaced(
+    job: SinkJob,
+    rest: bigquery.Client,
+    write: BigQueryWriteClient,
+    table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """BigQuery deletes a COMMITTED stream left idle for 3 days (here half a second):
+    the next batch looks its slot's stream up and takes a new one, never failing on it."""
+    monkeypatch.setattr(task_module, "STREAM_CHECK_IDLE_S", 0.0)
+    project = table.split(".", maxsplit=1)[0]
+    with limited(committed_idle_s=0.5):
+        write_partition(job, [rows(0, ROWS)], TaskContextInfo(0, 0, 0))
+        stream = StreamSlots(job.ledger()).current(0)
+        assert stream is not None
+
+        def expired() -> bool | None:
+            try:
+                write.get_write_stream(name=stream.stream, retry=None, timeout=5)
+            except NotFound:
+                return True
+            return None
+
+        wait_until(f"{stream.stream} to expire", expired, 10)
+        write_partition(job, [rows(ROWS, ROWS)], TaskContextInfo(0, 0, 1))
+        assert create_stream_calls(project) == 2
+    assert count(rest, table) == (2 * ROWS, 2 * ROWS)
