@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 from jobs.sink import failpoints
 from jobs.sink.commit_limits import check_streams
 from jobs.sink.driver import driver_owner
-from jobs.sink.errors import CommitRejectedError, LedgerError, StreamsUncommittableError
+from jobs.sink.errors import (
+    CommitRejectedError,
+    IntentUnresolvableError,
+    LedgerError,
+    StreamsGoneError,
+    StreamsUncommittableError,
+)
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit, renew_driver
@@ -161,10 +167,10 @@ class BatchCommitter:
                     self._skip_duplicate(record, streams)
                     return record
                 if record is not None:
-                    resolved = self._resolve_intent(record)
-                    if resolved is not None:
-                        self._skip_duplicate(resolved, streams)
-                        return resolved
+                    record = self._resolve_intent(record)
+                    if record.committed:
+                        self._skip_duplicate(record, streams)
+                        return record
                 committed = self._commit_new(streams, started, replacing=record)
                 if committed is not None:
                     return committed
@@ -209,6 +215,7 @@ class BatchCommitter:
         failpoints.hit("ledger.after_intent")
         commit_time: str | None = None
         if job.options.mode == "pending" and streams:
+            intent = self.ledger.mark_commit_started(intent, at=_now_text())
             failpoints.hit("commit.before")
             commit_time = self._batch_commit([s.stream for s in streams])
         committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
@@ -239,7 +246,7 @@ class BatchCommitter:
                     on=self.job.parent,
                 )
             except NotFound as exc:  # a stream that is gone: no one can commit it
-                raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
+                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
             if failpoints.hit("commit.after"):
                 logger.warning("%s: commit response lost (failpoint); asking again", self.label)
                 continue
@@ -268,6 +275,8 @@ class BatchCommitter:
                 f"BigQuery refused to commit {self.label} into {self.job.table}: "
                 + "; ".join(f"{e.entity}: {e.error_message}" for e in response.stream_errors)
             )
+            if codes == {types.StorageError.StorageErrorCode.STREAM_NOT_FOUND}:
+                raise StreamsGoneError(refused)
             if codes <= _UNCOMMITTABLE:
                 raise StreamsUncommittableError(refused)
             raise CommitRejectedError(refused)
@@ -290,8 +299,8 @@ class BatchCommitter:
                     what="GetWriteStream",
                     on=name,
                 )
-            except NotFound as exc:  # gone: never committed, and never will be
-                raise StreamsUncommittableError(f"{self.label}: {exc.message}") from exc
+            except NotFound as exc:  # gone: expired, or forgotten (the caller decides)
+                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
             times.append(_timestamp_text(stream.commit_time))
         if all(times):
             return max(t for t in times if t)
@@ -303,8 +312,9 @@ class BatchCommitter:
             )
         return None
 
-    def _resolve_intent(self, record: BatchRecord) -> BatchRecord | None:
-        """An intent without its mark: committed in BigQuery? Mark it; else None."""
+    def _resolve_intent(self, record: BatchRecord) -> BatchRecord:
+        """An intent without its mark: committed in BigQuery? Mark it and return it;
+        else return the intent as the ledger now holds it, for the replay to replace."""
         if record.mode != "pending" or not record.streams:
             # Nothing was to be committed in BigQuery: the intent is as good as done.
             committed = self.ledger.mark_committed(
@@ -324,23 +334,64 @@ class BatchCommitter:
                     self.label,
                     record.owner or "an earlier driver",
                 )
+                record = self.ledger.mark_commit_started(record, at=_now_text())
                 commit_time = self._batch_commit([s.stream for s in record.streams])
+        except StreamsGoneError as exc:
+            if record.commit_started_at is not None:
+                # Expired uncommitted, or committed and forgotten since: only the
+                # table can tell, and writing the batch again could repeat it.
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
+            return self._write_again(record, exc)
         except StreamsUncommittableError as exc:
-            logger.warning(
-                "%s: the intent's streams can no longer be committed (%s); writing the "
-                "batch again on the replay's streams",
-                self.label,
-                exc,
-            )
-            for stream in record.streams:
-                self._orphaned(stream, "intent's streams uncommittable; written again")
-            return None
+            return self._write_again(record, exc)
         committed = self.ledger.mark_committed(
             record, at=_now_text(), commit_time=commit_time, resolved=True
         )
         logger.warning("%s: settled from the intent an earlier attempt left", self.label)
         self._emit_committed(committed, duration_ms=None)
         return committed
+
+    def _write_again(self, record: BatchRecord, exc: Exception) -> BatchRecord:
+        """The intent's streams can never be committed, and were never committed (no
+        commit was asked for, or BigQuery says they are in a state no commit accepts)."""
+        logger.warning(
+            "%s: the intent's streams can no longer be committed (%s); writing the "
+            "batch again on the replay's streams",
+            self.label,
+            exc,
+        )
+        for stream in record.streams:
+            self._orphaned(stream, "intent's streams uncommittable; written again")
+        return record
+
+    def _unresolvable(self, record: BatchRecord, exc: Exception) -> str:
+        """What is known of an intent no one can settle from BigQuery, and what to do."""
+        write = self.ledger.write
+        batch = "write" if self.batch_id is None else str(self.batch_id)
+        run = self.job.run_id
+        where = (
+            f"WHERE _onceover_run_id = '{run}' AND _onceover_batch_id = {batch}"
+            if self.job.options.stamp and self.batch_id is not None
+            else "(with stamp=true, by its run and batch id)"
+        )
+        settle = (
+            f"python -m jobs.sink.settle --ledger {self.ledger.root} --scope "
+            f"{self.write.scope} --table {self.job.table}"
+            + (f" --write {write}" if write else "")
+            + f" --batch {batch} --as"
+        )
+        return (
+            f"{self.label}: its intent (written {record.intent_at} by "
+            f"{record.owner or 'an earlier driver'}) names {len(record.streams)} streams "
+            f"and {record.expected_rows} rows, and a commit of them was asked for at "
+            f"{record.commit_started_at}; BigQuery no longer knows those streams ({exc}), so "
+            f"whether the rows are in {self.job.table} cannot be told from here (an "
+            "uncommitted PENDING stream is deleted after 24 h; a commit's answer may have "
+            "been lost). Nothing more was written. Count the batch's rows in the table "
+            f"{where} (docs/reconciliation.md), then settle it: `{settle} committed` if "
+            f"they are there, `{settle} rewrite` if not (the next run writes the batch "
+            "again)"
+        )
 
     def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
         replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
@@ -384,7 +435,7 @@ class BatchCommitter:
             if record is not None and record.committed:
                 logger.warning("abort of %s, which is committed: nothing to undo", self.label)
                 return
-            if record is not None and self._resolve_intent(record) is not None:
+            if record is not None and self._resolve_intent(record).committed:
                 logger.warning(
                     "abort of %s, whose commit took effect: marked committed", self.label
                 )

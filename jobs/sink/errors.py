@@ -15,12 +15,15 @@ The tree::
         ├── NonDeterministicInputError  a retry's rows are not the rows its partition sent
         ├── RetryDeadlineError      transient failures outlasted the retry deadline
         ├── RowCountMismatchError   a finalized stream holds other than the rows sent
+        ├── CommitLimitError        a batch needs more streams than one commit takes; a ValueError
         ├── CommitRejectedError     BatchCommitWriteStreams refused the batch
         │   └── StreamsUncommittableError   for good: gone, or never finalized
+        │       └── StreamsGoneError        NOT_FOUND: expired, or forgotten
         └── LedgerError             the ledger is unreadable or contradicts BigQuery
             ├── CheckpointResetError    the ledger knows batches Spark's checkpoint does not
             ├── LedgerNotSharedError    an executor cannot see the driver's ledger
             ├── PartitionTakenError     another attempt of the partition advanced it first
+            ├── IntentUnresolvableError an intent's commit was asked for, its streams are gone
             └── ConcurrentDriverError   another driver still runs the same query or run
 
 google-api-core and gRPC errors are mapped to these at one boundary (the appender for
@@ -181,6 +184,17 @@ class LedgerNotSharedError(LedgerError):
 class StreamsUncommittableError(CommitRejectedError):
     """BigQuery can never commit these streams (not found, wrong type or state): an
     intent recorded with them is settled by writing the batch again."""
+
+
+class StreamsGoneError(StreamsUncommittableError):
+    """BigQuery no longer knows the streams (NOT_FOUND): never committed and expired, or
+    forgotten long after a commit; the ledger tells which (BatchRecord.commit_started_at)."""
+
+
+class IntentUnresolvableError(LedgerError):
+    """An intent whose commit was asked for, and whose streams BigQuery no longer
+    knows: whether its rows are in the table cannot be told by the sink. It stops,
+    saying what is known and how to settle it (``python -m jobs.sink.settle``)."""
 
 
 class NonDeterministicInputError(SinkError):

@@ -79,6 +79,10 @@ class BatchRecord:
     source_offsets: str | None = None
     """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
     (:mod:`jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
+    commit_started_at: str | None = None
+    """When a driver first called BatchCommitWriteStreams on the intent's streams.
+    None proves no commit was ever asked for, so streams BigQuery no longer knows
+    (expired) can be written again; once set, only BigQuery (or a person) can tell."""
 
     @property
     def committed(self) -> bool:
@@ -243,6 +247,14 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
 
+    def mark_commit_started(self, record: BatchRecord, *, at: str) -> BatchRecord:
+        """Before BatchCommitWriteStreams: from here on the commit may have happened."""
+        if record.commit_started_at is not None:
+            return record
+        started = replace(record, commit_started_at=at)
+        self._save(started)
+        return started
+
     def mark_committed(
         self, record: BatchRecord, *, at: str, commit_time: str | None, resolved: bool = False
     ) -> BatchRecord:
@@ -251,6 +263,20 @@ class Ledger:
         )
         self._save(committed)
         return committed
+
+    def set_aside(self, record: BatchRecord, *, at: str) -> Path:
+        """Move an intent out of the way, so the batch is written again by the next run;
+        kept beside the records as ``settled-batch-<id>-<at>.json`` (not read as one)."""
+        if record.committed:
+            raise LedgerError(f"batch {batch_name(record.batch_id)} is committed")
+        source = self._batch_path(record.batch_id)
+        kept = self.directory / f"settled-batch-{batch_name(record.batch_id)}-{safe_name(at)}.json"
+        try:
+            os.replace(source, kept)
+            _fsync_directory(self.directory)
+        except OSError as exc:
+            raise LedgerError(f"cannot set aside {source}: {exc}") from exc
+        return kept
 
     def batches(self) -> list[BatchRecord]:
         """Every batch recorded for this write target, in batch order."""
