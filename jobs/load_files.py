@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
+    from jobs.sink.ledger_retention import ScopeTotals
+
 logger = logging.getLogger("jobs.load_files")
 STAMP_NAMES = frozenset(name.casefold() for name in STAMP_COLUMNS)
 
@@ -333,6 +335,8 @@ class RunReporter:
         self.query_id: str | None = None
         self._stop = threading.Event()
         self._beats = 0
+        self._ledger_totals: ScopeTotals | None = None
+        self._totals_lock = threading.Lock()
 
     def _common(self, kind: str, *facts: object) -> dict[str, Any]:
         from onceover.events import event_id, now
@@ -363,16 +367,19 @@ class RunReporter:
         self.emitter.emit(RunStarted(mode=self.args.mode, spec=spec, **self._common("started")))
 
     def totals(self) -> tuple[int, int]:
+        """(rows, batches) committed by the query, pruned batches included. One reader
+        lives as long as the run, so each heartbeat opens only the ledger files written
+        since the last one (jobs.sink.ledger_retention.ScopeTotals)."""
         if self.query_id is None:
             return 0, 0
-        from jobs.sink.ledger import scope_records
+        from jobs.sink.ledger_retention import ScopeTotals
 
-        batches = [
-            b
-            for b in scope_records(self.args.checkpoint / "onceover", self.query_id)
-            if b.committed
-        ]
-        return sum(b.expected_rows for b in batches), len(batches)
+        with self._totals_lock:  # the heartbeat thread and the main thread both ask
+            if self._ledger_totals is None or self._ledger_totals.scope != self.query_id:
+                self._ledger_totals = ScopeTotals(self.args.checkpoint / "onceover", self.query_id)
+            reader = self._ledger_totals
+        totals = reader.read()
+        return totals.rows, totals.batches
 
     def start_heartbeats(self) -> None:
         def beat() -> None:
@@ -423,6 +430,7 @@ class RunReporter:
 def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
     """Batches Spark recorded as done (commit log) that the ledger does not hold committed."""
     from jobs.sink.ledger import scope_records
+    from jobs.sink.ledger_retention import scope_summaries
 
     commits = checkpoint / "commits"
     done = (
@@ -433,7 +441,11 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
     committed = {
         r.batch_id for r in scope_records(checkpoint / "onceover", query_id) if r.committed
     }
-    return [b for b in done if b not in committed]
+    # Spark's commits log may still list batches the ledger pruned (it keeps one more, or
+    # more where the ledger keeps fewer: jobs.sink.ledger_retention); only a committed batch
+    # is pruned. Read after the records: a prune writes its summary before it removes them.
+    pruned = scope_summaries(checkpoint / "onceover", query_id).values()
+    return [b for b in done if b not in committed and not any(s.covers(b) for s in pruned)]
 
 
 def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:

@@ -17,6 +17,7 @@ from pathlib import Path
 from backend.errors import UnresumableError
 from jobs.sink.errors import LedgerError
 from jobs.sink.ledger import BatchRecord, scope_records, scopes
+from jobs.sink.ledger_retention import Totals, scope_totals
 from onceover.events import JobSpec
 
 RUN_ID_FILE = "run_id"
@@ -33,6 +34,9 @@ class CheckpointState:
     spark_last_planned_batch: int | None = None
     spark_last_finished_batch: int | None = None
     warnings: list[str] = field(default_factory=list)
+    totals: Totals = field(default_factory=Totals)
+    """Committed batches and rows of every query, with those the ledger pruned
+    (``committed`` holds only the records it keeps: jobs.sink.ledger_retention)."""
 
     @property
     def last_committed_batch(self) -> int | None:
@@ -95,6 +99,7 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
     queries: list[str] = []
     committed: list[BatchRecord] = []
     intents: list[BatchRecord] = []
+    totals = Totals()
     try:
         for scope in scopes(ledger_root):
             records = scope_records(ledger_root, scope)
@@ -102,6 +107,7 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
                 queries.append(records[0].query_id)
             committed += [r for r in records if r.committed]
             intents += [r for r in records if not r.committed]
+            totals += scope_totals(ledger_root, scope)
     except LedgerError as exc:
         raise UnresumableError(str(exc)) from exc
     except OSError as exc:
@@ -115,6 +121,7 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
         _spark_log(checkpoint, "offsets"),
         _spark_log(checkpoint, "commits"),
         warnings,
+        totals,
     )
 
 

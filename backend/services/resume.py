@@ -218,8 +218,8 @@ class Resumer:
             ledger=str(state.ledger),
             queries=state.queries,
             last_committed_batch=state.last_committed_batch,
-            committed_batches=len(state.committed),
-            committed_rows=sum(b.expected_rows for b in state.committed),
+            committed_batches=state.totals.batches,  # with those the ledger pruned
+            committed_rows=state.totals.rows,
             pending_intents=[
                 PendingIntentPublic(
                     query_id=b.query_id,

@@ -43,6 +43,7 @@ from jobs.sink.errors import (
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import BatchRecord, StreamCommit, renew_driver
+from jobs.sink.ledger_retention import prune
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
 from jobs.sink.task import TaskResult
 from jobs.sink.telemetry import Telemetry
@@ -220,10 +221,25 @@ class BatchCommitter:
             commit_time = self._batch_commit([s.stream for s in streams])
         committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
         self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
+        self._prune()
         logger.info(
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
         )
         return committed
+
+    def _prune(self) -> None:
+        """Old committed batches out of the ledger, in step with Spark's own logs; a
+        batch write (one batch) has none."""
+        if self.batch_id is None:
+            return
+        try:
+            prune(
+                self.ledger,
+                newest_batch=self.batch_id,
+                keep=self.job.options.ledger_keep_batches,
+            )
+        except (LedgerError, OSError):  # housekeeping never fails a committed batch
+            logger.warning("%s: old ledger batches not pruned", self.label, exc_info=True)
 
     def _source_offsets(self) -> str | None:
         checkpoint = self.job.options.checkpoint

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.sink.errors import CheckpointResetError
+from jobs.sink.ledger_retention import read_summary
 
 if TYPE_CHECKING:
     from jobs.sink.ledger import BatchRecord, Ledger
@@ -41,11 +42,20 @@ def latest_batch(checkpoint: str) -> int | None:
 
 def check_not_reset(ledger: Ledger, checkpoint: str) -> None:
     """Raise :class:`CheckpointResetError` when the ledger holds batches that Spark's
-    offsets log no longer accounts for; checked before a query writes anything."""
+    offsets log no longer accounts for; checked before a query writes anything.
+
+    A pruned ledger (:mod:`jobs.sink.ledger_retention`) keeps only its newest batches,
+    as Spark keeps only its newest entries: how far it went is the newest of its records
+    and of the batches its summary says were pruned, so a reset is seen even where every
+    record is gone, and the records it kept are compared with Spark's entries as before."""
     records = [r for r in ledger.batches() if r.batch_id is not None]
-    if not records:
+    pruned = read_summary(ledger.directory)
+    numbered = [r.batch_id for r in records if r.batch_id is not None]
+    if pruned is not None and pruned.highest is not None:
+        numbered.append(pruned.highest)
+    if not numbered:
         return
-    newest = max(r.batch_id for r in records if r.batch_id is not None)
+    newest = max(numbered)
     latest = latest_batch(checkpoint)
     if latest is None or latest < newest:
         have = "no entries" if latest is None else f"entries up to batch {latest}"

@@ -39,6 +39,11 @@ option                      default     meaning
                                         10,000,000 bytes; at most 9,500,000)
 ``append.max_inflight``     4           requests in flight per stream (pipelining)
 ``retry.deadline_s``        300         how long transient errors are retried
+``ledger.keep_batches``     100         committed batches the ledger keeps per write;
+                                        give Spark's
+                                        ``spark.sql.streaming.minBatchesToRetain``
+                                        if you changed it
+                                        (``$ONCEOVER_LEDGER_KEEP_BATCHES`` overrides)
 ==========================  ==========  ===============================================
 """
 
@@ -53,6 +58,7 @@ from urllib.parse import urlsplit
 
 from jobs.sink.errors import SinkOptionError
 from jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
+from jobs.sink.ledger_retention import DEFAULT_KEEP, how_many_to_keep
 from onceover.identifiers import COLUMN_NAME_RE
 
 Mode = Literal["pending", "committed", "default"]
@@ -84,6 +90,7 @@ KNOWN = frozenset(
         "append.max_inflight",
         "retry.deadline_s",
         "driver.lease_s",
+        "ledger.keep_batches",
         "checkpointlocation",
         "path",
     }
@@ -119,6 +126,9 @@ class SinkOptions:
     driver_lease_s: int = DEFAULT_DRIVER_LEASE_S
     """How long a driver on another host keeps its claim after its last commit
     (jobs.sink.ledger.claim_driver); 0: never refuse one."""
+    ledger_keep_batches: int = DEFAULT_KEEP
+    """Committed batches the ledger keeps per write (jobs.sink.ledger_retention): as
+    many as Spark keeps of its own logs (spark.sql.streaming.minBatchesToRetain)."""
 
     @property
     def project(self) -> str:
@@ -284,4 +294,5 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         max_inflight=_int(options, "append.max_inflight", 4, 1, 64),
         retry_deadline_s=deadline,
         driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
+        ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
     )
