@@ -348,11 +348,7 @@ def _write_committed(
     progress = ledger.partition(task.batch_id, task.partition)
     resumed = progress is not None
     if progress is not None and progress.complete:
-        # An attempt that finished, then died before telling the slot: tell it now.
-        slots.finish(task.partition, progress.stream, batch, progress.base + progress.acked_rows)
-        return TaskResult(
-            progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
-        )
+        return _done_before(job, client, slots, progress, task, telemetry)
     if progress is None:
         first = next(batches, None)
         if first is None:  # an empty partition takes no stream
@@ -427,6 +423,8 @@ def _write_committed(
     )
     # Where the partition's next batch goes on (jobs.sink.stream_slots).
     slots.finish(task.partition, progress.stream, batch, base + total)
+    if task.batch_id is None:
+        _finalize_complete(job, client, progress.stream, base + total, events, telemetry, task)
     return TaskResult(
         progress.stream,
         "COMMITTED",
@@ -453,6 +451,47 @@ def _stream_exists(job: SinkJob, client: BigQueryWriteClient, stream: str) -> bo
         logger.info("stream %s is gone (expired while unused); taking a new one", stream)
         return False
     return True
+
+
+def _done_before(  # noqa: PLR0917 - the task's context, as its callers have it
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    slots: StreamSlots,
+    progress: PartitionProgress,
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    """An earlier attempt completed the partition, and may have died before it told the
+    slot or finalized the stream: do both again (each is idempotent); send nothing."""
+    end = progress.base + progress.acked_rows
+    slots.finish(task.partition, progress.stream, batch_name(task.batch_id), end)
+    if task.batch_id is None:
+        events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
+        _finalize_complete(job, client, progress.stream, end, events, telemetry, task)
+    return TaskResult(
+        progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
+    )
+
+
+def _finalize_complete(  # noqa: PLR0917 - the task's context, as its callers have it
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    stream: str,
+    end: int,
+    events: StreamTelemetry,
+    telemetry: Telemetry,
+    task: TaskContextInfo,
+) -> None:
+    """A batch write's stream is never continued (its write has one batch): finalize it
+    once complete, and check BigQuery holds exactly the rows recorded, as pending mode
+    does. Finalizing again answers the same count, so a retry may repeat it."""
+    row_count = finalize_stream(job, client, stream)
+    events.finalized(row_count)
+    if row_count != end:
+        raise RowCountMismatchError(
+            f"{_context(job, telemetry, task)}: stream {stream} finalized with {row_count} "
+            f"rows but the ledger records {end} acknowledged"
+        )
 
 
 def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it

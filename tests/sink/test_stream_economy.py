@@ -265,3 +265,35 @@ def test_a_stream_that_expired_while_the_query_stood_still_is_replaced(
         write_partition(job, [rows(ROWS, ROWS)], TaskContextInfo(0, 0, 1))
         assert create_stream_calls(project) == 2
     assert count(rest, table) == (2 * ROWS, 2 * ROWS)
+
+
+@pytest.mark.spark
+def test_a_batch_writes_committed_streams_are_finalized_with_their_rows_checked(
+    spark: SparkSession,
+    rest: bigquery.Client,
+    local_bigquery: LocalBigQuery,
+    dataset: str,
+    tmp_path: Path,
+) -> None:
+    """A df.write has one batch: its COMMITTED streams are never continued, so each is
+    finalized once complete and its row count checked, as pending mode's are."""
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    source = tmp_path / "orders"
+    write_files(source, 500, 2, "json")
+    (
+        spark.read.schema(SOURCE_SCHEMA)
+        .json(str(source))
+        .repartition(2, "event_id")
+        .write.format("onceover")
+        .mode("append")
+        .option("table", table)
+        .option("mode", "committed")
+        .option("run_id", f"finalized-{tmp_path.name}")
+        .option("ledger", str(tmp_path / "ledger"))
+        .save()
+    )
+    assert counted(rest, table) == (500, 500)
+    streams = streams_of(local_bigquery, table)
+    assert [s["state"] for s in streams] == ["FINALIZED", "FINALIZED"]
+    assert sum(int(str(s["rowCount"])) for s in streams) == 500
