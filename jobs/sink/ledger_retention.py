@@ -59,7 +59,6 @@ and size) and reads only records and summaries that are new or changed, for a he
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -67,11 +66,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from jobs.sink.errors import LedgerError, SinkOptionError
 from jobs.sink.identity import safe_name
-from jobs.sink.ledger import LEDGER_VERSION, Ledger, read_record, write_replacing
+from jobs.sink.ledger import Ledger, read_payload, read_record, write_replacing
 
 DEFAULT_KEEP = 100
 """Spark's default ``spark.sql.streaming.minBatchesToRetain``."""
@@ -164,14 +162,9 @@ def read_summary(directory: Path) -> PrunedSummary | None:
 
 
 def _read_summary(path: Path) -> PrunedSummary | None:
-    try:
-        payload: dict[str, Any] = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    payload = read_payload(path)  # written like the records: the same checks
+    if payload is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise LedgerError(f"ledger summary {path} is unreadable: {exc}") from exc
-    if payload.get("version") != LEDGER_VERSION:
-        raise LedgerError(f"ledger summary {path} has an unknown version")
     try:
         highest = payload.get("highest")
         at = payload.get("pruned_at")

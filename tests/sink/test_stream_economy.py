@@ -5,6 +5,7 @@ distinct keys counted in the table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import requests
 from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from jobs.generate import write_files
 from jobs.sink import failpoints
@@ -47,15 +48,23 @@ def streams_of(local_bigquery: LocalBigQuery, table: str) -> list[dict[str, obje
 # -- a user's streaming query ---------------------------------------------------------
 
 
+def by_key(frame: DataFrame) -> DataFrame:
+    return frame.repartition(2, "event_id")
+
+
 def run_query(
-    spark: SparkSession, source: Path, table: str, checkpoint: Path, **options: str
+    spark: SparkSession,
+    source: Path,
+    table: str,
+    checkpoint: Path,
+    partitioned: Callable[[DataFrame], DataFrame] = by_key,
+    **options: str,
 ) -> None:
-    """The user's query: one file per micro-batch, hashed into 2 partitions (or as
-    ``partitions`` says), into the sink with no option but the table."""
-    partitions = int(options.pop("partitions", "2"))
-    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    """The user's query: one file per micro-batch, ``partitioned`` (by default hashed
+    into 2 partitions), into the sink with no option but the table and ``options``."""
+    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1)
     (
-        frame.repartition(partitions, "event_id")
+        partitioned(frame.json(str(source)))
         .writeStream.format("onceover")
         .option("table", table)
         .option("checkpointLocation", str(checkpoint))
@@ -74,19 +83,24 @@ def test_a_streaming_query_keeps_one_stream_per_partition_across_batches_and_res
     dataset: str,
     tmp_path: Path,
 ) -> None:
+    """And under BigQuery's CreateWriteStream quota (10,000 an hour per project and
+    region, then RESOURCE_EXHAUSTED), here 4 for the whole test: the query's two streams
+    fit, where pending mode's two per batch (twenty) could not."""
     table = f"{dataset}.orders"
     rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
     source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
     write_files(source, 600, 6, "json")  # six micro-batches of 100 rows
-    run_query(spark, source, table, checkpoint)
-    assert counted(rest, table) == (600, 600)
-    first = streams_of(local_bigquery, table)
-    # Before: two PENDING streams per micro-batch (12); now the partitions' two streams.
-    assert [s["streamType"] for s in first] == ["COMMITTED", "COMMITTED"]
+    with limited(create_streams_per_window=4, create_window_s=3600):
+        run_query(spark, source, table, checkpoint)
+        assert counted(rest, table) == (600, 600)
+        first = streams_of(local_bigquery, table)
+        # Before: two PENDING streams per micro-batch (12); now the partitions' two.
+        assert [s["streamType"] for s in first] == ["COMMITTED", "COMMITTED"]
 
-    # A restart of the query, and more batches: the same two streams go on.
-    write_files(source, 400, 4, "json", start=600)
-    run_query(spark, source, table, checkpoint)
+        # A restart of the query, and more batches: the same two streams go on.
+        write_files(source, 400, 4, "json", start=600)
+        run_query(spark, source, table, checkpoint)
+        assert create_stream_calls(table.split(".", maxsplit=1)[0]) == 2
     assert counted(rest, table) == (1_000, 1_000)
     after = streams_of(local_bigquery, table)
     assert {s["name"] for s in after} == {s["name"] for s in first}
@@ -110,17 +124,11 @@ def test_empty_partitions_create_no_stream(
     rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
     source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
     write_files(source, 300, 3, "json")
-    frame = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-    (
-        frame.repartition(8, frame.currency.substr(0, 0))  # one key: one partition has rows
-        .writeStream.format("onceover")
-        .option("table", table)
-        .option("mode", mode)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination()
-    )
+
+    def one_key(frame: DataFrame) -> DataFrame:  # one partition of eight has rows
+        return frame.repartition(8, frame.currency.substr(0, 0))
+
+    run_query(spark, source, table, checkpoint, one_key, mode=mode)
     assert counted(rest, table) == (300, 300)
     assert len(streams_of(local_bigquery, table)) == (3 * streams_per_batch or 1)
 
@@ -193,27 +201,6 @@ def test_a_batch_left_unfinished_keeps_its_stream_and_the_next_batch_takes_a_new
 
 
 # -- BigQuery's limits, enforced by the local BigQuery ------------------------------------
-
-
-@pytest.mark.spark
-def test_a_streaming_query_of_many_batches_runs_under_a_small_create_stream_quota(
-    spark: SparkSession,
-    rest: bigquery.Client,
-    local_bigquery: LocalBigQuery,
-    dataset: str,
-    tmp_path: Path,
-) -> None:
-    """BigQuery: 10,000 CreateWriteStream calls an hour per project and region, then
-    RESOURCE_EXHAUSTED. Here a quota of 4 for the whole window: the query's two streams
-    fit, where pending mode's two per batch (twelve) could not."""
-    table = f"{dataset}.orders"
-    rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
-    source, checkpoint = tmp_path / "orders", tmp_path / "ckpt"
-    write_files(source, 600, 6, "json")
-    with limited(create_streams_per_window=4, create_window_s=3600):
-        run_query(spark, source, table, checkpoint)
-        assert create_stream_calls(table.split(".", maxsplit=1)[0]) == 2
-    assert counted(rest, table) == (600, 600)
 
 
 def test_a_pending_write_of_more_partitions_than_one_commit_takes_is_refused_before_a_stream(
