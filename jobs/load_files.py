@@ -44,7 +44,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink.errors import ConcurrentDriverError, refused_as_concurrent
-from jobs.sink.options import MAX_REQUEST_BYTES_LIMIT, MIN_REQUEST_BYTES
+from jobs.sink.options import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    MAX_REQUEST_BYTES_LIMIT,
+    MIN_REQUEST_BYTES,
+)
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.console import run
@@ -149,7 +153,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--request-max-bytes",
         type=int,
         default=None,
-        help="cap of one append request in bytes (the sink's request.max_bytes; default 8,000,000)",
+        help=(
+            "cap of one append request in bytes (the sink's request.max_bytes; default "
+            f"{DEFAULT_MAX_REQUEST_BYTES:,}, at most {MAX_REQUEST_BYTES_LIMIT:,})"
+        ),
     )
     args = parser.parse_args(argv)
     if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:

@@ -54,7 +54,8 @@ from jobs.sink.job import SinkJob, streaming_query_id
 from jobs.sink.ledger import claim_driver, leave_probe
 from jobs.sink.offsets_log import check_not_reset
 from jobs.sink.options import parse_options
-from jobs.sink.task import TaskResult, current_task, write_partition
+from jobs.sink.requests import request_budget
+from jobs.sink.task import TaskResult, current_task, encoder_for, write_partition
 from onceover.bigquery import BigQueryConfig
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ def prepare_job(
         probe=leave_probe(options.ledger),
         write=write,
     )
+    # A writer schema that leaves no room for a row under the cap: refused here, before
+    # any task creates a stream.
+    request_budget(encoder_for(job), options.max_request_bytes, table=options.table)
     if streaming:
         assert options.checkpoint is not None
         claim_driver(

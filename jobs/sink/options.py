@@ -35,8 +35,9 @@ option                      default     meaning
 ``monitor.token``           none        bearer token (role ``ingest``)
 ``row_format``              arrow       ``arrow``, or ``proto`` for projects without
                                         Arrow ingestion
-``request.max_bytes``       8000000     cap of one append request (BigQuery's limit is
-                                        10,000,000 bytes; at most 9,500,000)
+``request.max_bytes``       19000000    cap of one append request on the wire, writer
+                                        schema included (BigQuery's limit is
+                                        20,000,000 bytes; at most 19,500,000)
 ``append.max_inflight``     4           requests in flight per stream (pipelining)
 ``retry.deadline_s``        300         how long transient errors are retried
 ``ledger.keep_batches``     100         committed batches the ledger keeps per write;
@@ -67,8 +68,19 @@ RowFormat = Literal["arrow", "proto"]
 MODES: tuple[Mode, ...] = ("pending", "committed", "default")
 STREAMING_DEFAULT_MODE: Mode = "committed"
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
-DEFAULT_MAX_REQUEST_BYTES = 8_000_000
-MAX_REQUEST_BYTES_LIMIT = 9_500_000
+BIGQUERY_MAX_REQUEST_BYTES = 20_000_000
+"""BigQuery's limit on one ``AppendRowsRequest``: "less than 20 MB" (the AppendRowsRequest
+reference), read as 20,000,000 bytes, the smaller reading and the one Google's Java
+client enforces (``getApiMaxRequestBytes()`` = ``20L * 1000L * 1000L``)."""
+DEFAULT_MAX_REQUEST_BYTES = 19_000_000
+"""5% under BigQuery's limit. The sink counts everything a request carries against the
+cap (rows, writer schema, envelope: :mod:`jobs.sink.requests`), so this is headroom for
+what it cannot see, not for the schema."""
+MAX_REQUEST_BYTES_LIMIT = 19_500_000
+"""The most ``request.max_bytes`` may be: 500,000 bytes (2.5%) under BigQuery's limit, kept
+for what the planner does not count: fields the client library may add to a request
+(``trace_id``, missing-value interpretations), a stream name longer than the envelope's
+allowance, and BigQuery counting a request otherwise than its serialized size."""
 MIN_REQUEST_BYTES = 10_000
 LEDGER_ENV = "ONCEOVER_LEDGER"
 DEFAULT_BATCH_LEDGER = "~/.onceover/ledger"

@@ -1,10 +1,19 @@
 """Turns a partition's Arrow batches into append requests under the size cap (invariant 2).
 
 Requests are cut from the partition's rows in order. Each is encoded once (Arrow IPC
-or proto rows) and split in halves while it is over the cap, so no request comes near
-BigQuery's 10,000,000-byte limit. A retried task in ``committed`` mode first cuts the
-requests its earlier attempt may have sent at exactly the recorded boundaries (same
-offset, same row count), so an ALREADY_EXISTS for them is an identical retry.
+or proto rows) and split in halves while it is over its budget, so no request comes
+near BigQuery's 20,000,000-byte limit. The cap (``request.max_bytes``) bounds the whole
+request on the wire: the encoded rows, the envelope (stream name, offset, protobuf
+framing: :data:`REQUEST_OVERHEAD_BYTES`) and the writer schema (a serialized Arrow
+schema or a proto descriptor, measured: :func:`schema_bytes`). The first request of
+every connection carries the schema, and after a reconnect that is whichever request
+is sent again first, so every request is budgeted as if it carried it
+(:class:`RequestBudget`); at 10,000 columns the schema alone takes hundreds of
+kilobytes. A schema that leaves no room for rows is refused before any row is sent.
+
+A retried task in ``committed`` mode first cuts the requests its earlier attempt may
+have sent at exactly the recorded boundaries (same offset, same row count), so an
+ALREADY_EXISTS for them is an identical retry.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ import pyarrow as pa
 from jobs.sink.errors import AppendRejectedError, NonDeterministicInputError
 
 REQUEST_OVERHEAD_BYTES = 2_000
-"""Room for the request envelope (stream name, offset, writer schema)."""
+"""Room for the request envelope besides the rows and the writer schema: the stream name
+(up to about 1,900 bytes), the offset and the protobuf framing of the fields."""
 
 
 @dataclass(frozen=True)
@@ -136,34 +146,85 @@ class Request:
     encoded: EncodedRows
 
 
+def schema_bytes(encoder: RowEncoder) -> int:
+    """What the writer schema adds to a request on the wire: the serialized size of a
+    request that carries only the schema (Arrow: the serialized schema; proto: the
+    descriptor), framing included."""
+    from google.cloud.bigquery_storage_v1 import types
+
+    request = types.AppendRowsRequest()
+    encoder.schema_payload(request)
+    return int(raw_request(request).ByteSize())
+
+
+@dataclass(frozen=True)
+class RequestBudget:
+    """How many bytes of encoded rows one request may carry under the cap."""
+
+    max_bytes: int
+    """The cap of a whole request on the wire (``request.max_bytes``)."""
+    schema_bytes: int
+    """The writer schema's share, counted in every request: any request can be the
+    first of a connection (after a reconnect, the first one re-sent)."""
+
+    @property
+    def rows_bytes(self) -> int:
+        return self.max_bytes - REQUEST_OVERHEAD_BYTES - self.schema_bytes
+
+
+def request_budget(
+    encoder: RowEncoder, max_bytes: int, *, table: str | None = None
+) -> RequestBudget:
+    """The budget of requests of ``encoder``'s rows under ``max_bytes``.
+
+    Raises :class:`AppendRejectedError` when the writer schema leaves no room for a
+    row: nothing can be written under this cap, and nothing was sent.
+    """
+    budget = RequestBudget(max_bytes, schema_bytes(encoder))
+    if budget.rows_bytes <= 0:
+        target = f"the table {table}" if table else "the table"
+        raise AppendRejectedError(
+            f"the writer schema of {target} takes {budget.schema_bytes:,} bytes in a "
+            f"request, which leaves no room for a row under the request cap of "
+            f"{max_bytes:,} bytes (request.max_bytes, with {REQUEST_OVERHEAD_BYTES:,} bytes "
+            "for the envelope); the first request of every connection carries the schema. "
+            "Raise request.max_bytes, or write fewer columns; nothing was sent",
+            table=table,
+        )
+    return budget
+
+
 def split_to_cap(
-    batch: pa.RecordBatch, encoder: RowEncoder, max_bytes: int, *, first_offset: int
+    batch: pa.RecordBatch, encoder: RowEncoder, budget: RequestBudget, *, first_offset: int
 ) -> Iterator[EncodedRows]:
-    """Encode ``batch`` as requests of at most ``max_bytes`` each, in row order."""
-    budget = max_bytes - REQUEST_OVERHEAD_BYTES
-    if batch.nbytes > budget and batch.num_rows > 1:
+    """Encode ``batch`` as requests of at most ``budget.rows_bytes`` of rows each, in row
+    order: every request, schema and envelope included, stays under ``budget.max_bytes``."""
+    room = budget.rows_bytes
+    if batch.nbytes > room and batch.num_rows > 1:
         # Cut first by the in-memory size, so a huge batch is not encoded whole.
         per_row = max(1, batch.nbytes // batch.num_rows)
-        step = max(1, int(budget * 0.8) // per_row)
+        step = max(1, int(room * 0.8) // per_row)
         if step < batch.num_rows:
             for start in range(0, batch.num_rows, step):
                 yield from split_to_cap(
-                    batch.slice(start, step), encoder, max_bytes, first_offset=first_offset + start
+                    batch.slice(start, step), encoder, budget, first_offset=first_offset + start
                 )
             return
     encoded = encoder.encode(batch)
-    if encoded.bytes <= budget:
+    if encoded.bytes <= room:
         yield encoded
         return
     if batch.num_rows == 1:
         raise AppendRejectedError(
             f"the row at offset {first_offset} takes {encoded.bytes:,} bytes encoded, "
-            f"over the request cap of {max_bytes:,} bytes (request.max_bytes); "
-            "BigQuery cannot take a row that large in one append"
+            f"over the {room:,} bytes a request has for rows under the cap of "
+            f"{budget.max_bytes:,} bytes (request.max_bytes) once the writer schema "
+            f"({budget.schema_bytes:,} bytes) and the envelope ({REQUEST_OVERHEAD_BYTES:,}) "
+            "are counted; BigQuery cannot take a row that large in one append"
         )
     half = batch.num_rows // 2
-    yield from split_to_cap(batch.slice(0, half), encoder, max_bytes, first_offset=first_offset)
-    yield from split_to_cap(batch.slice(half), encoder, max_bytes, first_offset=first_offset + half)
+    yield from split_to_cap(batch.slice(0, half), encoder, budget, first_offset=first_offset)
+    yield from split_to_cap(batch.slice(half), encoder, budget, first_offset=first_offset + half)
 
 
 def plan_requests(
@@ -173,12 +234,17 @@ def plan_requests(
     *,
     start_row: int = 0,
     recorded: Sequence[tuple[int, int]] = (),
+    table: str | None = None,
 ) -> Iterator[Request]:
     """The partition's append requests, starting at ``start_row``.
 
-    ``recorded`` holds (offset, rows) of requests an earlier attempt may have sent;
-    they are cut again at exactly those boundaries before normal cutting resumes.
+    Each request's rows fit the :class:`RequestBudget` of ``max_bytes``; a writer
+    schema that leaves no room for rows raises before the first request (naming
+    ``table`` when given). ``recorded`` holds (offset, rows) of requests an earlier
+    attempt may have sent; they are cut again at exactly those boundaries before
+    normal cutting resumes.
     """
+    budget = request_budget(encoder, max_bytes, table=table)
     cursor = RowCursor(batches)
     if cursor.skip(start_row) != start_row:
         raise NonDeterministicInputError(
@@ -200,6 +266,6 @@ def plan_requests(
         yield Request(offset, encoder.encode(batch))
         offset += rows
     for batch in cursor.batches():
-        for encoded in split_to_cap(batch, encoder, max_bytes, first_offset=offset):
+        for encoded in split_to_cap(batch, encoder, budget, first_offset=offset):
             yield Request(offset, encoded)
             offset += encoded.rows

@@ -201,7 +201,12 @@ def _append_all(
     the partition's rows; on the stream they start at ``base`` (a continued stream)."""
     rows = 0
     for request in plan_requests(
-        batches, encoder, job.options.max_request_bytes, start_row=start_row, recorded=recorded
+        batches,
+        encoder,
+        job.options.max_request_bytes,
+        start_row=start_row,
+        recorded=recorded,
+        table=job.table,
     ):
         encoded = request.encoded
         before = sent.get(request.offset) if sent is not None else None

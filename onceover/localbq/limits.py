@@ -1,11 +1,13 @@
 """The Storage Write API limits the local BigQuery enforces, settable while it runs.
 
 BigQuery limits how many write streams a project may create, how many streams one
-``BatchCommitWriteStreams`` may commit and how long a stream lives; bqemulator has
-none of these. The launcher's patches (:mod:`onceover.localbq.patches`:
-``create_stream_quota``, ``commit_stream_limit``, ``stream_lifetimes``) enforce them
-with the values held here, read again on every call, so a test can shorten a limit
-for a few seconds::
+``BatchCommitWriteStreams`` may commit, how long a stream lives and how large one
+``AppendRows`` request may be; bqemulator has none of these (its own request cap is
+10 MiB with another error). The launcher's patches (:mod:`onceover.localbq.patches`:
+``create_stream_quota``, ``commit_stream_limit``, ``stream_lifetimes``,
+``append_request_limit``) enforce them with the values held here, read again on every
+call (a request's size: on every request), so a test can shorten a limit for a few
+seconds::
 
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
@@ -36,6 +38,12 @@ ENV_PREFIX = "ONCEOVER_LOCALBQ_"
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
 
+APPEND_REQUEST_CEILING_BYTES = 64 * 1024 * 1024
+"""The largest ``append_request_max_bytes`` may be: the local BigQuery's gRPC server and
+bqemulator's own request cap are raised this high (``append_request_limit``), so every
+request up to it is read and answered in the stream; a larger one ends the connection
+(gRPC's RESOURCE_EXHAUSTED), as bqemulator's transport did above its 10 MiB."""
+
 
 @dataclass(frozen=True)
 class WriteApiLimitValues:
@@ -53,10 +61,22 @@ class WriteApiLimitValues:
     """A COMMITTED stream without an append for this long is deleted."""
     buffered_idle_s: float = 7 * DAY_S
     """A BUFFERED stream without an append for this long is deleted."""
+    append_request_max_bytes: int = 20_000_000
+    """The largest serialized ``AppendRowsRequest`` taken; a larger one is refused in the
+    stream with INVALID_ARGUMENT. BigQuery's "20 MB", read as 20,000,000 bytes: the
+    decimal reading, the one Google's Java client checks before sending
+    (``ConnectionWorker.getApiMaxRequestBytes()`` = ``20L * 1000L * 1000L``), and the
+    smaller of the two (see ``append_request_limit``)."""
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
 _COUNTS = frozenset({"create_streams_per_window", "commit_max_streams"})
+_BYTES = frozenset({"append_request_max_bytes"})
+_WHOLE = _COUNTS | _BYTES
+_KINDS = {
+    **dict.fromkeys(_COUNTS, "a whole number >= 0"),
+    **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
+}
 
 
 def _checked(name: str, value: object) -> float:
@@ -68,6 +88,12 @@ def _checked(name: str, value: object) -> float:
     if name in _COUNTS:
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+    elif name in _BYTES:
+        if not isinstance(value, int) or not 1 <= value <= APPEND_REQUEST_CEILING_BYTES:
+            raise ValueError(
+                f"{name} must be a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}, "
+                f"not {value!r}"
+            )
     elif not value > 0:  # also refuses NaN
         raise ValueError(f"{name} must be a duration in seconds > 0, not {value!r}")
     return value
@@ -124,6 +150,10 @@ class WriteApiLimits:
     @property
     def buffered_idle_s(self) -> float:
         return self._values.buffered_idle_s
+
+    @property
+    def append_request_max_bytes(self) -> int:
+        return self._values.append_request_max_bytes
 
 
 WRITE_API_LIMITS = WriteApiLimits()
@@ -209,10 +239,10 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, float]:
         if text is None or not text.strip():
             continue
         try:
-            value: float = int(text) if name in _COUNTS else float(text)
+            value: float = int(text) if name in _WHOLE else float(text)
             overrides[name] = _checked(name, value)
         except (TypeError, ValueError) as exc:
-            kind = "a whole number >= 0" if name in _COUNTS else "a number of seconds > 0"
+            kind = _KINDS.get(name, "a number of seconds > 0")
             raise ConfigurationError(f"{variable}={text!r} is not {kind} ({exc})") from exc
     return overrides
 

@@ -194,7 +194,7 @@ def test_a_missing_table_without_create_table_is_one_clear_line(load: Load) -> N
     assert "--create-table" in result.stderr
 
 
-@pytest.mark.parametrize("value", ["5", "9500001"])
+@pytest.mark.parametrize("value", ["5", "19500001"])
 def test_a_request_cap_outside_the_sinks_range_is_refused_naming_it(
     value: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -205,5 +205,5 @@ def test_a_request_cap_outside_the_sinks_range_is_refused_naming_it(
     with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)
     assert exit_info.value.code == 2
-    assert "--request-max-bytes must be between 10,000 and 9,500,000" in capsys.readouterr().err
+    assert "--request-max-bytes must be between 10,000 and 19,500,000" in capsys.readouterr().err
     assert parse_args([*argv[:-1], "10000"]).request_max_bytes == 10_000
