@@ -510,6 +510,9 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--events", type=_positive, default=None,
                        help="control-plane events stored (default 1000000; 100000 with "
                             "--quick)")  # fmt: skip
+    bench.add_argument("--micro-batches", type=_positive, default=None,
+                       help="micro-batches per mode of the stream economy (default 60; 20 "
+                            "with --quick or a smaller --rows)")  # fmt: skip
     bench.add_argument("--databases", type=_databases, default=list(DATABASES),
                        help="control-plane databases (default sqlite,postgresql)")  # fmt: skip
     bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,

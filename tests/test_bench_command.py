@@ -31,7 +31,7 @@ def test_the_bench_prints_and_writes_every_ratio(
 ) -> None:
     out = tmp_path / "report"
     done = run_onceover(
-        "bench", "--rows", str(ROWS), "--repeat", "1", "--events", "3000",
+        "bench", "--rows", str(ROWS), "--repeat", "1", "--events", "3000", "--micro-batches", "3",
         "--databases", "sqlite", "--out", str(out),
         env=subprocess_env, timeout_s=900,
     )  # fmt: skip

@@ -105,6 +105,7 @@ KNOWN = frozenset(
         "ledger.keep_batches",
         "checkpointlocation",
         "path",
+        "queryname",  # writeStream.queryName(...): Spark passes it to the sink
     }
 )
 

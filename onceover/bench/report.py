@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onceover.bench import starvation as st
+from onceover.bench import stream_economy as se
 from onceover.bench.control_plane import Figures, percentile
 from onceover.bench.writers import CONTENDERS, WriterFigure
 
@@ -120,6 +121,39 @@ def starvation_section(result: st.Starvation) -> list[str]:
         f"stored as not made). Flooded: {result.flood} anonymous callers from one address "
         "calling `GET /api/health` without a pause, from a process of their own.",
     ]  # fmt: skip
+
+
+def stream_economy_targets(result: se.Economy | None) -> list[Target]:
+    """Streams per hour of the modes that keep their streams, and each exactly-once
+    mode's time per micro-batch against ``default``."""
+    if result is None:
+        return []
+    return [Target(g.name, g.value, g.goal, False, g.unit) for g in se.goals(result)]
+
+
+def stream_economy_section(result: se.Economy) -> list[str]:
+    lines = [
+        f"### Stream economy: a streaming query, {result.partitions} partitions, trigger "
+        f"{result.trigger}, {result.batches} micro-batches of {result.rows_per_batch} rows per "
+        "mode", "",
+        *se.table(result), "",
+        "A user's query (JSON files, one per micro-batch, `repartition(8, \"event_id\")`) "
+        "in a process of its own, with a local BigQuery of its own. Streams: those "
+        "`/admin/streams` lists for the table, `_default` aside (never created); the "
+        "first batch runs alone, and the streams after it are extrapolated to an hour "
+        "over the time the other batches took. Sink time: Spark's `addBatch` per batch "
+        "(the batch's plan runs into the sink; its rows are visible when it returns), "
+        "the first batch left out.",
+    ]  # fmt: skip
+    if result.soak is not None:
+        lines += [
+            "", f"Soak: `writeStream` with no mode option (so `committed`), "
+            f"{result.soak.minutes:g} min, sampled every {result.soak.sample_s:g} s:", "",
+            *se.soak_table(result.soak),
+        ]  # fmt: skip
+    if result.failed:
+        lines += ["", f"FAILED: {result.failed}"]
+    return lines
 
 
 def _cell(value: float | None, fmt: str) -> str:

@@ -2,7 +2,10 @@
 
 1. The writers (:mod:`onceover.bench.writers`) at N and 4N rows: Onceover's three modes,
    ``pending`` monitored by a running backend, the seeds' per-row protobuf approach,
-   legacy streaming inserts and the Arrow ceiling; each write counted in BigQuery.
+   legacy streaming inserts and the Arrow ceiling; each write counted in BigQuery. Then
+   the stream economy (:mod:`onceover.bench.stream_economy`, in a process of its own):
+   the write streams a streaming query creates per hour in each mode, each mode's time
+   per micro-batch, and (not with ``--quick``) a short soak of ``writeStream``'s default.
 2. The control plane (:mod:`onceover.bench.control_plane`): events posted over HTTP to a
    real server on SQLite and on PostgreSQL, then read latencies with them all stored;
    and in trouble (:mod:`onceover.bench.starvation`): ingest while BigQuery hangs and
@@ -33,6 +36,7 @@ from typing import Any
 from onceover.bench import control_plane as cp
 from onceover.bench import report
 from onceover.bench import starvation as st
+from onceover.bench import stream_economy as se
 from onceover.bench.writers import Monitor, WriterFigure, quiet_spark, run_writers
 
 QUICK_ROWS = 20_000
@@ -40,6 +44,9 @@ FULL_ROWS = 250_000
 QUICK_EVENTS = 100_000
 FULL_EVENTS = 1_000_000
 STARVATION_EVENTS = 100_000  # per phase, at most
+QUICK_ECONOMY_BATCHES = 20
+FULL_ECONOMY_BATCHES = se.BATCHES
+FULL_ECONOMY_SOAK_MINUTES = 5.0  # `python -m onceover.bench.stream_economy` alone: 20
 GROWTH = 4
 
 
@@ -54,6 +61,8 @@ class BenchPlan:
     out: Path
     postgres_admin: str
     quick: bool
+    micro_batches: int | None = None
+    """Micro-batches per mode of the stream economy; None: by the bench's size."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchPlan:
@@ -66,11 +75,28 @@ class BenchPlan:
             out=Path(args.out),
             postgres_admin=args.postgres_admin,
             quick=quick,
+            micro_batches=getattr(args, "micro_batches", None),
         )
 
     @property
     def sizes(self) -> list[int]:
         return [self.rows, self.rows * GROWTH]
+
+    @property
+    def full_size(self) -> bool:
+        """Neither ``--quick`` nor made smaller with ``--rows``: the stream economy's soak
+        and its 60 micro-batches per mode belong to a full bench only."""
+        return not self.quick and self.rows >= FULL_ROWS
+
+    @property
+    def economy_batches(self) -> int:
+        if self.micro_batches is not None:
+            return self.micro_batches
+        return FULL_ECONOMY_BATCHES if self.full_size else QUICK_ECONOMY_BATCHES
+
+    @property
+    def economy_soak_minutes(self) -> float:
+        return FULL_ECONOMY_SOAK_MINUTES if self.full_size else 0.0
 
     @property
     def markdown_path(self) -> Path:
@@ -152,6 +178,13 @@ def measure_starvation(plan: BenchPlan, tmp: Path) -> st.Starvation:
     return st.measure(tmp, events, 4, 500, st.FLOOD)
 
 
+def measure_stream_economy(plan: BenchPlan, tmp: Path) -> se.Economy:
+    """In a process of its own: its Spark session needs a JVM started with its own local
+    BigQuery (this process's JVM has the writers' endpoint in its environment)."""
+    return se.measure_in_child(tmp / "stream-economy", plan.economy_batches,
+                               plan.economy_soak_minutes, say)  # fmt: skip
+
+
 def _control_plane_json(figures: cp.Figures) -> dict[str, Any]:
     return {
         "database": figures.database,
@@ -172,6 +205,8 @@ def render(
     databases: list[cp.Figures],
     header: dict[str, Any],
     starvation: st.Starvation | None = None,
+    *,
+    economy: se.Economy | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The Markdown report and the JSON document of one bench."""
     by_size = {
@@ -179,6 +214,7 @@ def render(
         for size in plan.sizes
     }
     shared = report.control_plane_targets(databases) + report.starvation_targets(starvation)
+    streams = report.stream_economy_targets(economy)
     lines = [
         "# Benchmarks",
         "",
@@ -190,12 +226,13 @@ def render(
         "",
         "## Targets",
         "",
-        *report.targets_section(by_size, shared),
+        *report.targets_section(by_size, streams + shared),
         "",
         "## Figures",
         "",
         *report.writers_section(writers, plan.sizes),
         "",
+        *([*report.stream_economy_section(economy), ""] if economy is not None else []),
         *report.control_plane_section(databases, plan.events),
         "",
         *([*report.starvation_section(starvation), ""] if starvation is not None else []),
@@ -208,9 +245,11 @@ def render(
         "writers": [figure.as_json() for figure in writers],
         "control_plane": [_control_plane_json(db) for db in databases],
         "starvation": starvation.as_json() if starvation is not None else None,
+        "stream_economy": economy.as_json() if economy is not None else None,
         "targets": {
             **{str(size): [t.as_json() for t in targets] for size, targets in by_size.items()},
             "control_plane": [t.as_json() for t in shared],
+            "stream_economy": [t.as_json() for t in streams],
         },
     }
     return "\n".join(lines), document
@@ -225,13 +264,16 @@ def run_bench(plan: BenchPlan, command: str) -> int:
         "quick": plan.quick,
     }
     say(f"onceover bench: {header['machine']}")
-    say(f"[1/3] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) each")
+    say(f"[1/4] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) each")
     quiet_spark()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
         writers = measure_writers(plan, Path(tmp))
+        soak = f", a {plan.economy_soak_minutes:g}-min soak" if plan.economy_soak_minutes else ""
+        say(f"[2/4] stream economy: {plan.economy_batches} micro-batches per mode{soak}")
+        economy = measure_stream_economy(plan, Path(tmp))
         say(
-            f"[2/3] control plane: {plan.events:,} events on {', '.join(plan.databases)}"
+            f"[3/4] control plane: {plan.events:,} events on {', '.join(plan.databases)}"
             + (
                 " (PostgreSQL also with 2 server processes)"
                 if "postgresql" in plan.databases
@@ -240,16 +282,16 @@ def run_bench(plan: BenchPlan, command: str) -> int:
         )
         databases = measure_control_plane(plan, Path(tmp))
         say(
-            "[2/3] control plane in trouble: ingest quiet, with BigQuery hanging, and with "
+            "[3/4] control plane in trouble: ingest quiet, with BigQuery hanging, and with "
             f"/api/health flooded as well ({st.FLOOD} callers)"
         )
         starvation = measure_starvation(plan, Path(tmp))
-    markdown, document = render(plan, writers, databases, header, starvation)
-    say(f"[3/3] report ({time.perf_counter() - started:.0f} s in all)\n")
+    markdown, document = render(plan, writers, databases, header, starvation, economy=economy)
+    say(f"[4/4] report ({time.perf_counter() - started:.0f} s in all)\n")
     say(markdown)
     plan.out.mkdir(parents=True, exist_ok=True)
     plan.markdown_path.write_text(markdown)
     plan.json_path.write_text(json.dumps(document, indent=2) + "\n")
     say(f"written: {plan.markdown_path}, {plan.json_path}")
     failed = [f for f in writers if f.median is None] + [d for d in databases if d.failed]
-    return 1 if failed or starvation.failed else 0
+    return 1 if failed or starvation.failed or economy.any_failed else 0

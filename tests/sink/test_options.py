@@ -35,3 +35,18 @@ def test_a_file_url_or_a_path_is_a_local_checkpoint() -> None:
     )
     assert by_url.checkpoint == by_path.checkpoint == "/shared/ckpt"
     assert by_url.ledger == "/shared/ckpt/onceover"
+
+
+def test_the_options_spark_itself_passes_are_taken() -> None:
+    """``writeStream.queryName(...)`` reaches the sink as the option ``queryName``."""
+    options = parse_options(
+        {"table": TABLE, "checkpointLocation": "/shared/ckpt", "queryName": "usage"},
+        default_project=None,
+        streaming=True,
+    )
+    assert options.mode == "committed"  # a writeStream's default (docs/sink.md)
+
+
+def test_an_unknown_option_is_refused_naming_it() -> None:
+    with pytest.raises(SinkOptionError, match="'modes'"):
+        parse_options({"table": TABLE, "modes": "pending"}, default_project=None, streaming=False)
