@@ -55,8 +55,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from onceover.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -692,26 +690,16 @@ class Bench:
 
         table_id = f"{self.project}.{DATASET}.{name}"
         self.client.delete_table(table_id, not_found_ok=True)
-        self.client.create_table(bigquery.Table(table_id, schema=[
-            bigquery.SchemaField("event_id", "INT64"),
-            bigquery.SchemaField("order_id", "STRING"),
-            bigquery.SchemaField("customer_id", "INT64"),
-            bigquery.SchemaField("amount", "FLOAT64"),
-            bigquery.SchemaField("currency", "STRING"),
-            bigquery.SchemaField("event_time", "TIMESTAMP"),
-        ]))  # fmt: skip
+        from onceover.chaos.runner import ORDER_SCHEMA
+
+        self.client.create_table(bigquery.Table(table_id, schema=ORDER_SCHEMA))
         return table_id
 
     def streams(self, table_id: str) -> list[dict[str, Any]]:
         """Every write stream the local BigQuery ever created on ``table_id``."""
-        project, dataset, table = table_id.split(".")
-        answer = httpx.get(f"{self.rest_url}/admin/streams", timeout=30)
-        answer.raise_for_status()
-        return [
-            s
-            for s in answer.json()["writeStreams"]
-            if (s["projectId"], s["datasetId"], s["tableId"]) == (project, dataset, table)
-        ]
+        from onceover.localbq.admin import write_streams
+
+        return write_streams(self.rest_url, table_id)
 
     def created(self, table_id: str) -> int:
         """The streams created on ``table_id`` (``_default`` is never created)."""

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-import requests
 from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
@@ -27,6 +26,7 @@ from jobs.sink.task import TaskContextInfo, TaskResult, write_partition
 from onceover.bigquery import BigQueryConfig
 from onceover.chaos.runner import ORDER_SCHEMA
 from onceover.localbq import LocalBigQuery
+from onceover.localbq.admin import write_streams
 from onceover.localbq.limits import create_stream_calls, limited
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
 from tests.waiting import wait_until
@@ -35,14 +35,7 @@ from tests.writeapi import count, create_table, rows, streaming_job
 
 def streams_of(local_bigquery: LocalBigQuery, table: str) -> list[dict[str, object]]:
     """Every write stream ever created on ``table`` (project.dataset.table)."""
-    project, dataset, name = table.split(".")
-    answer = requests.get(f"{local_bigquery.rest_url}/admin/streams", timeout=10)
-    answer.raise_for_status()
-    return [
-        s
-        for s in answer.json()["writeStreams"]
-        if (s["projectId"], s["datasetId"], s["tableId"]) == (project, dataset, name)
-    ]
+    return write_streams(local_bigquery.rest_url, table)
 
 
 # -- a user's streaming query ---------------------------------------------------------
