@@ -79,7 +79,7 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (jobs.loa
         _fp("append.response", "drop", 8),
         _fp("ledger.after_intent", "crash", 2),
         _wire("cut", APPEND_ROWS, 3),
-        _wire("unavailable", _CREATE, 4),
+        _wire("unavailable", _CREATE, 2),  # committed: a stream per partition, once
         Fault("spark/kill_task", nth=14),
     )),
     ("committed", (
@@ -94,7 +94,8 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (jobs.loa
 
 
 # Users' own jobs (jobs.examples): a foreachBatch writing three times per micro-batch
-# (9 commits, at least 15 streams and appends in a clean run), a batch job writing
+# (9 commits, at least 15 appends in a clean run; 15 streams in pending mode, 5 in
+# committed, whose writes continue their streams), a batch job writing
 # two tables under one run id after a repartition() (3 commits, 7 streams and appends).
 # A crash just after BigQuery committed a write that is not the first of its call or
 # run, and a task killed mid-append, in both exactly-once modes. (No executor crash

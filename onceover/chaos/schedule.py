@@ -243,6 +243,9 @@ class Shape:
     batches: int
     tasks: int
     appends: int
+    streams: int | None = None
+    """CreateWriteStream calls: one per task, unless committed mode continues each
+    partition's stream from batch to batch (jobs.sink.stream_slots); None: ``tasks``."""
 
     @classmethod
     def of(cls, rows: int, files: int, files_per_batch: int, request_max_bytes: int) -> Shape:
@@ -261,11 +264,15 @@ class Shape:
         shape = cls.of(s.rows, s.files, s.files_per_batch, s.request_max_bytes)
         if s.workload == "foreach_batch":
             # Per micro-batch three writes, each committed: two of the batch's files
-            # (a task each), then one summary task.
-            return cls(3 * shape.batches, 5 * shape.batches, 5 * shape.batches)
+            # (a task each), then one summary task. Inside foreachBatch the writes keep
+            # the mode they are given, so committed ones continue their streams too.
+            continued = 5 if s.mode == "committed" else None
+            return cls(3 * shape.batches, 5 * shape.batches, 5 * shape.batches, continued)
         if s.workload == "two_tables":
             # Three writes, one commit each: two over three shuffle partitions, one summary.
             return cls(3, 7, 7)
+        if s.mode == "committed":  # the streaming sink: one stream per partition, once
+            return replace(shape, streams=s.files_per_batch)
         return shape
 
     def hits(self, kind: str, method: str | None = None) -> int:
@@ -274,7 +281,9 @@ class Shape:
         per_batch = ("ledger.after_intent", "commit.before", "commit.after")
         if point_or_method in per_batch or point_or_method == "BatchCommitWriteStreams":
             return self.batches
-        if point_or_method in ("finalize.after", "CreateWriteStream", "FinalizeWriteStream"):
+        if point_or_method == "CreateWriteStream":
+            return self.tasks if self.streams is None else self.streams
+        if point_or_method in ("finalize.after", "FinalizeWriteStream"):
             return self.tasks
         return self.appends
 
