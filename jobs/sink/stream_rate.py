@@ -59,4 +59,7 @@ _buckets_lock = threading.Lock()
 def stream_creations() -> TokenBucket:
     """This process's bucket (made at the first stream created)."""
     with _buckets_lock:
-        return _buckets.setdefault("create_write_stream", TokenBucket(_rate_from_env()))
+        bucket = _buckets.get("create_write_stream")
+        if bucket is None:  # the rate is read once per process, not on every call
+            bucket = _buckets["create_write_stream"] = TokenBucket(_rate_from_env())
+        return bucket

@@ -120,12 +120,9 @@ class StreamSlots:
         raise LedgerError(f"{self.directory / str(partition)}: could not record its end")
 
 
-def continuation(
-    slots: StreamSlots, ledger: Ledger, partition: int, batch: str
-) -> tuple[str, int] | None:
-    """The stream and offset where ``batch``'s ``partition`` may continue, or None when
-    it must take a new stream (see the module's rules)."""
-    slot = slots.current(partition)
+def continuation(slot: StreamSlot | None, batch: str) -> tuple[str, int] | None:
+    """The stream and offset where ``batch`` may continue in the partition whose slot is
+    ``slot``, or None when it must take a new stream (see the module's rules)."""
     if slot is None:
         return None
     if slot.end is not None and slot.batch != batch:

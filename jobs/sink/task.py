@@ -512,7 +512,7 @@ def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
     where it ended, or a new one. Returns the progress and whether the stream existed."""
     batch = batch_name(task.batch_id)
     slot = slots.current(task.partition)
-    continued = continuation(slots, ledger, task.partition, batch)
+    continued = continuation(slot, batch)  # the slot read once
     if (
         continued is not None
         and slot is not None
