@@ -12,9 +12,14 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-The defaults are BigQuery's. A separately launched local BigQuery (``onceover up``,
-``onceover bigquery``) takes other values from ``ONCEOVER_LOCALBQ_<FIELD>``
-environment variables (for example ``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``), read
+One setting is not a limit: ``repeated_flush``, how FlushRows answers an offset already
+flushed (the ``buffered_flush`` patch).
+
+The defaults are BigQuery's, but for ``repeated_flush``, which BigQuery does not
+document: its default is the answer Apache Beam reads as "already flushed". A separately
+launched local BigQuery (``onceover up``, ``onceover bigquery``) takes other values from
+``ONCEOVER_LOCALBQ_<FIELD>`` environment variables (for example
+``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``, ``ONCEOVER_LOCALBQ_REPEATED_FLUSH=ok``), read
 once when the patches are installed.
 """
 
@@ -28,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from onceover.errors import ConfigurationError
 
@@ -67,22 +72,42 @@ class WriteApiLimitValues:
     decimal reading, the one Google's Java client checks before sending
     (``ConnectionWorker.getApiMaxRequestBytes()`` = ``20L * 1000L * 1000L``), and the
     smaller of the two (see ``append_request_limit``)."""
+    repeated_flush: str = "already_exists"
+    """How FlushRows answers an offset already flushed (BigQuery does not document it;
+    see ``buffered_flush``): ``"already_exists"``, ALREADY_EXISTS with the StorageError
+    ``OFFSET_ALREADY_EXISTS``, which Apache Beam's ``StorageApiFlushAndFinalizeDoFn``
+    reads as "already flushed up to this point"; ``"ok"``, OK with the requested offset,
+    nothing flushed again."""
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
 _COUNTS = frozenset({"create_streams_per_window", "commit_max_streams"})
 _BYTES = frozenset({"append_request_max_bytes"})
 _WHOLE = _COUNTS | _BYTES
+REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
+"""The values ``repeated_flush`` takes."""
+_CHOICES: dict[str, tuple[str, ...]] = {"repeated_flush": REPEATED_FLUSH_ANSWERS}
 _KINDS = {
     **dict.fromkeys(_COUNTS, "a whole number >= 0"),
     **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
+    **{name: f"one of {', '.join(choices)}" for name, choices in _CHOICES.items()},
 }
 
+LimitValue: TypeAlias = float | str
+"""A field's value: a number, or one of a few words (``repeated_flush``)."""
 
-def _checked(name: str, value: object) -> float:
+
+def _checked(name: str, value: object) -> LimitValue:
     """``value`` for field ``name``, or ``ValueError``/``TypeError`` saying what is wrong."""
     if name not in FIELDS:
         raise TypeError(f"no Storage Write API limit is called {name!r}; the limits: {FIELDS}")
+    if name in _CHOICES:
+        choices = _CHOICES[name]
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be one of {choices}, not {value!r}")
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {choices}, not {value!r}")
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number, not {value!r}")
     if name in _COUNTS:
@@ -114,7 +139,7 @@ class WriteApiLimits:
     def snapshot(self) -> WriteApiLimitValues:
         return self._values  # frozen: replaced whole, never changed in place
 
-    def update(self, **overrides: float) -> WriteApiLimitValues:
+    def update(self, **overrides: LimitValue) -> WriteApiLimitValues:
         """Set the given fields; return the values as they were before."""
         checked: dict[str, Any] = {n: _checked(n, value) for n, value in overrides.items()}
         with self._lock:
@@ -154,6 +179,10 @@ class WriteApiLimits:
     @property
     def append_request_max_bytes(self) -> int:
         return self._values.append_request_max_bytes
+
+    @property
+    def repeated_flush(self) -> str:
+        return self._values.repeated_flush
 
 
 WRITE_API_LIMITS = WriteApiLimits()
@@ -212,7 +241,7 @@ def create_stream_calls(project: str) -> int:
 
 
 @contextlib.contextmanager
-def limited(**overrides: float) -> Iterator[WriteApiLimitValues]:
+def limited(**overrides: LimitValue) -> Iterator[WriteApiLimitValues]:
     """Enforce other limits inside the block (each read on every call); yields them.
 
     The quota's counters start from zero inside the block and again after it, when
@@ -227,19 +256,24 @@ def limited(**overrides: float) -> Iterator[WriteApiLimitValues]:
         CREATE_STREAM_QUOTA.reset()
 
 
-def from_environment(environ: Mapping[str, str]) -> dict[str, float]:
+def from_environment(environ: Mapping[str, str]) -> dict[str, LimitValue]:
     """The limits ``ONCEOVER_LOCALBQ_<FIELD>`` variables of ``environ`` set, checked.
 
+    A word (``repeated_flush``) is read without surrounding blanks, in any case.
     Raises :class:`ConfigurationError` naming the variable when a value is wrong.
     """
-    overrides: dict[str, float] = {}
+    overrides: dict[str, LimitValue] = {}
     for name in FIELDS:
         variable = ENV_PREFIX + name.upper()
         text = environ.get(variable)
         if text is None or not text.strip():
             continue
         try:
-            value: float = int(text) if name in _WHOLE else float(text)
+            value: LimitValue
+            if name in _CHOICES:
+                value = text.strip().lower()
+            else:
+                value = int(text) if name in _WHOLE else float(text)
             overrides[name] = _checked(name, value)
         except (TypeError, ValueError) as exc:
             kind = _KINDS.get(name, "a number of seconds > 0")
@@ -247,7 +281,7 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, float]:
     return overrides
 
 
-def apply_environment(environ: Mapping[str, str] | None = None) -> dict[str, float]:
+def apply_environment(environ: Mapping[str, str] | None = None) -> dict[str, LimitValue]:
     """Set the limits ``environ`` (default: ``os.environ``) names; return what was set."""
     overrides = from_environment(os.environ if environ is None else environ)
     if overrides:

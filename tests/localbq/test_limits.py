@@ -115,7 +115,8 @@ def gone(write: BigQueryWriteClient, name: str) -> bool:
 def test_the_defaults_are_bigquerys_documented_limits() -> None:
     """10,000 CreateWriteStream per hour per project; 10,000 streams per BatchCommit;
     PENDING streams live 24 h uncommitted, COMMITTED 3 days idle, BUFFERED 7 days idle;
-    an AppendRows request takes at most 20 MB, read as 20,000,000 bytes."""
+    an AppendRows request takes at most 20 MB, read as 20,000,000 bytes. A flush to an
+    offset already flushed (undocumented) answers ALREADY_EXISTS, as Apache Beam reads it."""
     day = 24 * 3600.0
 
     assert WriteApiLimitValues() == WriteApiLimitValues(
@@ -126,6 +127,7 @@ def test_the_defaults_are_bigquerys_documented_limits() -> None:
         committed_idle_s=3 * day,
         buffered_idle_s=7 * day,
         append_request_max_bytes=20_000_000,
+        repeated_flush="already_exists",
     )
     assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues()  # the suite runs on them
 
@@ -146,6 +148,12 @@ def test_limited_overrides_inside_the_block_and_restores_after() -> None:
         limited(streams=1).__enter__()
     with pytest.raises(ValueError, match="pending_lifetime_s must be a duration"):
         limited(pending_lifetime_s=0).__enter__()
+    with limited(repeated_flush="ok"):
+        assert WRITE_API_LIMITS.repeated_flush == "ok"
+    with pytest.raises(ValueError, match=r"repeated_flush must be one of \('already_exists'"):
+        limited(repeated_flush="OK").__enter__()
+    with pytest.raises(TypeError, match="repeated_flush must be one of"):
+        limited(repeated_flush=1).__enter__()
     assert WRITE_API_LIMITS.snapshot() == WriteApiLimitValues()
 
 
@@ -157,6 +165,7 @@ def test_the_limits_are_read_from_onceover_localbq_variables() -> None:
         "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S": "0.5",
         "ONCEOVER_LOCALBQ_BUFFERED_IDLE_S": " ",  # blank: not set
         "ONCEOVER_LOCALBQ_APPEND_REQUEST_MAX_BYTES": "10485760",
+        "ONCEOVER_LOCALBQ_REPEATED_FLUSH": " OK ",  # a word: blanks and case do not matter
         "BQEMU_GRPC_PORT": "0",
     }
 
@@ -165,6 +174,7 @@ def test_the_limits_are_read_from_onceover_localbq_variables() -> None:
         "create_window_s": 60.0,
         "pending_lifetime_s": 0.5,
         "append_request_max_bytes": 10_485_760,
+        "repeated_flush": "ok",
     }
     for variable, value in [
         ("ONCEOVER_LOCALBQ_COMMIT_MAX_STREAMS", "10k"),
@@ -172,6 +182,8 @@ def test_the_limits_are_read_from_onceover_localbq_variables() -> None:
         ("ONCEOVER_LOCALBQ_COMMITTED_IDLE_S", "0"),
         ("ONCEOVER_LOCALBQ_APPEND_REQUEST_MAX_BYTES", "20MB"),
         ("ONCEOVER_LOCALBQ_APPEND_REQUEST_MAX_BYTES", str(limits.APPEND_REQUEST_CEILING_BYTES + 1)),
+        ("ONCEOVER_LOCALBQ_REPEATED_FLUSH", "ignore"),
+        ("ONCEOVER_LOCALBQ_REPEATED_FLUSH", "6"),
     ]:
         with pytest.raises(ConfigurationError, match=f"{variable}='{value}' is not"):
             limits.from_environment({variable: value})
@@ -179,6 +191,13 @@ def test_the_limits_are_read_from_onceover_localbq_variables() -> None:
         applied = limits.apply_environment({"ONCEOVER_LOCALBQ_COMMIT_MAX_STREAMS": "7"})
         assert applied == {"commit_max_streams": 7}
         assert WRITE_API_LIMITS.commit_max_streams == 7
+        applied = limits.apply_environment({"ONCEOVER_LOCALBQ_REPEATED_FLUSH": "already_exists"})
+        assert applied == {"repeated_flush": "already_exists"}
+    with pytest.raises(
+        ConfigurationError,
+        match="ONCEOVER_LOCALBQ_REPEATED_FLUSH='yes' is not one of already_exists, ok",
+    ):
+        limits.from_environment({"ONCEOVER_LOCALBQ_REPEATED_FLUSH": "yes"})
 
 
 # -- create_stream_quota ------------------------------------------------------------
@@ -619,6 +638,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "stream_lifetimes",
         "append_request_limit",
         "storage_error_details",
+        "buffered_flush",
         "linear_column_alignment",
         "wide_proto_rows",
     ],

@@ -15,10 +15,12 @@ from datetime import UTC
 
 import pyarrow as pa
 import pytest
+from google.api_core import exceptions
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types, writer
 
 from onceover.localbq import LocalBigQuery, LocalBigQueryOptions, patches
+from onceover.localbq.limits import limited
 from tests.writeapi import (
     acknowledged_offset,
     append_all,
@@ -33,7 +35,9 @@ from tests.writeapi import (
 
 PENDING = types.WriteStream.Type.PENDING
 COMMITTED = types.WriteStream.Type.COMMITTED
-STREAM_ALREADY_COMMITTED = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
+BUFFERED = types.WriteStream.Type.BUFFERED
+Code = types.StorageError.StorageErrorCode
+STREAM_ALREADY_COMMITTED = Code.STREAM_ALREADY_COMMITTED
 
 
 # -- optional_spatial -------------------------------------------------------------
@@ -381,6 +385,201 @@ def test_queries_and_appends_on_other_tables_run_at_once_without_hanging(
         assert count(rest, table) == (appends * 5, appends * 5)
 
 
+# -- buffered_flush ---------------------------------------------------------------
+# storage.proto, FlushRowsRequest.offset: "Ending offset of the flush operation. Rows
+# before this offset(including this offset) will be flushed."; FlushRowsResponse.offset:
+# "The rows before this offset (including this offset) are flushed."
+
+
+def flush(write: BigQueryWriteClient, stream: str, offset: int) -> int:
+    """FlushRows to ``offset`` without the client's retries; the offset answered."""
+    request = types.FlushRowsRequest(write_stream=stream, offset=offset)
+    return int(write.flush_rows(request=request, retry=None, timeout=30).offset)
+
+
+def refused_flush(
+    write: BigQueryWriteClient, stream: str, offset: int
+) -> tuple[type[exceptions.GoogleAPICallError], str, list[tuple[int, str]]]:
+    """The error class, message and ``(StorageError code, entity)`` of a refused flush."""
+    with pytest.raises(exceptions.GoogleAPICallError) as refused:
+        flush(write, stream, offset)
+    found = []
+    for packed in refused.value.details:
+        error = types.StorageError.pb()()
+        assert packed.Unpack(error), f"not a StorageError: {packed.type_url}"
+        found.append((error.code, error.entity))
+    return type(refused.value), refused.value.message, found
+
+
+def visible_ids(rest: bigquery.Client, table_id: str) -> list[int]:
+    return [row["id"] for row in rest.query_and_wait(f"SELECT id FROM `{table_id}` ORDER BY id")]
+
+
+def buffered_stream(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str, appended: int = 5
+) -> tuple[str, str]:
+    """A table and a BUFFERED stream on it with rows 0 .. ``appended`` - 1 appended."""
+    table_id = create_table(rest, dataset)
+    stream = create_stream(write, table_id, BUFFERED).name
+    (response,) = append_all(write, [append_request(stream, rows(0, appended), offset=0)])
+    assert acknowledged_offset(response) == 0
+    return table_id, stream
+
+
+def test_flush_rows_makes_the_rows_up_to_and_including_its_offset_visible(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """FlushRowsRequest.offset: rows before it, and the row at it, are flushed; the
+    response's offset is the request's. Before any flush a BUFFERED stream's rows are
+    invisible."""
+    table_id, stream = buffered_stream(rest, write, dataset, appended=5)
+    before = count(rest, table_id)
+
+    first = flush(write, stream, 2)
+    after_first = visible_ids(rest, table_id)
+    second = flush(write, stream, 4)
+
+    assert before == (0, 0)
+    assert first == 2
+    assert after_first == [0, 1, 2]
+    assert second == 4
+    assert visible_ids(rest, table_id) == [0, 1, 2, 3, 4]
+
+
+def test_flushing_an_offset_already_flushed_answers_already_exists(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A flush to an offset already flushed (BigQuery does not document the answer):
+    ALREADY_EXISTS with OFFSET_ALREADY_EXISTS naming the stream, which Apache Beam's
+    StorageApiFlushAndFinalizeDoFn reads as "already flushed up to this point"; the
+    last flushed offset itself counts. Nothing is flushed again."""
+    table_id, stream = buffered_stream(rest, write, dataset, appended=5)
+    flush(write, stream, 2)
+    flush(write, stream, 4)
+
+    answers = [refused_flush(write, stream, offset) for offset in (2, 4, 0)]
+
+    for offset, (error, message, storage_errors) in zip((2, 4, 0), answers, strict=True):
+        assert error is exceptions.AlreadyExists
+        assert message == (
+            f"Offset {offset} is already flushed: the stream is flushed up to offset 4 "
+            f"Entity: {stream}"
+        )
+        assert storage_errors == [(Code.OFFSET_ALREADY_EXISTS, stream)]
+    assert count(rest, table_id) == (5, 5)
+
+
+def test_a_repeated_flush_can_be_set_to_answer_ok(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """``repeated_flush="ok"``: a flush to an offset already flushed answers OK with the
+    requested offset and flushes nothing again; a new offset still flushes."""
+    table_id, stream = buffered_stream(rest, write, dataset, appended=5)
+    flush(write, stream, 2)
+
+    with limited(repeated_flush="ok"):
+        again = [flush(write, stream, offset) for offset in (2, 1)]
+        after_repeats = count(rest, table_id)
+        further = flush(write, stream, 4)
+        repeated_last = flush(write, stream, 4)
+
+    assert again == [2, 1]
+    assert after_repeats == (3, 3)
+    assert (further, repeated_last) == (4, 4)
+    assert count(rest, table_id) == (5, 5)
+
+
+def test_flushing_past_the_last_appended_row_is_out_of_range(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """Flushing an offset no row has reached yet: OUT_OF_RANGE "Offset N is beyond the
+    end of the stream" with OFFSET_OUT_OF_RANGE; with 5 rows appended, offset 5 is past
+    the end (the last row is offset 4). Nothing is flushed."""
+    table_id, stream = buffered_stream(rest, write, dataset, appended=5)
+    empty = create_stream(write, table_id, BUFFERED).name
+
+    answers = {
+        (stream, 5): refused_flush(write, stream, 5),
+        (stream, 9): refused_flush(write, stream, 9),
+        (empty, 0): refused_flush(write, empty, 0),
+    }
+
+    for (name, offset), answer in answers.items():
+        assert answer == (
+            exceptions.OutOfRange,
+            f"Offset {offset} is beyond the end of the stream Entity: {name}",
+            [(Code.OFFSET_OUT_OF_RANGE, name)],
+        )
+    assert count(rest, table_id) == (0, 0)
+    assert flush(write, stream, 4) == 4  # the stream still flushes
+    assert count(rest, table_id) == (5, 5)
+
+
+def test_flushed_rows_leave_the_buffer_and_later_appends_flush_after_them(
+    local_bigquery: LocalBigQuery,
+    rest: bigquery.Client,
+    write: BigQueryWriteClient,
+    dataset: str,
+) -> None:
+    """Rows flushed are in the table, so the local BigQuery keeps only the rows not yet
+    flushed: a long-lived BUFFERED stream (one per Spark partition, flushed at each
+    micro-batch's commit) costs the rows of one batch, not its history. A flush that
+    ends inside an append keeps the rest of it; appends after a flush go on at the next
+    offset and flush in turn, each row once."""
+    table_id = create_table(rest, dataset)
+    stream = create_stream(write, table_id, BUFFERED).name
+    manager = local_bigquery.server._context.write_streams
+
+    def buffered_rows() -> int:
+        return sum(table.num_rows for table in manager.get(stream).buffer)
+
+    append_all(write, [
+        append_request(stream, rows(0, 2), offset=0),
+        append_request(stream, rows(2, 3), offset=2, with_schema=False),
+    ])  # fmt: skip
+    flush(write, stream, 2)  # rows 0..2: all of the first append, one row of the second
+    after_first = buffered_rows()
+    (appended,) = append_all(write, [append_request(stream, rows(5, 5), offset=5)])
+    flush(write, stream, 7)
+    after_second = buffered_rows()
+    flush(write, stream, 9)
+
+    assert after_first == 2  # rows 3 and 4
+    assert acknowledged_offset(appended) == 5
+    assert after_second == 2  # rows 8 and 9
+    assert buffered_rows() == 0
+    assert manager.get(stream).buffer == []
+    assert visible_ids(rest, table_id) == list(range(10))
+
+
+def test_flush_rows_answers_as_before_for_other_streams(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """Not the patch's to change, pinned so it stays: an unknown stream answers
+    NOT_FOUND (STREAM_NOT_FOUND), a stream that is not BUFFERED INVALID_ARGUMENT
+    (INVALID_STREAM_TYPE), a finalized BUFFERED stream OUT_OF_RANGE (STREAM_FINALIZED)
+    and flushes nothing more."""
+    table_id, stream = buffered_stream(rest, write, dataset, appended=5)
+    committed = create_stream(write, table_id, COMMITTED).name
+    unknown = f"{table_path(write, table_id)}/streams/0123456789abcdef"
+    flush(write, stream, 1)
+    write.finalize_write_stream(name=stream)
+
+    assert refused_flush(write, unknown, 0)[::2] == (
+        exceptions.NotFound,
+        [(Code.STREAM_NOT_FOUND, unknown)],
+    )
+    assert refused_flush(write, committed, 0)[::2] == (
+        exceptions.InvalidArgument,
+        [(Code.INVALID_STREAM_TYPE, committed)],
+    )
+    assert refused_flush(write, stream, 3)[::2] == (
+        exceptions.OutOfRange,
+        [(Code.STREAM_FINALIZED, stream)],
+    )
+    assert count(rest, table_id) == (2, 2)
+
+
 # -- keep_host_logging ------------------------------------------------------------
 
 
@@ -398,7 +597,14 @@ def test_starting_in_process_leaves_the_host_logging_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["stream_times", "append_rows_pool", "optional_spatial", "one_duckdb_user_at_a_time"]
+    "name",
+    [
+        "stream_times",
+        "append_rows_pool",
+        "optional_spatial",
+        "one_duckdb_user_at_a_time",
+        "buffered_flush",
+    ],
 )
 def test_every_patch_is_installed_once(name: str) -> None:
     assert patches.install().count(name) == 1
