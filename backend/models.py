@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from onceover.events import Mode, StreamType
 from onceover.identifiers import COLUMN_NAME_RE
 
 HealthStatus = Literal["ok", "error"]
@@ -101,7 +102,9 @@ class RunPublic(BaseModel):
     run_id: str
     job: str | None
     table: str
-    mode: str | None
+    mode: Mode | None = Field(
+        description="the sink's write mode; null until an event of the run names it"
+    )
     status: RunStatus
     started_at: AwareDatetime
     finished_at: AwareDatetime | None
@@ -214,7 +217,7 @@ class BatchPublic(BaseModel):
         description="which of the foreachBatch call's (or batch run's) writes to the table: "
         "'0', '1', ... or 'id-<write_id>'; null for the streaming sink"
     )
-    mode: str
+    mode: Mode
     state: Literal["intent", "committed", "skipped_duplicate", "aborted"]
     expected_rows: int | None
     rows: int | None
@@ -235,7 +238,7 @@ class StreamPublic(BaseModel):
     """One write stream the run used."""
 
     name: str
-    stream_type: Literal["PENDING", "COMMITTED", "DEFAULT"]
+    stream_type: StreamType
     table: str
     query_id: str
     batch_id: int | None
@@ -465,7 +468,10 @@ class RunChangesPublic(BaseModel):
 
 class PendingIntentPublic(BaseModel):
     """A batch the ledger holds as intended but not known committed: the resumed job
-    asks BigQuery whether its streams were committed and records or redoes it."""
+    settles it before going on. Pending mode asks BigQuery whether its streams were
+    committed and records or redoes it; buffered mode flushes its streams to the batch's
+    end again (some may have been flushed already); committed and default modes record
+    it, their rows being visible as appended."""
 
     query_id: str
     batch_id: int | None = Field(description="None for a batch write")

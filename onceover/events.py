@@ -15,9 +15,32 @@ Executors (one stream each)    ``stream_created``, ``append_acknowledged``,
                                ``stream_orphaned``
 =============================  ======================================================
 
+Batch and stream events carry the sink's ``mode``; a stream's ``stream_type`` follows
+from it:
+
+=============  ===============  =======================================================
+``mode``       ``stream_type``  rows become visible
+=============  ===============  =======================================================
+``pending``    ``PENDING``      at the batch's ``BatchCommitWriteStreams``, all at once
+                                (a stream per task attempt, finalized first)
+``buffered``   ``BUFFERED``     when the driver flushes each stream (``FlushRows``) to
+                                the batch's end, after ``batch_intent`` (a stream per
+                                partition, reused across micro-batches)
+``committed``  ``COMMITTED``    at each append (a stream per partition, reused across
+                                micro-batches)
+``default``    ``DEFAULT``      at each append to the ``_default`` stream (at least once)
+=============  ===============  =======================================================
+
+Only ``pending`` streams are committed by ``BatchCommitWriteStreams``; ``buffered``
+streams are never finalized. A ``buffered`` or ``committed`` batch left an intent may
+have rows in the table already (flushed on some of its streams, or appended, before the
+driver stopped); a replay of the batch finishes it.
+
 ALREADY_EXISTS is deduplication doing its job (an identical retry after a lost
 acknowledgement); OUT_OF_RANGE is a gap in the client's offsets, a correctness alarm.
 Adding an optional field keeps version 1; renaming or removing one makes version 2.
+A new value of ``mode`` or ``stream_type`` keeps version 1 too, but a control plane
+older than the value refuses the events carrying it (upgrade the control plane first).
 """
 
 from __future__ import annotations
@@ -33,8 +56,10 @@ from onceover.identifiers import COLUMN_NAME_RE
 
 SCHEMA_VERSION = 1
 
-Mode = Literal["pending", "committed", "default"]
-StreamType = Literal["PENDING", "COMMITTED", "DEFAULT"]
+Mode = Literal["pending", "buffered", "committed", "default"]
+"""The sink's write mode (the table above)."""
+StreamType = Literal["PENDING", "BUFFERED", "COMMITTED", "DEFAULT"]
+"""The BigQuery write stream type of a mode (the table above)."""
 
 _ID = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="deterministic event id")]
 _NAME = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/=+-]+$")]

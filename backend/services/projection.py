@@ -31,7 +31,14 @@ BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
 STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
 TERMINAL_ATTEMPT = frozenset({"succeeded", "failed", "refused"})
 """``refused``: a second driver turned away while another ran the run (it wrote nothing)."""
-STREAM_TYPE_OF_MODE = {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}
+STREAM_TYPE_OF_MODE: dict[ev.Mode, ev.StreamType] = {
+    "pending": "PENDING",
+    "buffered": "BUFFERED",
+    "committed": "COMMITTED",
+    "default": "DEFAULT",
+}
+"""The type of a stream first heard of in a ``batch_committed`` (its executor's events
+late or lost): the one its mode writes on (onceover/events.py)."""
 
 
 def _later(current: datetime | None, new: datetime) -> datetime:

@@ -35,6 +35,7 @@ from backend.services.runs import tables_of_run
 from backend.tables import Batch, Reconciliation, Run, utcnow
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.errors import ConfigurationError
+from onceover.events import Mode
 from onceover.identifiers import TABLE_ID_RE
 from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN
 
@@ -64,10 +65,20 @@ OTHER_WRITERS = (
     "a table check counts every row of the table: rows written by anything but onceover "
     "count as extra, and rows deleted, expired or truncated since count as missing"
 )
-UNCOMMITTED_VISIBLE = (
-    "{count} batch(es) of committed-mode writes never committed: their rows can be "
-    "visible all the same"
-)
+UNCOMMITTED_VISIBLE: dict[Mode, str] = {
+    "buffered": (
+        "{count} batch(es) of buffered-mode writes not recorded as committed: the driver "
+        "may have flushed some of their streams before it stopped, so rows of those "
+        "partitions can be in the table all the same (a replay of the batch flushes the rest)"
+    ),
+    "committed": (
+        "{count} batch(es) of committed-mode writes not recorded as committed: the rows "
+        "they appended were visible at once, so they can be in the table all the same"
+    ),
+}
+"""The exactly-once modes whose rows can be visible before their batch commits, and what
+to say of a run's batches of that mode left uncommitted (pending mode's rows stay
+invisible until the commit)."""
 
 
 @dataclass
@@ -275,9 +286,10 @@ def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -
         warnings.append(PARTLY_STAMPED)
     if key is None:
         warnings.append(NO_KEY)
-    stuck = [b for b in batches if b.mode == "committed" and not _is_committed(b)]
-    if stuck:
-        warnings.append(UNCOMMITTED_VISIBLE.format(count=len(stuck)))
+    for mode, warning in UNCOMMITTED_VISIBLE.items():
+        stuck = [b for b in batches if b.mode == mode and not _is_committed(b)]
+        if stuck:
+            warnings.append(warning.format(count=len(stuck)))
     per_batch: dict[Any, int] = {}
     for batch in committed:  # writes of one micro-batch to one table share its stamp
         per_batch[batch.batch_id] = per_batch.get(batch.batch_id, 0) + _batch_rows(batch)

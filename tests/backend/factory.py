@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -173,3 +173,41 @@ def full_run(run: str, attempt: str = "a1", rows: int = 100) -> list[ev.Event]:
         committed(run, 0, 6, [s1, s2], half),
         finished(run, attempt, 7, rows),
     ]
+
+
+STREAM_TYPES: dict[ev.Mode, ev.StreamType] = {
+    "pending": "PENDING",
+    "buffered": "BUFFERED",
+    "committed": "COMMITTED",
+    "default": "DEFAULT",
+}
+
+
+_Shaped = TypeVar("_Shaped", bound=BaseModel)
+
+
+def in_mode(event: _Shaped, mode: ev.Mode, **update: Any) -> _Shaped:
+    """``event`` in another mode (stream events on that mode's stream type), validated."""
+    fields = event.model_dump() | {"mode": mode}
+    if isinstance(event, ev.StreamEvent):
+        fields["stream_type"] = STREAM_TYPES[mode]
+    return type(event).model_validate(fields | update)
+
+
+def buffered_run(run: str, attempt: str = "a1", rows: int = 20) -> list[ev.Event]:
+    """A streaming query in buffered mode: two partitions, each appending ``rows`` rows a
+    micro-batch to one BUFFERED stream it keeps across batches 0 and 1; each batch is
+    intended, flushed (no event of its own) and committed; then the run finishes."""
+    streams = [f"{run}/p0", f"{run}/p1"]
+    events: list[ev.Event] = [started(run, attempt, 0, mode="buffered")]
+    events += [in_mode(created(run, s, 1), "buffered", partition=p) for p, s in enumerate(streams)]
+    for batch in (0, 1):
+        t = 2 + 3 * batch
+        events += [
+            in_mode(acked(run, s, t, batch * rows, rows), "buffered", partition=p, batch_id=batch)
+            for p, s in enumerate(streams)
+        ]
+        events.append(in_mode(intent(run, batch, t + 1, streams, rows), "buffered"))
+        events.append(in_mode(committed(run, batch, t + 2, streams, rows), "buffered"))
+    events.append(finished(run, attempt, 10, 2 * len(streams) * rows))
+    return events

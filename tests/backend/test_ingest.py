@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from backend.services.ingest import ingest_events
+from backend.services.projection import STREAM_TYPE_OF_MODE
 from backend.tables import Batch, Event, Run, Stream, WriteRollup
 from onceover import events as ev
 from tests.backend import factory as f
@@ -272,6 +273,73 @@ def test_errors_are_counted_by_code(client: TestClient) -> None:
     stream = run["streams"][0]
     assert (stream["errors"], stream["out_of_range"]) == (1, 1)
     assert stream["last_error"] == "OUT_OF_RANGE at offset 99: gap"
+
+
+def test_every_mode_has_its_stream_type() -> None:
+    """A stream first heard of in a ``batch_committed`` takes its mode's type."""
+    assert set(STREAM_TYPE_OF_MODE) == set(get_args(ev.Mode))
+    assert set(STREAM_TYPE_OF_MODE.values()) == set(get_args(ev.StreamType))
+    assert STREAM_TYPE_OF_MODE == f.STREAM_TYPES
+
+
+def test_a_buffered_mode_run_is_stored_and_shown_with_its_buffered_streams(
+    client: TestClient, engine: Engine
+) -> None:
+    """Each partition keeps one BUFFERED stream across micro-batches 0 and 1; a stream
+    whose executor's events never came is known from its batch's commit alone."""
+    events = f.buffered_run("buf")
+    events += [
+        f.in_mode(f.intent("late", 0, 1, ["late/p0"], 5), "buffered"),
+        f.in_mode(f.committed("late", 0, 2, ["late/p0"], 5), "buffered"),
+    ]
+
+    response = _post(client, f.as_json(events))
+
+    assert response.status_code == 200, response.text
+    assert response.json()["stored"] == len(events)
+    run = _run(client, "buf")
+    assert (run["mode"], run["status"], run["rows_committed"], run["rows_expected"]) == (
+        "buffered", "succeeded", 80, 80,
+    )  # fmt: skip
+    assert [(b["batch_id"], b["mode"], b["state"], b["rows"], len(b["streams"]))
+            for b in run["batches"]] == [(0, "buffered", "committed", 40, 2),
+                                         (1, "buffered", "committed", 40, 2)]  # fmt: skip
+    assert {s["name"]: (s["stream_type"], s["state"], s["partition"], s["rows"], s["next_offset"])
+            for s in run["streams"]} == {
+        "buf/p0": ("BUFFERED", "committed", 0, 40, 40),
+        "buf/p1": ("BUFFERED", "committed", 1, 40, 40),
+    }  # fmt: skip
+    assert run["write_requests"] == {"OK": 4}
+    late = _run(client, "late")
+    assert [(s["name"], s["stream_type"], s["state"], s["row_count"]) for s in late["streams"]] == [
+        ("late/p0", "BUFFERED", "committed", 5)
+    ]
+    listed = client.get("/api/runs", params={"job": "orders"}, headers=bearer(VIEWER)).json()
+    assert {r["run_id"]: r["mode"] for r in listed["data"]} == {
+        "buf": "buffered",
+        "late": "buffered",
+    }
+    with Session(engine) as session:
+        assert set(session.exec(select(WriteRollup.stream_type))) == {"BUFFERED"}
+
+
+def test_an_unknown_mode_or_stream_type_is_refused_naming_the_field(
+    client: TestClient, engine: Engine
+) -> None:
+    # a stream type misspelt, a mode misspelt, a stream type given as a mode
+    for index, field, value in ((1, "stream_type", "BUFFERD"), (3, "mode", "bufferd"),
+                                (5, "mode", "BUFFERED")):  # fmt: skip
+        events = f.as_json(f.buffered_run("buf"))
+        events[index][field] = value
+
+        response = _post(client, events)
+
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["body", index, events[index]["type"], field]
+        assert error["type"] == "literal_error"
+        assert "'buffered'" in error["msg"] or "'BUFFERED'" in error["msg"], error["msg"]
+    assert _count(engine, Event) == 0
 
 
 def test_concurrent_posts_of_one_run_lose_nothing(engine: Engine) -> None:

@@ -177,6 +177,58 @@ def test_a_lost_row_paired_with_a_duplicated_one_is_a_mismatch_though_counts_agr
     assert any("not stamped" in w for w in body["warnings"])
 
 
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("buffered", "the driver may have flushed some of their streams before it stopped"),
+        ("committed", "the rows they appended were visible at once"),
+    ],
+)
+def test_rows_of_a_batch_left_an_intent_may_be_visible_and_the_answer_says_why(
+    client: TestClient, rest: bigquery.Client, table: str, mode: ev.Mode, why: str
+) -> None:
+    """The driver died after batch 1's intent and before the end of its flushes
+    (buffered: partition 0 flushed, partition 1 not) or of its appends (committed):
+    batch 1 is an intent, and rows of it are in the table all the same."""
+    streams = ["r1/p0", "r1/p1"]
+    insert(rest, table, [(k, 10, "r1", 0) for k in range(4)] + [(4, 10, "r1", 1), (5, 10, "r1", 1)])
+    batch_events = [f.intent("r1", 0, 1, streams, 2), f.committed("r1", 0, 2, streams, 2),
+                    f.intent("r1", 1, 3, streams, 2)]  # fmt: skip
+    events = [
+        f.started("r1", "a1", 0, mode=mode).model_copy(update={"table": table}),
+        *(f.in_mode(e, mode, table=table, key=KEY, stamped=True) for e in batch_events),
+        f.failed("r1", "a1", 4, "driver lost").model_copy(update={"table": table}),
+    ]
+    posted = client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST))
+    assert posted.status_code == 200, posted.text
+
+    body = reconcile(client, "r1")
+
+    assert body["status"] == "mismatch"
+    assert (body["expected_rows"], body["actual_rows"], body["extra_rows"]) == (4, 6, 2)
+    assert body["mismatched_batches"] == [1]
+    (warning,) = [w for w in body["warnings"] if "not recorded as committed" in w]
+    assert warning.startswith(f"1 batch(es) of {mode}-mode writes not recorded as committed: ")
+    assert why in warning
+    assert "can be in the table all the same" in warning
+
+
+def test_a_pending_mode_intent_is_not_said_to_be_visible(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    """BatchCommitWriteStreams is atomic: a pending batch left an intent shows no row."""
+    insert(rest, table, [(k, 10, "r1", 0) for k in range(4)])
+    events = run_events("r1", table, {0: 4})
+    events.insert(-1, f.in_mode(f.intent("r1", 1, 3, ["r1/b1"], 2), "pending", table=table,
+                                key=KEY, stamped=True).model_dump(mode="json"))  # fmt: skip
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    body = reconcile(client, "r1")
+
+    assert body["status"] == "ok", body
+    assert not [w for w in body["warnings"] if "not recorded as committed" in w]
+
+
 def test_a_key_value_with_quotes_is_a_query_parameter(
     client: TestClient, rest: bigquery.Client, dataset: str
 ) -> None:

@@ -940,7 +940,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Offset */
             offset: number | null;
             /** Partition */
@@ -963,7 +963,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -1007,7 +1007,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Offset */
             offset: number;
             /** Partition */
@@ -1030,7 +1030,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -1076,7 +1076,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Offset */
             offset: number | null;
             /** Partition */
@@ -1101,7 +1101,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -1145,7 +1145,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Offset */
             offset: number;
             /** Partition */
@@ -1168,7 +1168,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -1343,7 +1343,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id: string;
             /** Reason */
@@ -1410,7 +1410,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id: string;
             /**
@@ -1483,7 +1483,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id: string;
             /** Run Id */
@@ -1542,8 +1542,11 @@ export interface components {
             expected_rows: number | null;
             /** Intent At */
             intent_at: string | null;
-            /** Mode */
-            mode: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id: string;
             /**
@@ -1640,7 +1643,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /**
              * Orphaned Streams
              * @default []
@@ -1984,7 +1987,10 @@ export interface components {
         /**
          * PendingIntentPublic
          * @description A batch the ledger holds as intended but not known committed: the resumed job
-         *     asks BigQuery whether its streams were committed and records or redoes it.
+         *     settles it before going on. Pending mode asks BigQuery whether its streams were
+         *     committed and records or redoes it; buffered mode flushes its streams to the batch's
+         *     end again (some may have been flushed already); committed and default modes record
+         *     it, their rows being visible as appended.
          */
         PendingIntentPublic: {
             /**
@@ -2283,8 +2289,11 @@ export interface components {
             last_event_at: string | null;
             /** Last Heartbeat At */
             last_heartbeat_at: string | null;
-            /** Mode */
-            mode: string | null;
+            /**
+             * Mode
+             * @description the sink's write mode; null until an event of the run names it
+             */
+            mode: ("pending" | "buffered" | "committed" | "default") | null;
             /**
              * Out Of Range
              * @description append requests answered OUT_OF_RANGE
@@ -2502,8 +2511,11 @@ export interface components {
             last_event_at: string | null;
             /** Last Heartbeat At */
             last_heartbeat_at: string | null;
-            /** Mode */
-            mode: string | null;
+            /**
+             * Mode
+             * @description the sink's write mode; null until an event of the run names it
+             */
+            mode: ("pending" | "buffered" | "committed" | "default") | null;
             /**
              * Out Of Range
              * @description append requests answered OUT_OF_RANGE
@@ -2624,7 +2636,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id?: string | null;
             /** Run Id */
@@ -2696,7 +2708,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Partition */
             partition: number;
             /** Query Id */
@@ -2721,7 +2733,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -2760,7 +2772,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Partition */
             partition: number;
             /** Query Id */
@@ -2781,7 +2793,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -2820,7 +2832,7 @@ export interface components {
              * Mode
              * @enum {string}
              */
-            mode: "pending" | "committed" | "default";
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Partition */
             partition: number;
             /** Query Id */
@@ -2846,7 +2858,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /**
              * Table
              * @description project.dataset.table
@@ -2915,7 +2927,7 @@ export interface components {
              * Stream Type
              * @enum {string}
              */
-            stream_type: "PENDING" | "COMMITTED" | "DEFAULT";
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
             /** Table */
             table: string;
             /** Task Attempt */

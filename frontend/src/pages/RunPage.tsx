@@ -7,6 +7,7 @@ import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components
 import { useIsOperator } from "../lib/auth";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
+import { modeNote } from "../lib/modes";
 import { useQuery } from "../lib/useQuery";
 import { AttemptsPanel } from "./run/AttemptsPanel";
 import { BatchesTable } from "./run/BatchesTable";
@@ -40,7 +41,9 @@ function RunSummary({ run }: { run: RunDetail }) {
         <Link to={`/tables/${encodeURIComponent(run.table)}`} className="mono">
           {run.table}
         </Link>
-        , {run.mode ?? "unknown"} mode{run.key_column ? `, key ${run.key_column}` : ""}; last heard{" "}
+        ,{" "}
+        <span title={modeNote(run.mode)}>{run.mode ?? "unknown"} mode</span>
+        {run.key_column ? `, key ${run.key_column}` : ""}; last heard{" "}
         {formatTime(run.last_event_at)}.
       </p>
       {run.error && <ErrorNote message={`Error: ${run.error}`} />}

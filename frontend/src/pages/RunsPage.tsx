@@ -8,6 +8,7 @@ import { TimeRangePicker } from "../components/TimeRangePicker";
 import { Empty, QueryState, StatusBadge, TableId } from "../components/ui";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
+import { modeNote } from "../lib/modes";
 import { pageFromParams } from "../lib/paging";
 import { rangeFromParams } from "../lib/timeRange";
 import { useQuery } from "../lib/useQuery";
@@ -96,7 +97,7 @@ function RunRow({ run }: { run: Run }) {
       <td>
         <TableId id={run.table} />
       </td>
-      <td>{run.mode ?? "–"}</td>
+      <td title={modeNote(run.mode)}>{run.mode ?? "–"}</td>
       <td className="nowrap">{formatTime(run.started_at)}</td>
       <td className="number nowrap">
         {formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at))}

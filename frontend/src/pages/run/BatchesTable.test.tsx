@@ -3,6 +3,7 @@
 import { cleanup, render, screen, within } from "@testing-library/react";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Batch } from "../../api/client";
+import { MODE_NOTES } from "../../lib/modes";
 import { BatchesTable, batchKey } from "./BatchesTable";
 
 afterEach(cleanup);
@@ -49,6 +50,15 @@ describe("BatchesTable", () => {
       ["7", "p.d.orders", "#1", "intended"],
       ["7", "p.d.summary", "daily", "committed"],
     ]);
+  });
+
+  it("shows a buffered-mode write's mode with what it means", () => {
+    render(<BatchesTable batches={[{ ...write("p.d.orders", null, 5, "intent"), mode: "buffered" }]} />);
+
+    const mode = within(screen.getByTestId("batch-row"))
+      .getAllByRole("cell")
+      .find((cell) => cell.textContent === "buffered");
+    expect(mode?.getAttribute("title")).toBe(MODE_NOTES.buffered);
   });
 
   it("keeps the streaming sink's table narrow: no table or write column", () => {

@@ -3,6 +3,7 @@
 import type { Batch } from "../../api/client";
 import { Empty, StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
+import { MODE_NOTES } from "../../lib/modes";
 
 const STATE_LABELS: Record<string, string> = {
   intent: "intended",
@@ -69,7 +70,7 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
                   <td className="number">{formatDuration(batch.commit_ms)}</td>
                   <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
                   <td className="number">{batch.replays}</td>
-                  <td>{batch.mode}</td>
+                  <td title={MODE_NOTES[batch.mode]}>{batch.mode}</td>
                   <td className="muted">
                     {batch.abort_reason ??
                       (batch.rows_rewritten ? `${formatCount(batch.rows_rewritten)} rows rewritten` : "")}

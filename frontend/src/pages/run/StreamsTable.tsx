@@ -2,6 +2,7 @@
 import type { Stream } from "../../api/client";
 import { Empty, StatusBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
+import { STREAM_TYPE_NOTES } from "../../lib/modes";
 
 export function StreamsTable({ streams }: { streams: Stream[] }) {
   const orphans = streams.filter((s) => s.state === "orphaned").length;
@@ -46,7 +47,7 @@ export function StreamsTable({ streams }: { streams: Stream[] }) {
                   <td className="mono" title={stream.name}>
                     {shortName(stream.name)}
                   </td>
-                  <td>{stream.stream_type}</td>
+                  <td title={STREAM_TYPE_NOTES[stream.stream_type]}>{stream.stream_type}</td>
                   <td>
                     <StatusBadge status={stream.state} />
                   </td>
