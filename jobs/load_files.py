@@ -48,6 +48,7 @@ from jobs.sink.options import (
     DEFAULT_MAX_REQUEST_BYTES,
     MAX_REQUEST_BYTES_LIMIT,
     MIN_REQUEST_BYTES,
+    MODES,
 )
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
@@ -100,7 +101,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=Path,
         help="checkpoint directory (the ledger lives in it)",
     )
-    parser.add_argument("--mode", choices=("pending", "committed", "default"), default="pending")
+    parser.add_argument("--mode", choices=MODES, default="pending")
     parser.add_argument("--run-id", help="run id (default: kept in the checkpoint)")
     parser.add_argument("--job", default="load_files", help="job name shown by the dashboard")
     parser.add_argument("--monitor-url", default=os.environ.get(MONITOR_URL_ENV))

@@ -15,6 +15,12 @@ STREAM_ALREADY_COMMITTED, which resolves it as committed. Spark may call ``abort
 for a batch whose commit took effect (the worker died after it), so ``abort`` asks
 the ledger and BigQuery before calling anything an orphan.
 
+``buffered`` mode commits by flushing each stream to the batch's last row
+(:mod:`jobs.sink.flush`) where pending mode calls BatchCommitWriteStreams; an intent
+found on a replay is finished by flushing all its streams again (a flush to where a
+stream is flushed already publishes nothing), then the slots are told the streams may
+go on (:meth:`StreamSlots.flushed`).
+
 ``committed`` and ``default`` modes have nothing to commit in BigQuery (rows became
 visible per append); their batches go straight to committed in the ledger, which is
 what makes a replayed batch id a no-op.
@@ -37,15 +43,19 @@ from jobs.sink.errors import (
     CommitRejectedError,
     IntentUnresolvableError,
     LedgerError,
+    RowCountMismatchError,
     StreamsGoneError,
     StreamsUncommittableError,
 )
+from jobs.sink.flush import flush_batch, stream_exists
 from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob
-from jobs.sink.ledger import BatchRecord, StreamCommit, renew_driver
+from jobs.sink.ledger import BatchRecord, StreamCommit, batch_name, renew_driver
 from jobs.sink.ledger_retention import prune
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
-from jobs.sink.task import TaskResult
+from jobs.sink.options import STREAM_TYPES
+from jobs.sink.stream_slots import StreamSlots
+from jobs.sink.task import TaskResult, finalize_stream
 from jobs.sink.telemetry import Telemetry
 from jobs.sink.unary import call_with_retry, gapic
 from onceover import events
@@ -62,6 +72,9 @@ INTENT_RACES = 3
 
 # StorageError codes after which the streams can never be committed, by anyone.
 _UNCOMMITTABLE = frozenset({3, 4, 5})  # STREAM_NOT_FOUND, INVALID_STREAM_TYPE, _STATE
+_UNSEEN_UNTIL_COMMIT = frozenset({"pending", "buffered"})
+"""Modes whose rows nobody sees before the batch's commit: a replay's extra streams are
+orphans, never part of the table."""
 
 
 def _timestamp_text(value: Any) -> str | None:
@@ -85,7 +98,7 @@ def _stream_rows(streams: Sequence[StreamCommit]) -> list[StreamRows]:
 def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
     found = [r for r in results if r is not None and r.stream is not None and not r.skipped]
     return tuple(
-        StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt)
+        StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt, base=r.base)
         for r in sorted(found, key=lambda r: r.partition)
         if r.stream
     )
@@ -168,7 +181,7 @@ class BatchCommitter:
                     self._skip_duplicate(record, streams)
                     return record
                 if record is not None:
-                    record = self._resolve_intent(record)
+                    record = self._resolve_intent(record, replay=streams)
                     if record.committed:
                         self._skip_duplicate(record, streams)
                         return record
@@ -191,6 +204,8 @@ class BatchCommitter:
         job = self.job
         if job.options.mode == "pending":
             check_streams(self.label, job.table, len(streams))
+        if job.options.mode == "committed" and self.batch_id is None:
+            self._finalize_committed(streams)
         intent = BatchRecord(
             query_id=job.query_id,
             batch_id=self.batch_id,
@@ -219,6 +234,9 @@ class BatchCommitter:
             intent = self.ledger.mark_commit_started(intent, at=_now_text())
             failpoints.hit("commit.before")
             commit_time = self._batch_commit([s.stream for s in streams])
+        if job.options.mode == "buffered" and streams:
+            intent = self.ledger.mark_commit_started(intent, at=_now_text())
+            self._flush(intent)
         committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
         self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
         self._prune()
@@ -226,6 +244,33 @@ class BatchCommitter:
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
         )
         return committed
+
+    def _finalize_committed(self, streams: Sequence[StreamCommit]) -> None:
+        """A batch write's COMMITTED streams are never continued (its write has one
+        batch): finalized once Spark took every task's result, each row count checked
+        against what the tasks reported, as pending mode's are. Finalizing again
+        answers the same count, so a replay repeats it safely."""
+        for stream in streams:
+            row_count = finalize_stream(self.job, self.client, stream.stream)
+            events = self.telemetry.stream(
+                stream.stream, "COMMITTED", stream.partition, stream.attempt
+            )
+            events.finalized(row_count)
+            if row_count != stream.base + stream.rows:
+                raise RowCountMismatchError(
+                    f"{self.label}: stream {stream.stream} of partition {stream.partition} "
+                    f"finalized with {row_count} rows, but its task reported "
+                    f"{stream.base + stream.rows} written; nothing was recorded committed"
+                )
+
+    def _flush(self, record: BatchRecord) -> None:
+        """Publish a buffered batch: flush each stream to its last row, then let each
+        slot go on from there (a crash before that costs the next batch a new stream)."""
+        flush_batch(self.job, self.client, record.streams, label=self.label)
+        slots = StreamSlots(self.ledger)
+        for stream in record.streams:
+            end = stream.base + stream.rows
+            slots.flushed(stream.partition, stream.stream, batch_name(self.batch_id), end)
 
     def _prune(self) -> None:
         """Old committed batches out of the ledger, in step with Spark's own logs; a
@@ -328,9 +373,13 @@ class BatchCommitter:
             )
         return None
 
-    def _resolve_intent(self, record: BatchRecord) -> BatchRecord:
+    def _resolve_intent(
+        self, record: BatchRecord, *, replay: Sequence[StreamCommit] = ()
+    ) -> BatchRecord:
         """An intent without its mark: committed in BigQuery? Mark it and return it;
         else return the intent as the ledger now holds it, for the replay to replace."""
+        if record.mode == "buffered" and record.streams:
+            return self._finish_flush(record, replay)
         if record.mode != "pending" or not record.streams:
             # Nothing was to be committed in BigQuery: the intent is as good as done.
             committed = self.ledger.mark_committed(
@@ -367,7 +416,31 @@ class BatchCommitter:
         self._emit_committed(committed, duration_ms=None)
         return committed
 
-    def _write_again(self, record: BatchRecord, exc: Exception) -> BatchRecord:
+    def _finish_flush(self, record: BatchRecord, replay: Sequence[StreamCommit]) -> BatchRecord:
+        """A buffered intent: flush all its streams (again), and it is committed. Streams
+        BigQuery no longer knows: written again if no flush was ever asked for (nothing
+        of the batch can be visible), else nobody here can tell what is."""
+        try:
+            if record.commit_started_at is None:
+                for stream in record.streams:
+                    if not stream_exists(self.job, self.client, stream.stream):
+                        raise StreamsGoneError(f"{self.label}: {stream.stream} no longer exists")
+            record = self.ledger.mark_commit_started(record, at=_now_text())
+            self._flush(record)
+        except StreamsGoneError as exc:
+            if record.commit_started_at is not None:
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
+            return self._write_again(record, exc, replay)
+        committed = self.ledger.mark_committed(
+            record, at=_now_text(), commit_time=None, resolved=True
+        )
+        logger.warning("%s: flushed from the intent an earlier attempt left", self.label)
+        self._emit_committed(committed, duration_ms=None)
+        return committed
+
+    def _write_again(
+        self, record: BatchRecord, exc: Exception, replay: Sequence[StreamCommit] = ()
+    ) -> BatchRecord:
         """The intent's streams can never be committed, and were never committed (no
         commit was asked for, or BigQuery says they are in a state no commit accepts)."""
         logger.warning(
@@ -376,8 +449,10 @@ class BatchCommitter:
             self.label,
             exc,
         )
+        kept = {s.stream for s in replay}  # buffered mode: a replay goes on with those
         for stream in record.streams:
-            self._orphaned(stream, "intent's streams uncommittable; written again")
+            if stream.stream not in kept:
+                self._orphaned(stream, "intent's streams uncommittable; written again")
         return record
 
     def _unresolvable(self, record: BatchRecord, exc: Exception) -> str:
@@ -411,14 +486,15 @@ class BatchCommitter:
 
     def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
         replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
-        if record.mode == "pending":
+        unseen = record.mode in _UNSEEN_UNTIL_COMMIT
+        if unseen:
             for stream in replay:
                 self._orphaned(stream, "replay of a committed batch; never committed")
         self.telemetry.emit(
             events.BatchSkippedDuplicate(
                 id=self._event_id("batch_skipped_duplicate", *(s.stream for s in replay)),
                 rows=sum(s.rows for s in replay),
-                orphaned_streams=[s.stream for s in replay] if record.mode == "pending" else [],
+                orphaned_streams=[s.stream for s in replay] if unseen else [],
                 **self.telemetry.batch_event_fields(),
             )
         )
@@ -460,6 +536,11 @@ class BatchCommitter:
                 for stream in streams:
                     self._orphaned(stream, "batch aborted; never committed")
                 reason = "aborted before commit; its streams were never committed"
+            elif self.job.options.mode == "buffered":
+                reason = (
+                    "aborted before its flush: none of its rows are visible; a replay of "
+                    "this batch flushes the partitions it completed and writes the rest"
+                )
             else:
                 reason = (
                     "aborted; rows already visible stay in their streams and a replay "
@@ -481,4 +562,4 @@ class BatchCommitter:
 
 
 def _stream_type(job: SinkJob) -> str:
-    return {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}[job.options.mode]
+    return STREAM_TYPES[job.options.mode]

@@ -70,6 +70,8 @@ POINTS: dict[str, Point] = {
         Point("ledger.after_intent", True, False, "the batch's intent is in the ledger"),
         Point("commit.before", True, False, "just before BatchCommitWriteStreams"),
         Point("commit.after", True, True, "BatchCommit succeeded, ledger not yet marked"),
+        Point("flush.between", True, False, "a buffered batch's first stream is flushed"),
+        Point("flush.after", True, True, "FlushRows succeeded (buffered mode)"),
     )
 }
 

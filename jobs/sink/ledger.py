@@ -56,6 +56,9 @@ class StreamCommit:
     bytes: int
     partition: int
     attempt: int
+    base: int = 0
+    """Where the rows start on the stream (a stream continued from an earlier batch);
+    buffered mode flushes it to ``base + rows - 1``."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,10 @@ class BatchRecord:
     """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
     (:mod:`jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
     commit_started_at: str | None = None
-    """When a driver first called BatchCommitWriteStreams on the intent's streams.
-    None proves no commit was ever asked for, so streams BigQuery no longer knows
-    (expired) can be written again; once set, only BigQuery (or a person) can tell."""
+    """When a driver first called BatchCommitWriteStreams (buffered mode: FlushRows) on
+    the intent's streams. None proves no commit was ever asked for, so streams
+    BigQuery no longer knows (expired) can be written again; once set, only BigQuery
+    (or a person) can tell."""
 
     @property
     def committed(self) -> bool:

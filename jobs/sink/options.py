@@ -5,11 +5,13 @@ option                      default     meaning
 ==========================  ==========  ===============================================
 ``table``                   (required)  ``project.dataset.table`` (or ``dataset.table``
                                         in the configured project); must exist
-``mode``                    see below   ``pending`` (exactly-once, visible per batch),
-                                        ``committed`` (exactly-once, visible per
-                                        append), ``default`` (at-least-once baseline);
-                                        ``committed`` for ``writeStream`` (its streams
-                                        last from batch to batch), else ``pending``
+``mode``                    see below   ``pending`` (exactly-once, visible per batch,
+                                        atomically), ``buffered`` (exactly-once,
+                                        visible per batch, streams kept from batch
+                                        to batch), ``committed`` (exactly-once,
+                                        visible per append), ``default``
+                                        (at-least-once baseline); ``buffered`` for
+                                        ``writeStream``, else ``pending``
 ``key``                     none        column that identifies a row (reconciliation)
 ``stamp``                   false       ``true``: write the run id and batch id into
                                         ``_onceover_run_id`` / ``_onceover_batch_id``
@@ -62,11 +64,20 @@ from jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
 from jobs.sink.ledger_retention import DEFAULT_KEEP, how_many_to_keep
 from onceover.identifiers import COLUMN_NAME_RE
 
-Mode = Literal["pending", "committed", "default"]
+Mode = Literal["pending", "buffered", "committed", "default"]
 RowFormat = Literal["arrow", "proto"]
 
-MODES: tuple[Mode, ...] = ("pending", "committed", "default")
-STREAMING_DEFAULT_MODE: Mode = "committed"
+MODES: tuple[Mode, ...] = ("pending", "buffered", "committed", "default")
+STREAMING_DEFAULT_MODE: Mode = "buffered"
+STREAM_TYPES: dict[Mode, str] = {
+    "pending": "PENDING",
+    "buffered": "BUFFERED",
+    "committed": "COMMITTED",
+    "default": "DEFAULT",
+}
+"""The Storage Write API stream type each mode writes on."""
+SLOTTED_MODES: frozenset[Mode] = frozenset({"buffered", "committed"})
+"""Modes whose partitions keep a stream from batch to batch (jobs.sink.stream_slots)."""
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
 BIGQUERY_MAX_REQUEST_BYTES = 20_000_000
 """BigQuery's limit on one ``AppendRowsRequest``: "less than 20 MB" (the AppendRowsRequest
@@ -284,7 +295,8 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
     return SinkOptions(
         table=table,
         # A streaming query writes a batch every trigger: its partitions keep their
-        # streams from batch to batch (committed mode), where pending mode would
+        # streams from batch to batch (buffered mode: visible per batch, and a replay
+        # need not see the same rows in the same order), where pending mode would
         # create one per partition and batch (jobs.sink.stream_slots).
         mode=_choice(options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else None),
         key=key,

@@ -1,5 +1,5 @@
-"""Committed mode's long-lived streams: one COMMITTED stream per partition number of a
-write target, continued from one batch to the next.
+"""Long-lived streams: one BUFFERED (buffered mode) or COMMITTED (committed mode) stream
+per partition number of a write target, continued from one batch to the next.
 
 BigQuery allows 10,000 CreateWriteStream calls per hour per project and region; a
 stream per partition and micro-batch spends that in an hour on one small query with a
@@ -9,17 +9,23 @@ and the next batch's same partition appends after the rows the last one left the
 A slot is a versioned record under ``<ledger directory>/streams/<partition>/``, saved
 by compare-and-swap like a partition's progress (each version created exclusively)::
 
-    {stream, batch, base, end}
+    {stream, batch, base, end, flushed}
 
 ``batch`` took the slot to write its rows from offset ``base``; ``end`` is set once
 that batch's partition is complete (every row acknowledged and recorded), and is where
-the next batch starts. The exactly-once argument is unchanged: a batch's rows go at
-offsets recorded in its partition's progress before they are sent, so a retry or a
-replay finds them; what the slot adds is only *where* the next batch begins:
+the next batch starts. In buffered mode the driver sets ``flushed`` (to ``end``) once
+the batch's commit has flushed the stream that far.
+
+The exactly-once argument is unchanged: a batch's rows go at offsets recorded in its
+partition's progress before they are sent, so a retry or a replay finds them; what the
+slot adds is only *where* the next batch begins:
 
 - a slot with ``end``: continue the stream at ``end`` (nothing else writes there: the
   batch that took it finished, and a later attempt of a finished partition sends
-  nothing);
+  nothing). In buffered mode only once ``flushed`` reached ``end``: a flush makes
+  every row before its offset visible, so the next batch's flush would publish the
+  earlier batch's rows too, and that batch may never have been committed (a
+  foreachBatch call that caught its failure and went on);
 - a slot taken by this very batch, whose attempt wrote no progress yet (it stopped
   between taking the slot and recording its partition): continue at ``base``;
 - anything else (no slot, or a batch that took it and never finished: a foreachBatch
@@ -53,6 +59,8 @@ class StreamSlot:
     """Where that batch's rows start on the stream."""
     end: int | None = None
     """Where they end, once the batch's partition is complete: the next batch's start."""
+    flushed: int | None = None
+    """Buffered mode: the stream is flushed up to here (exclusive), by the batch's commit."""
     taken_at: float = 0.0
     revision: int = 0
 
@@ -61,6 +69,7 @@ class StreamSlots:
     """The slots of one write target (one :class:`~jobs.sink.ledger.Ledger`)."""
 
     def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
         self.directory = ledger.directory / "streams"
 
     def _version_path(self, partition: int, revision: int) -> Path:
@@ -119,13 +128,31 @@ class StreamSlots:
                 return
         raise LedgerError(f"{self.directory / str(partition)}: could not record its end")
 
+    def flushed(self, partition: int, stream: str, batch: str, end: int) -> None:
+        """Record that ``batch``'s commit flushed ``stream`` up to ``end`` (buffered
+        mode), so the next batch may continue it. Nothing to do when the slot moved on."""
+        for _ in range(READ_RACES):
+            slot = self.current(partition)
+            if slot is None or slot.batch != batch or slot.stream != stream:
+                return
+            if slot.flushed == end:
+                return
+            if self.save(partition, replace(slot, end=end, flushed=end), after=slot):
+                return
+        raise LedgerError(f"{self.directory / str(partition)}: could not record its flush")
 
-def continuation(slot: StreamSlot | None, batch: str) -> tuple[str, int] | None:
+
+def continuation(
+    slot: StreamSlot | None, batch: str, *, after_flush: bool = False
+) -> tuple[str, int] | None:
     """The stream and offset where ``batch`` may continue in the partition whose slot is
-    ``slot``, or None when it must take a new stream (see the module's rules)."""
+    ``slot``, or None when it must take a new stream (see the module's rules).
+    ``after_flush``: buffered mode, where only a flushed end may be continued."""
     if slot is None:
         return None
     if slot.end is not None and slot.batch != batch:
+        if after_flush and slot.flushed != slot.end:
+            return None
         return slot.stream, slot.end
     if slot.batch == batch and slot.end is None:
         # This batch took it; its partition wrote no progress yet (the caller looked).

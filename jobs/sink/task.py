@@ -3,6 +3,11 @@
 - ``pending``: a PENDING stream of this attempt's own; append with offsets, finalize,
   check ``row_count``, return the stream to the driver. Nothing is visible yet. A
   failed attempt's stream is never committed (an orphan, reported as one).
+- ``buffered``: the partition's BUFFERED stream, kept from batch to batch
+  (:mod:`jobs.sink.stream_slots`) and recorded in the ledger before the first append;
+  nothing is visible until the driver flushes the batch (:mod:`jobs.sink.flush`). A
+  retried attempt of a partition left part-way starts over on a new stream: what the
+  earlier one sent is never flushed, so the replay need not send the same rows.
 - ``committed``: the partition's COMMITTED stream, recorded in the ledger before the
   first append; a retried attempt finds it and goes on from the recorded offset.
   Rows are visible as soon as each append is acknowledged.
@@ -27,15 +32,16 @@ from jobs.sink import failpoints
 from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from jobs.sink.commit_limits import check_partition
 from jobs.sink.errors import NonDeterministicInputError, RowCountMismatchError
+from jobs.sink.flush import stream_exists
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import Ledger, PartitionProgress, batch_name
+from jobs.sink.options import STREAM_TYPES
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from jobs.sink.stream_rate import stream_creations
 from jobs.sink.stream_slots import StreamSlots, continuation
 from jobs.sink.telemetry import StreamTelemetry, Telemetry
 from jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
-from jobs.sink.unary import gapic
 
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
@@ -68,6 +74,8 @@ class TaskResult:
     """The batch was already committed: the task wrote nothing."""
     write: WriteIdentity | None = None
     """The write the task worked out it belongs to; the driver commits that write."""
+    base: int = 0
+    """Where the partition's rows start on ``stream`` (a stream continued across batches)."""
 
 
 def current_task(batch_id: int | None) -> TaskContextInfo:
@@ -129,7 +137,7 @@ def _write_partition(
             )
             return TaskResult(
                 None,
-                _STREAM_TYPES[job.options.mode],
+                STREAM_TYPES[job.options.mode],
                 0,
                 0,
                 task.partition,
@@ -141,9 +149,6 @@ def _write_partition(
         return writer(job, client, converted(batches, job, task.batch_id), task, telemetry)
     finally:
         telemetry.flush(EVENT_FLUSH_S)
-
-
-_STREAM_TYPES = {"pending": "PENDING", "committed": "COMMITTED", "default": "DEFAULT"}
 
 
 def _policy(job: SinkJob) -> RetryPolicy:
@@ -234,7 +239,7 @@ def _append_all(
 
 
 def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
-    """A new PENDING or COMMITTED stream on the job's table; returns its name."""
+    """A new PENDING, BUFFERED or COMMITTED stream on the job's table; returns its name."""
     from google.cloud.bigquery_storage_v1 import types
 
     write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
@@ -352,18 +357,20 @@ def _write_committed(
     batch = batch_name(task.batch_id)
     progress = ledger.partition(task.batch_id, task.partition)
     resumed = progress is not None
-    if progress is not None and progress.complete:
-        return _done_before(job, client, slots, progress, task, telemetry)
+    # Even a partition an earlier attempt recorded complete is read again: its input may
+    # have ended early because something upstream failed, which a Python writer sees as
+    # the end of its rows, and Spark then failed that attempt (see _write_buffered). The
+    # recorded requests are checked and not sent again; rows beyond them are appended.
     if progress is None:
         first = next(batches, None)
         if first is None:  # an empty partition takes no stream
             return TaskResult(None, "COMMITTED", 0, 0, task.partition, task.attempt)
         batches = _chain(first, batches)
-        progress, resumed = _take_stream(job, client, ledger, slots, task, telemetry)
+        progress, resumed = _take_stream(job, client, slots, task, telemetry)
     events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
     events.created(resumed=resumed)
     encoder = encoder_for(job)
-    state = {"progress": replace(progress, attempt=task.attempt)}
+    state = {"progress": replace(progress, attempt=task.attempt, complete=False)}
     start = progress.acked_rows
     base = progress.base
 
@@ -415,6 +422,16 @@ def _write_committed(
     finally:
         appender.close()
     total = start + rows
+    if total < progress.acked_rows:
+        raise NonDeterministicInputError(
+            _input_changed(
+                job,
+                telemetry,
+                task,
+                f"this attempt has {total} rows, fewer than the {progress.acked_rows} an "
+                "earlier attempt wrote and BigQuery shows already",
+            )
+        )
     ledger.save_partition(
         task.batch_id,
         task.partition,
@@ -428,8 +445,6 @@ def _write_committed(
     )
     # Where the partition's next batch goes on (jobs.sink.stream_slots).
     slots.finish(task.partition, progress.stream, batch, base + total)
-    if task.batch_id is None:
-        _finalize_complete(job, client, progress.stream, base + total, events, telemetry, task)
     return TaskResult(
         progress.stream,
         "COMMITTED",
@@ -437,72 +452,38 @@ def _write_committed(
         appender.bytes_acknowledged,
         task.partition,
         task.attempt,
+        base=base,
     )
 
 
 STREAM_CHECK_IDLE_S = 600.0
 """A slot's stream unused this long is looked up before it is continued: BigQuery deletes
-a COMMITTED stream idle for 3 days, and a query may have stood still that long."""
+a COMMITTED stream idle for 3 days (BUFFERED: 7), and a query may have stood still that
+long."""
 
 
-def _stream_exists(job: SinkJob, client: BigQueryWriteClient, stream: str) -> bool:
-    from google.api_core.exceptions import NotFound
-
-    try:
-        call_with_retry(
-            job, gapic(client.get_write_stream, name=stream), what="GetWriteStream", on=stream
-        )
-    except NotFound:
-        logger.info("stream %s is gone (expired while unused); taking a new one", stream)
-        return False
-    return True
-
-
-def _done_before(  # noqa: PLR0917 - the task's context, as its callers have it
-    job: SinkJob,
-    client: BigQueryWriteClient,
-    slots: StreamSlots,
-    progress: PartitionProgress,
-    task: TaskContextInfo,
-    telemetry: Telemetry,
+def _done_before(
+    slots: StreamSlots, progress: PartitionProgress, task: TaskContextInfo
 ) -> TaskResult:
-    """An earlier attempt completed the partition, and may have died before it told the
-    slot or finalized the stream: do both again (each is idempotent); send nothing."""
+    """The batch's intent names the partition's stream: the driver took that attempt's
+    result, and its commit (a replay's) flushes it. The attempt may have died before it
+    told the slot: tell it again (idempotent); send nothing."""
     end = progress.base + progress.acked_rows
     slots.finish(task.partition, progress.stream, batch_name(task.batch_id), end)
-    if task.batch_id is None:
-        events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
-        _finalize_complete(job, client, progress.stream, end, events, telemetry, task)
     return TaskResult(
-        progress.stream, "COMMITTED", progress.acked_rows, 0, task.partition, task.attempt
+        progress.stream,
+        "BUFFERED",
+        progress.acked_rows,
+        0,
+        task.partition,
+        task.attempt,
+        base=progress.base,
     )
 
 
-def _finalize_complete(  # noqa: PLR0917 - the task's context, as its callers have it
+def _take_stream(
     job: SinkJob,
     client: BigQueryWriteClient,
-    stream: str,
-    end: int,
-    events: StreamTelemetry,
-    telemetry: Telemetry,
-    task: TaskContextInfo,
-) -> None:
-    """A batch write's stream is never continued (its write has one batch): finalize it
-    once complete, and check BigQuery holds exactly the rows recorded, as pending mode
-    does. Finalizing again answers the same count, so a retry may repeat it."""
-    row_count = finalize_stream(job, client, stream)
-    events.finalized(row_count)
-    if row_count != end:
-        raise RowCountMismatchError(
-            f"{_context(job, telemetry, task)}: stream {stream} finalized with {row_count} "
-            f"rows but the ledger records {end} acknowledged"
-        )
-
-
-def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
-    job: SinkJob,
-    client: BigQueryWriteClient,
-    ledger: Ledger,
     slots: StreamSlots,
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -510,15 +491,18 @@ def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
     """The partition's stream for this batch, recorded before its first append
     (invariant 4): the stream an earlier batch left in the partition's slot, continued
     where it ended, or a new one. Returns the progress and whether the stream existed."""
+    kind = STREAM_TYPES[job.options.mode]
+    ledger = slots.ledger
     batch = batch_name(task.batch_id)
     slot = slots.current(task.partition)
-    continued = continuation(slot, batch)  # the slot read once
+    continued = continuation(slot, batch, after_flush=kind == "BUFFERED")  # the slot read once
     if (
         continued is not None
         and slot is not None
         and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
-        and not _stream_exists(job, client, slot.stream)
+        and not stream_exists(job, client, slot.stream)
     ):
+        logger.info("stream %s is gone (expired while unused); taking a new one", slot.stream)
         continued = None  # expired while the query stood still: a new one
     if continued is not None:
         stream, base = continued
@@ -526,10 +510,10 @@ def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
             taken = slots.take(task.partition, stream, batch, base)
             stream, base = taken.stream, taken.base
     else:
-        created = _create_stream(job, client, "COMMITTED")
+        created = _create_stream(job, client, kind)
         taken = slots.take(task.partition, created, batch, 0)
         if taken.stream != created:  # a concurrent attempt of this batch took the slot
-            telemetry.stream(created, "COMMITTED", task.partition, task.attempt).orphaned(
+            telemetry.stream(created, kind, task.partition, task.attempt).orphaned(
                 "another attempt of this partition took its stream slot first"
             )
         stream, base = taken.stream, taken.base
@@ -537,6 +521,117 @@ def _take_stream(  # noqa: PLR0917 - the task's context, as its callers have it
     progress = ledger.claim_partition(task.batch_id, task.partition, proposed)
     # A concurrent attempt that recorded first holds the partition: go on with its stream.
     return progress, continued is not None or progress != proposed
+
+
+# -- buffered ---------------------------------------------------------------------
+
+
+def _write_buffered(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    """Append the partition to its BUFFERED stream; the driver's flush publishes it.
+
+    Nothing is visible before that flush, so unlike committed mode a retry owes no
+    earlier attempt the same rows in the same order: an attempt that finds the
+    partition written by an earlier one leaves those rows unflushed on their stream
+    and starts over on a new one (a shuffle's order may change between attempts).
+
+    An earlier attempt's *complete* record proves only that its input ended, not that
+    Spark took its result: when something upstream of the sink fails (a shuffle fetch,
+    a Python UDF), the writer sees its rows end early and returns, and Spark fails the
+    attempt afterwards. Only the driver's intent, written from the results Spark
+    accepted, vouches for a partition: kept if the intent names its stream and
+    BigQuery still holds it."""
+    slots = StreamSlots(job.ledger())
+    ledger = slots.ledger
+    progress = ledger.partition(task.batch_id, task.partition)
+    if progress is not None and progress.complete and _in_intent(ledger, progress, task):
+        if stream_exists(job, client, progress.stream):
+            return _done_before(slots, progress, task)
+        logger.warning(
+            "%s: stream %s of the completed partition is gone (expired before the batch was "
+            "flushed); writing the partition again on a new stream",
+            _context(job, telemetry, task),
+            progress.stream,
+        )
+    first = next(batches, None)
+    if first is None:  # an empty partition takes no stream
+        return TaskResult(None, "BUFFERED", 0, 0, task.partition, task.attempt)
+    if progress is None:
+        progress, resumed = _take_stream(job, client, slots, task, telemetry)
+    else:
+        progress, resumed = _start_over(job, client, slots, progress, task, telemetry), False
+    events = telemetry.stream(progress.stream, "BUFFERED", task.partition, task.attempt)
+    events.created(resumed=resumed)
+    encoder = encoder_for(job)
+    appender = _appender(
+        job, client, progress.stream, encoder=encoder, events=events, telemetry=telemetry,
+        task=task,
+    )  # fmt: skip
+    try:
+        rows = _append_all(
+            appender, job, _chain(first, batches), encoder, offsets=True, base=progress.base
+        )
+    finally:
+        appender.close()
+    # Compare-and-swap from the revision this attempt recorded: an attempt that started
+    # over since (on another stream) makes this one stop here, its rows never flushed.
+    ledger.save_partition(
+        task.batch_id,
+        task.partition,
+        replace(progress, attempt=task.attempt, acked_rows=rows, sent_rows=rows, complete=True),
+    )
+    slots.finish(task.partition, progress.stream, batch_name(task.batch_id), progress.base + rows)
+    return TaskResult(
+        progress.stream,
+        "BUFFERED",
+        rows,
+        appender.bytes_acknowledged,
+        task.partition,
+        task.attempt,
+        base=progress.base,
+    )
+
+
+def _in_intent(ledger: Ledger, progress: PartitionProgress, task: TaskContextInfo) -> bool:
+    """Whether the batch's intent names ``progress``'s stream for this partition."""
+    record = ledger.batch(task.batch_id)
+    return record is not None and any(
+        s.partition == task.partition and s.stream == progress.stream for s in record.streams
+    )
+
+
+def _start_over(  # noqa: PLR0917 - the task's context, as its callers have it
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    slots: StreamSlots,
+    progress: PartitionProgress,
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> PartitionProgress:
+    """Move the partition to a new BUFFERED stream, from its first row. What earlier
+    attempts sent stays unflushed where it is, never seen. Recorded by compare-and-swap
+    first: a concurrent attempt that moved or completed the partition wins."""
+    created = _create_stream(job, client, "BUFFERED")
+    moved = PartitionProgress(stream=created, attempt=task.attempt, revision=progress.revision)
+    try:
+        saved = slots.ledger.save_partition(task.batch_id, task.partition, moved)
+    except BaseException:
+        telemetry.stream(created, "BUFFERED", task.partition, task.attempt).orphaned(
+            "another attempt of this partition moved its progress first"
+        )
+        raise
+    slots.take(task.partition, created, batch_name(task.batch_id), 0)
+    telemetry.stream(progress.stream, "BUFFERED", task.partition, progress.attempt).orphaned(
+        f"attempt {progress.attempt} stopped part-way; attempt {task.attempt} writes the "
+        "partition again on a new stream and this one is never flushed",
+        progress.acked_rows,
+    )
+    return saved
 
 
 # -- default ----------------------------------------------------------------------
@@ -564,4 +659,9 @@ def _write_default(
     )
 
 
-_WRITERS = {"pending": _write_pending, "committed": _write_committed, "default": _write_default}
+_WRITERS = {
+    "pending": _write_pending,
+    "buffered": _write_buffered,
+    "committed": _write_committed,
+    "default": _write_default,
+}

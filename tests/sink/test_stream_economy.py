@@ -88,7 +88,7 @@ def test_a_streaming_query_keeps_one_stream_per_partition_across_batches_and_res
         assert counted(rest, table) == (600, 600)
         first = streams_of(local_bigquery, table)
         # Before: two PENDING streams per micro-batch (12); now the partitions' two.
-        assert [s["streamType"] for s in first] == ["COMMITTED", "COMMITTED"]
+        assert [s["streamType"] for s in first] == ["BUFFERED", "BUFFERED"]
 
         # A restart of the query, and more batches: the same two streams go on.
         write_files(source, 400, 4, "json", start=600)
@@ -101,7 +101,7 @@ def test_a_streaming_query_keeps_one_stream_per_partition_across_batches_and_res
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("mode", "streams_per_batch"), [("committed", 0), ("pending", 1)])
+@pytest.mark.parametrize(("mode", "streams_per_batch"), [("buffered", 0), ("pending", 1)])
 def test_empty_partitions_create_no_stream(
     spark: SparkSession,
     rest: bigquery.Client,
@@ -111,7 +111,7 @@ def test_empty_partitions_create_no_stream(
     mode: str,
     streams_per_batch: int,
 ) -> None:
-    """Eight partitions of which seven are empty: one stream (committed: for the whole
+    """Eight partitions of which seven are empty: one stream (buffered: for the whole
     query; pending: one per batch), never one per empty partition."""
     table = f"{dataset}.orders"
     rest.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
@@ -138,8 +138,11 @@ def table(rest: bigquery.Client, dataset: str) -> str:
 
 @pytest.fixture
 def job(bq_config: BigQueryConfig, table: str, tmp_path: Path) -> SinkJob:
-    # No mode: the streaming sink's default.
-    return streaming_job(bq_config, table, tmp_path, **{"request.max_bytes": "10000"})
+    """Committed mode, whose rows are visible per append (buffered mode, the streaming
+    default, is proven through the driver's flush in test_buffered_mode)."""
+    return streaming_job(
+        bq_config, table, tmp_path, mode="committed", **{"request.max_bytes": "10000"}
+    )
 
 
 def fails_at_second_append(
