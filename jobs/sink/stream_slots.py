@@ -118,28 +118,28 @@ class StreamSlots:
     def finish(self, partition: int, stream: str, batch: str, end: int) -> None:
         """Record that ``batch`` left ``stream`` at ``end`` (the next batch's start).
         Nothing to do when the slot is no longer this batch's on this stream."""
-        for _ in range(READ_RACES):
-            slot = self.current(partition)
-            if slot is None or slot.batch != batch or slot.stream != stream:
-                return
-            if slot.end == end:
-                return
-            if self.save(partition, replace(slot, end=end), after=slot):
-                return
-        raise LedgerError(f"{self.directory / str(partition)}: could not record its end")
+        self._amend(partition, stream, batch, "its end", end, flushed=False)
 
     def flushed(self, partition: int, stream: str, batch: str, end: int) -> None:
         """Record that ``batch``'s commit flushed ``stream`` up to ``end`` (buffered
         mode), so the next batch may continue it. Nothing to do when the slot moved on."""
+        self._amend(partition, stream, batch, "its flush", end, flushed=True)
+
+    def _amend(
+        self, partition: int, stream: str, batch: str, what: str, end: int, *, flushed: bool
+    ) -> None:
+        """Save ``end`` (and, if ``flushed``, that the stream is flushed to it) into the
+        slot while it is ``batch``'s on ``stream``."""
         for _ in range(READ_RACES):
             slot = self.current(partition)
             if slot is None or slot.batch != batch or slot.stream != stream:
                 return
-            if slot.flushed == end:
+            amended = replace(slot, end=end, flushed=end if flushed else slot.flushed)
+            if amended == slot:
                 return
-            if self.save(partition, replace(slot, end=end, flushed=end), after=slot):
+            if self.save(partition, amended, after=slot):
                 return
-        raise LedgerError(f"{self.directory / str(partition)}: could not record its flush")
+        raise LedgerError(f"{self.directory / str(partition)}: could not record {what}")
 
 
 def continuation(
