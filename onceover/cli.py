@@ -309,7 +309,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_chaos(args: argparse.Namespace) -> int:
     from onceover.chaos.curated import curated_schedules
     from onceover.chaos.report import Session
-    from onceover.chaos.schedule import WORKLOADS, draw_schedules, load_schedule
+    from onceover.chaos.schedule import DEFAULT_MODES, WORKLOADS, draw_schedules, load_schedule
     from onceover.chaos.session import run_session
 
     check_java()
@@ -326,16 +326,17 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         session = Session(None, 1, [schedules[0].mode], None, replay=str(args.replay))
     else:
         workloads = args.workloads or list(WORKLOADS)
+        modes = args.modes or list(DEFAULT_MODES)
         try:
             schedules = list(
                 draw_schedules(
-                    args.seed, args.schedules, modes=args.modes, rows=args.rows,
+                    args.seed, args.schedules, modes=modes, rows=args.rows,
                     workloads=workloads,
                 )
             )  # fmt: skip
         except ValueError as exc:
             raise ConfigurationError(f"--workloads/--modes: {exc}") from None
-        session = Session(args.seed, args.schedules, args.modes, args.rows, workloads=workloads)
+        session = Session(args.seed, args.schedules, modes, args.rows, workloads=workloads)
     name = (
         "curated"
         if args.curated
@@ -538,13 +539,12 @@ def _add_chaos_parser(commands: Any) -> None:
     chaos.add_argument("--seed", type=int, default=1, help="draws the schedules (default 1)")
     chaos.add_argument("--rows", type=_positive, default=3_000,
                        help="rows per schedule (default %(default)s)")  # fmt: skip
-    chaos.add_argument("--modes", type=_modes, default=["pending", "committed"],
-                       help="sink modes, taken in turn (default pending,committed; "
+    chaos.add_argument("--modes", type=_modes, default=None,
+                       help="sink modes, taken in turn (default pending,buffered,committed; "
                             "default mode is the at-least-once baseline)")  # fmt: skip
     chaos.add_argument("--workloads", type=_workloads, default=None,
-                       help="jobs, taken in turn with the modes (default all: load_files, "
-                            "foreach_batch, two_tables; the user-code ones skip default "
-                            "mode)")  # fmt: skip
+                       help="jobs, taken in turn with the modes (default all five; each "
+                            "skips the modes its job does not take)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
                        help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
     chosen = chaos.add_mutually_exclusive_group()

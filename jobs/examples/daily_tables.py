@@ -5,7 +5,7 @@ committed is not written again.
 
     python -m jobs.examples.daily_tables --source DIR --table P.D.ORDERS \\
         --summary-table P.D.DAILY --run-id day-2026-11-24 --ledger /shared/ledger \\
-        [--mode pending|committed]
+        [--mode pending|buffered|committed]
 
 The summary table has ``currency STRING, orders INT64``.
 """
@@ -44,7 +44,7 @@ def parser_for(module: str) -> argparse.ArgumentParser:
     parser.add_argument("--source", required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--summary-table", required=True)
-    parser.add_argument("--mode", default="pending", choices=("pending", "committed"))
+    parser.add_argument("--mode", default="pending", choices=("pending", "buffered", "committed"))
     parser.add_argument("--request-max-bytes", type=int, default=8_000_000)
     parser.add_argument(
         "--master", default="local[2,4]", help="local[2,4]: tasks retried as on a cluster"

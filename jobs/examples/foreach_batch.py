@@ -4,7 +4,7 @@ table, with no option but the table (the query id and micro-batch id identify ea
 write). Run it again on the same checkpoint after any failure.
 
     python -m jobs.examples.foreach_batch --source DIR --checkpoint DIR \\
-        --table P.D.ORDERS --summary-table P.D.BATCHES [--mode pending|committed] \\
+        --table P.D.ORDERS --summary-table P.D.BATCHES [--mode pending|buffered|committed] \\
         [--max-files-per-trigger N]
 
 The summary table has ``batch_id INT64, orders INT64``. The ledger is

@@ -3,21 +3,25 @@
 ``onceover chaos --curated`` runs these; CI runs them on every change. Random draws
 (``--schedules N --seed S``, ``make chaos``) explore orders and hits that nobody
 thought of; this set makes sure that nothing the harness can do is left out of a
-short run. Each schedule arms one action at every failpoint its mode passes (a
+short run. Each schedule arms one action at most of the failpoints its mode passes (a
 point can be armed once per schedule), so the three pending schedules take the
-actions of each point between them; wire faults take every method a mode calls.
+actions of each point between them, and the three buffered ones (two on the load
+job, the racing one) the actions of the flush points; wire faults take every method a
+mode calls.
 
 Every ``nth`` is at most the hits a clean run makes of its point or method
-(:class:`~onceover.chaos.schedule.Shape`: 3 batches, 6 tasks, 24 appends). Hits are
-counted across restarts and every batch, task and request passes each point at
-least once before the job can finish, so every armed fault fires in every run of
-the set, whatever Spark's timing: a test can ask that each one did.
+(:class:`~onceover.chaos.schedule.Shape`: 3 batches, 6 tasks, 24 appends; in buffered
+mode 2 streams, 6 flushes, 3 batches with two streams to flush). Hits are counted
+across restarts and every batch, task and request passes each point at least once
+before the job can finish, so every armed fault fires in every run of the set,
+whatever Spark's timing: a test can ask that each one did.
 
-The load job's five cost about 15 job runs (a driver fault costs a restart; an
-executor fault is retried by Spark within the run), where 20 random schedules cost
-about 34. Four more run users' own jobs (``foreach_batch``, ``two_tables``), one
-races a second driver against the load job (``racing_drivers``), and one submits the
-load job to a standalone cluster of two workers (``cluster``).
+The load job's six (three pending, two buffered, one committed) cost about 15 job
+runs (a driver fault costs a restart; an executor fault is retried by Spark within
+the run), where 20 random schedules cost about 34. Four more run users' own jobs
+(``foreach_batch``, ``two_tables``, in pending and buffered mode), one races a second
+driver against the load job (``racing_drivers``, buffered), and one submits the load
+job to a standalone cluster of two workers (``cluster``, committed).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ CURATED_SEED = 0
 _CREATE = "CreateWriteStream"
 _FINALIZE = "FinalizeWriteStream"
 _COMMIT = "BatchCommitWriteStreams"
+_FLUSH = "FlushRows"
 
 
 def _fp(point: str, action: str, nth: int) -> Fault:
@@ -74,20 +79,49 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (jobs.loa
         Fault("spark/kill_task", nth=18),
         Fault("backend/outage", at_s=3.0, for_s=4.0),
     )),
+    # Buffered mode (writeStream's default): a partition's stream kept from batch to
+    # batch and flushed at each commit, one FlushRows per stream (2 streams, 6 flushes).
+    # The first: a driver crash after an intent (the replay flushes every stream of it)
+    # and between a batch's flushes (one partition visible, the other not yet); a worker
+    # dead after BigQuery took its append and a task failed before one (each retry
+    # starts the partition over on a new stream), another killed mid-append. The
+    # second: the job failed between a batch's flushes, flushes whose answers are lost
+    # (FlushRows asked again, to an offset already flushed). The third, the flush the
+    # driver dies after, is the racing schedule's.
+    ("buffered", (
+        _fp("append.before", "error", 11),
+        _fp("append.response", "crash", 7),
+        _fp("ledger.after_intent", "crash", 1),
+        _fp("flush.between", "crash", 2),
+        _fp("flush.after", "drop", 5),
+        _wire("unavailable", _FLUSH, 3),
+        _wire("cut", APPEND_ROWS, 9),
+        _wire("delay", _CREATE, 1, delay_s=1.5),
+        Fault("spark/kill_task", nth=20),
+    )),
+    ("buffered", (
+        _fp("append.before", "drop", 6),
+        _fp("append.response", "drop", 3),
+        _fp("flush.between", "error", 3),
+        _fp("flush.after", "error", 1),
+        _wire("drop_response", _FLUSH, 4),
+        _wire("unavailable", _CREATE, 2),
+        _wire("delay", APPEND_ROWS, 12, delay_s=2.0),
+        Fault("backend/outage", at_s=4.0, for_s=3.0),
+    )),
+    # Committed mode, once on the load job since buffered became writeStream's default
+    # (its second schedule's failpoints are taken by the users' jobs and the cluster
+    # in committed mode, its wire faults and outage by this one): a stream per
+    # partition, once, 2 CreateWriteStream calls.
     ("committed", (
         _fp("append.before", "crash", 5),
         _fp("append.response", "drop", 8),
         _fp("ledger.after_intent", "crash", 2),
         _wire("cut", APPEND_ROWS, 3),
-        _wire("unavailable", _CREATE, 2),  # committed: a stream per partition, once
-        Fault("spark/kill_task", nth=14),
-    )),
-    ("committed", (
-        _fp("append.before", "error", 10),
-        _fp("append.response", "crash", 4),
-        _fp("ledger.after_intent", "error", 1),
         _wire("drop_response", APPEND_ROWS, 6),
-        _wire("drop_response", _CREATE, 2),
+        _wire("drop_response", _CREATE, 1),
+        _wire("unavailable", _CREATE, 2),
+        Fault("spark/kill_task", nth=14),
         Fault("backend/outage", at_s=5.0, for_s=3.0),
     )),
 )  # fmt: skip
@@ -95,11 +129,12 @@ _FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (jobs.loa
 
 # Users' own jobs (jobs.examples): a foreachBatch writing three times per micro-batch
 # (9 commits, at least 15 appends in a clean run; 15 streams in pending mode, 5 in
-# committed, whose writes continue their streams), a batch job writing
+# buffered, whose writes continue their streams), a batch job writing
 # two tables under one run id after a repartition() (3 commits, 7 streams and appends).
 # A crash just after BigQuery committed a write that is not the first of its call or
-# run, and a task killed mid-append, in both exactly-once modes. (No executor crash
-# beside a task kill: the kill would find its worker gone.)
+# run, and a task killed mid-append, in pending and buffered modes (committed mode is
+# the load job's and the cluster's: it asks the same of the input whoever wrote it).
+# (No executor crash beside a task kill: the kill would find its worker gone.)
 _USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
     ("foreach_batch", "pending", (
         _fp("commit.after", "crash", 2),
@@ -107,7 +142,7 @@ _USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
         _fp("ledger.after_intent", "error", 4),
         _wire("unavailable", _COMMIT, 5),
     )),
-    ("foreach_batch", "committed", (
+    ("foreach_batch", "buffered", (
         _fp("append.before", "error", 3),
         _fp("ledger.after_intent", "crash", 2),
         Fault("spark/kill_task", nth=6),
@@ -117,7 +152,7 @@ _USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
         _fp("append.before", "error", 4),
         _wire("drop_response", APPEND_ROWS, 5),
     )),
-    ("two_tables", "committed", (
+    ("two_tables", "buffered", (
         _fp("append.response", "drop", 3),
         _fp("ledger.after_intent", "error", 3),
         Fault("spark/kill_task", nth=5),
@@ -127,10 +162,13 @@ _USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
 
 # A second driver on the first's checkpoint, started 6 s into each run: while the first
 # still plans (refused, exit 3), or after the crash at the second commit killed it
-# (it takes over). The crash costs a restart, which has a racer of its own.
+# (it takes over). The crash costs a restart, which has a racer of its own. Buffered
+# mode, writeStream's default (what the race is for, the driver's claim, does not depend
+# on the mode): the crash comes just after the second batch's first flush took effect,
+# one of its partitions visible.
 _RACING: tuple[str, tuple[Fault, ...], float] = (
-    "pending",
-    (_fp("commit.after", "crash", 2), _wire("unavailable", APPEND_ROWS, 4)),
+    "buffered",
+    (_fp("flush.after", "crash", 3), _wire("unavailable", APPEND_ROWS, 4)),
     6.0,
 )
 

@@ -24,6 +24,13 @@ Workloads:
                     the other worker (:mod:`onceover.chaos.on_cluster`)
 ==================  ===============================================================
 
+Each runs in a sink mode its job takes (:data:`WORKLOAD_MODES`): ``pending``,
+``buffered`` (writeStream's default: a stream per partition kept from batch to batch,
+flushed at each commit) and ``committed`` for every workload; ``default`` (the
+at-least-once baseline) for ``load_files`` only. A mode is armed only with the faults
+its streams pass (:func:`kinds_for`): finalize and batch-commit points in pending
+mode, flush points in buffered mode.
+
 The same seed draws the same schedules; a schedule's JSON re-runs it
 (``onceover chaos --replay FILE``).
 
@@ -55,15 +62,27 @@ from pathlib import Path
 from typing import Any
 
 from jobs.sink.failpoints import POINTS, Action
+from jobs.sink.options import MODES as SINK_MODES
+from jobs.sink.options import SLOTTED_MODES
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
 WORKLOADS = ("load_files", "foreach_batch", "two_tables", "racing_drivers", "cluster")
 RACER_AT_S = (2.0, 20.0)
 """When the racing driver starts, drawn: from both planning at once to mid-run."""
-MODES = ("pending", "committed", "default")
-"""``default`` is the at-least-once baseline: the harness is expected to catch its duplicates."""
-DEFAULT_MODES = ("pending", "committed")
+MODES: tuple[str, ...] = SINK_MODES
+"""The sink's modes. ``default`` is the at-least-once baseline: the harness is expected to
+catch its duplicates."""
+DEFAULT_MODES = ("pending", "buffered", "committed")
+WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
+    "load_files": MODES,
+    # jobs.examples' --mode (parser_for) takes every exactly-once mode
+    "foreach_batch": ("pending", "buffered", "committed"),
+    "two_tables": ("pending", "buffered", "committed"),
+    "racing_drivers": ("pending", "buffered", "committed"),
+    "cluster": ("pending", "buffered", "committed"),
+}
+"""The modes each workload's job takes; ``default`` is the load job's baseline only."""
 SCHEMA_VERSION = 1
 
 ROWS = 3_000
@@ -91,11 +110,20 @@ WIRE_KINDS = (
 OTHER_KINDS = ("spark/kill_task", "backend/outage")
 KINDS = FAILPOINT_KINDS + WIRE_KINDS + OTHER_KINDS
 
-# What each mode passes through: committed streams are neither finalized nor committed.
+# What each mode passes through: only pending streams are finalized and batch-committed,
+# only buffered ones flushed; committed (and default) streams are neither.
 _PENDING_ONLY_POINTS = frozenset({"finalize.after", "commit.before", "commit.after"})
+_BUFFERED_ONLY_POINTS = frozenset({"flush.between", "flush.after"})
+_POINTS_NOT_IN = {
+    "pending": _BUFFERED_ONLY_POINTS,
+    "buffered": _PENDING_ONLY_POINTS,
+    "committed": _PENDING_ONLY_POINTS | _BUFFERED_ONLY_POINTS,
+    "default": _PENDING_ONLY_POINTS | _BUFFERED_ONLY_POINTS,
+}
 _PENDING_ONLY_WIRE = frozenset({"wire/uncommitted"})
 _UNARY_BY_MODE = {
     "pending": ("CreateWriteStream", "FinalizeWriteStream", "BatchCommitWriteStreams"),
+    "buffered": ("CreateWriteStream", "FlushRows"),
     "committed": ("CreateWriteStream",),
     "default": (),
 }
@@ -103,13 +131,11 @@ _UNARY_BY_MODE = {
 
 def kinds_for(mode: str) -> tuple[str, ...]:
     """The fault kinds a run in ``mode`` can meet."""
-    if mode == "pending":
-        return KINDS
     return tuple(
         k
         for k in KINDS
-        if k not in _PENDING_ONLY_WIRE
-        and not (k.startswith("failpoint/") and k.split("/")[1] in _PENDING_ONLY_POINTS)
+        if (mode == "pending" or k not in _PENDING_ONLY_WIRE)
+        and not (k.startswith("failpoint/") and k.split("/")[1] in _POINTS_NOT_IN[mode])
     )
 
 
@@ -178,8 +204,8 @@ class Schedule:
             raise ValueError(
                 f"workload must be one of {', '.join(WORKLOADS)}, not {self.workload!r}"
             )
-        if self.workload != "load_files" and self.mode == "default":
-            raise ValueError(f"{self.workload} runs in pending or committed mode")
+        if self.mode not in (takes := WORKLOAD_MODES[self.workload]):
+            raise ValueError(f"{self.workload} runs in {', '.join(takes[:-1])} or {takes[-1]} mode")
         if (self.workload == "racing_drivers") != (self.racer_at_s is not None):
             raise ValueError("racer_at_s is set for racing_drivers, and only for it")
         if self.racer_at_s is not None and self.racer_at_s < 0:
@@ -244,8 +270,11 @@ class Shape:
     tasks: int
     appends: int
     streams: int | None = None
-    """CreateWriteStream calls: one per task, unless committed mode continues each
-    partition's stream from batch to batch (jobs.sink.stream_slots); None: ``tasks``."""
+    """CreateWriteStream calls: one per task, unless buffered or committed mode continues
+    each partition's stream from batch to batch (jobs.sink.stream_slots); None: ``tasks``."""
+    between: int | None = None
+    """``flush.between``: buffered commits with two streams or more to flush (the point
+    passed after the first); None: ``batches``."""
 
     @classmethod
     def of(cls, rows: int, files: int, files_per_batch: int, request_max_bytes: int) -> Shape:
@@ -262,16 +291,21 @@ class Shape:
         """The fewest hits a clean run of the schedule's workload makes (for drawing)."""
         s = schedule
         shape = cls.of(s.rows, s.files, s.files_per_batch, s.request_max_bytes)
+        slotted = s.mode in SLOTTED_MODES
         if s.workload == "foreach_batch":
             # Per micro-batch three writes, each committed: two of the batch's files
             # (a task each), then one summary task. Inside foreachBatch the writes keep
-            # the mode they are given, so committed ones continue their streams too.
-            continued = 5 if s.mode == "committed" else None
-            return cls(3 * shape.batches, 5 * shape.batches, 5 * shape.batches, continued)
+            # the mode they are given, so buffered and committed ones continue their
+            # streams too; a buffered micro-batch flushes two streams in each of its
+            # two orders writes and one (no flush.between) in its summary write.
+            continued = 5 if slotted else None
+            b = shape.batches
+            return cls(3 * b, 5 * b, 5 * b, continued, 2 * b)
         if s.workload == "two_tables":
-            # Three writes, one commit each: two over three shuffle partitions, one summary.
-            return cls(3, 7, 7)
-        if s.mode == "committed":  # the streaming sink: one stream per partition, once
+            # Three writes, one commit each: two over three shuffle partitions, one
+            # summary (a single stream: no flush.between in buffered mode).
+            return cls(3, 7, 7, None, 2)
+        if slotted:  # the streaming sink: one stream per partition, once
             return replace(shape, streams=s.files_per_batch)
         return shape
 
@@ -281,9 +315,14 @@ class Shape:
         per_batch = ("ledger.after_intent", "commit.before", "commit.after")
         if point_or_method in per_batch or point_or_method == "BatchCommitWriteStreams":
             return self.batches
+        if point_or_method == "flush.between":
+            return self.batches if self.between is None else self.between
         if point_or_method == "CreateWriteStream":
             return self.tasks if self.streams is None else self.streams
-        if point_or_method in ("finalize.after", "FinalizeWriteStream"):
+        # Every task's partition has rows: a finalize per task (pending), a flush per
+        # partition and batch (buffered), which is a task too.
+        per_task = ("finalize.after", "FinalizeWriteStream", "flush.after", "FlushRows")
+        if point_or_method in per_task:
             return self.tasks
         return self.appends
 
@@ -315,13 +354,14 @@ def draw_schedules(
     faults_per_schedule: tuple[int, int] = (2, 4),
     workloads: Sequence[str] = ("load_files",),
 ) -> Iterator[Schedule]:
-    """``count`` schedules from ``seed``: each (workload, mode) pair in turn (user-code
-    workloads skip ``default``), fault kinds dealt evenly."""
+    """``count`` schedules from ``seed``: each (workload, mode) pair in turn (a workload
+    skips the modes its job does not take: :data:`WORKLOAD_MODES`), fault kinds dealt
+    evenly."""
     rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
-    # Kinds only one mode can meet are dealt twice as often there, so they are not
-    # rarer than the rest over a session that alternates modes.
+    # Kinds only some modes can meet are dealt more often there, so they are not much
+    # rarer than the rest over a session that alternates modes (_weighted_kinds).
     decks = {mode: _Deck(_weighted_kinds(mode, modes), rng) for mode in modes}
-    pairs = [(w, m) for w in workloads for m in modes if w == "load_files" or m != "default"]
+    pairs = [(w, m) for w in workloads for m in modes if m in WORKLOAD_MODES[w]]
     if not pairs:
         raise ValueError("no workload runs in the modes asked for")
     for index in range(count):
@@ -345,9 +385,12 @@ def draw_schedules(
 
 
 def _weighted_kinds(mode: str, modes: Sequence[str]) -> list[str]:
+    """``mode``'s kinds, each once more for every other mode drawn that cannot meet it:
+    with pending and committed, pending's own kinds twice; with buffered as well,
+    pending's and buffered's own kinds three times each."""
     mine = kinds_for(mode)
-    elsewhere = {k for other in modes if other != mode for k in kinds_for(other)}
-    return [*mine, *(k for k in mine if elsewhere and k not in elsewhere)]
+    others = [set(kinds_for(other)) for other in dict.fromkeys(modes) if other != mode]
+    return [*mine, *(k for unable in others for k in mine if k not in unable)]
 
 
 def _draw_fault(kind: str, mode: str, shape: Shape, rng: random.Random) -> Fault:

@@ -1,13 +1,13 @@
 """``onceover chaos`` end to end: real jobs, real faults, a verdict from BigQuery.
 
 The curated test is the CI's share of the proof: the schedules that arm every fault
-kind in both exactly-once modes, on the load job and on users' own jobs (foreachBatch,
-two tables under one run id), with a second driver racing the load job on its
-checkpoint, and with the load job on a standalone cluster of two workers, each fault
-asked to have fired (``make chaos`` runs
-200 random ones). The replay test shows the harness is able to fail:
-the at-least-once ``default`` mode under a lost append response duplicates rows, and
-the verifier says so, with the seed and the schedule, and exits non-zero.
+kind in the three exactly-once modes, on the load job and on users' own jobs
+(foreachBatch, two tables under one run id), with a second driver racing the load job
+on its checkpoint, and with the load job on a standalone cluster of two workers, each
+fault asked to have fired (``make chaos`` runs 200 random ones). The replay test shows
+the harness is able to fail: the at-least-once ``default`` mode under a lost append
+response duplicates rows, and the verifier says so, with the seed and the schedule, and
+exits non-zero.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,10 @@ import pytest
 from jobs.sink import failpoints
 from onceover.chaos.proxy import APPEND_ROWS, WireFault
 from onceover.chaos.schedule import (
+    DEFAULT_MODES,
     KINDS,
+    MODES,
+    WORKLOAD_MODES,
     WORKLOADS,
     Fault,
     Schedule,
@@ -26,14 +31,24 @@ def test_the_same_seed_draws_the_same_schedules_and_another_seed_others() -> Non
     first = list(draw_schedules(1, 30))
     assert first == list(draw_schedules(1, 30))
     assert first != list(draw_schedules(2, 30))
-    assert [s.mode for s in first[:4]] == ["pending", "committed", "pending", "committed"]
+    assert [s.mode for s in first[:4]] == ["pending", "buffered", "committed", "pending"]
     assert [s.name for s in first[:2]] == ["seed1-0000", "seed1-0001"]
 
 
-def test_two_hundred_schedules_arm_every_fault_kind_eighteen_times_or_more() -> None:
-    # 200 schedules of 2-4 faults over the kinds, dealt evenly: 18+ of each on seed 1.
+def test_two_hundred_schedules_arm_every_fault_kind_thirteen_times_or_more() -> None:
+    # 200 schedules of 2-4 faults (about 600) over the 28 kinds, dealt evenly within each
+    # mode, a kind once more for each mode drawn that cannot meet it: on seed 1, 13+ of
+    # each over the three default modes (a mode's own kinds share a third of the
+    # schedules: pending's nine, buffered's five)...
+    assert DEFAULT_MODES == ("pending", "buffered", "committed")
     armed = collections.Counter(f.kind for s in draw_schedules(1, 200) for f in s.faults)
     assert set(armed) == set(KINDS)
+    assert min(armed.values()) >= 13, armed.most_common()[-3:]
+    # ... and over pending and committed alone, 18+ as before buffered mode: those draws
+    # are the ones a session of those two modes drew then (same seed, same schedules).
+    two = draw_schedules(1, 200, modes=("pending", "committed"))
+    armed = collections.Counter(f.kind for s in two for f in s.faults)
+    assert set(armed) == set(kinds_for("pending"))
     assert min(armed.values()) >= 18, armed.most_common()[-3:]
 
 
@@ -43,22 +58,55 @@ def test_a_committed_schedule_never_arms_what_committed_streams_never_pass() -> 
             assert fault.kind in kinds_for("committed")
             assert fault.method in (None, "AppendRows", "CreateWriteStream"), fault
     assert "failpoint/commit.after/crash" not in kinds_for("committed")
+    assert "failpoint/flush.after/drop" not in kinds_for("committed")
+
+
+def test_buffered_and_pending_schedules_arm_only_the_points_their_streams_pass() -> None:
+    flush = {
+        k for k in KINDS if k.startswith(("failpoint/flush.between/", "failpoint/flush.after/"))
+    }
+    pending_only = {
+        k for k in KINDS if k.split("/")[1] in ("finalize.after", "commit.before", "commit.after")
+    } | {"wire/uncommitted"}
+    assert len(flush) == 5  # flush.between: crash, error; flush.after: crash, error, drop
+    assert flush <= set(kinds_for("buffered"))
+    assert not pending_only & set(kinds_for("buffered"))
+    assert not flush & set(kinds_for("pending"))
+    armed: collections.Counter[tuple[str, bool]] = collections.Counter()
+    for schedule in draw_schedules(3, 120, workloads=WORKLOADS):
+        for fault in schedule.faults:
+            assert fault.kind in kinds_for(schedule.mode), (schedule.name, fault)
+            armed[schedule.mode, fault.kind in flush] += 1
+            if schedule.mode == "buffered":
+                assert fault.method in (None, "AppendRows", "CreateWriteStream", "FlushRows")
+    assert armed["buffered", True] > 0
+    assert armed["pending", True] == armed["committed", True] == 0
 
 
 def test_nth_is_drawn_within_what_one_clean_run_hits() -> None:
     shape = Shape.of(3_000, 6, 2, 10_000)
     assert (shape.batches, shape.tasks, shape.appends) == (3, 6, 24)
-    for schedule in draw_schedules(5, 100, modes=["committed"], workloads=["load_files"]):
-        for fault in schedule.faults:
-            if fault.method == "CreateWriteStream":  # a stream per partition, once
-                assert 1 <= fault.nth <= 2, fault
+    for mode in ("buffered", "committed"):
+        for schedule in draw_schedules(5, 100, modes=[mode], workloads=["load_files"]):
+            for fault in schedule.faults:
+                if fault.method == "CreateWriteStream":  # a stream per partition, once
+                    assert 1 <= fault.nth <= 2, fault
+    # Buffered: what a clean load of 3,000 rows made, counted (every failpoint armed
+    # past reach, the proxy's calls): 2 streams, 6 flushes, 3 with a second stream.
+    buffered = Shape.for_schedule(Schedule(seed=5, index=0, mode="buffered", faults=()))
+    assert buffered.hits("failpoint/ledger.after_intent/crash") == 3
+    assert buffered.hits("failpoint/flush.between/crash") == 3
+    assert buffered.hits("failpoint/flush.after/drop") == 6
+    assert buffered.hits("wire/unavailable", "FlushRows") == 6
+    assert buffered.hits("wire/unavailable", "CreateWriteStream") == 2
     for schedule in draw_schedules(5, 100):
         for fault in schedule.faults:
             if fault.kind == "backend/outage":
                 assert 1 <= fault.at_s <= 12
                 assert 2 <= fault.for_s <= 8
             else:
-                assert 1 <= fault.nth <= shape.hits(fault.kind, fault.method), fault
+                hits = Shape.for_schedule(schedule).hits(fault.kind, fault.method)
+                assert 1 <= fault.nth <= hits <= shape.hits(fault.kind, fault.method), fault
 
 
 def test_failpoints_become_a_spec_the_sink_accepts_and_wire_faults_a_proxy_plan() -> None:
@@ -130,18 +178,19 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
-    assert {s.mode for s in schedules} == {"pending", "committed"}
-    # Every workload in both exactly-once modes; the racing driver in pending only (what
-    # it races for, the driver's claim, does not depend on the mode), the cluster in
-    # committed only (where a task retried on another worker meets visible rows); draws
-    # take both.
-    one_mode = {("racing_drivers", "pending"), ("cluster", "committed")}
+    assert {s.mode for s in schedules} == {"pending", "buffered", "committed"}
+    # The load job in each exactly-once mode; the users' jobs in pending and buffered
+    # (committed asks the same of the input whoever wrote it: the load job's and the
+    # cluster's); the racing driver in buffered only (what it races for, the driver's
+    # claim, does not depend on the mode), the cluster in committed only (where a task
+    # retried on another worker meets visible rows); draws take the others.
     assert {(s.workload, s.mode) for s in schedules} == {
-        (w, m)
-        for w in WORKLOADS
-        for m in ("pending", "committed")
-        if w not in {workload for workload, _ in one_mode}
-    } | one_mode
+        *(("load_files", m) for m in ("pending", "buffered", "committed")),
+        *((w, m) for w in ("foreach_batch", "two_tables") for m in ("pending", "buffered")),
+        ("racing_drivers", "buffered"),
+        ("cluster", "committed"),
+    }
+    assert set(WORKLOADS) == {s.workload for s in schedules}
     assert len({s.name for s in schedules}) == len(schedules)
     for schedule in schedules:
         shape = Shape.for_schedule(schedule)
@@ -185,11 +234,47 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
     assert {s.workload for s in draw_schedules(5, 6, workloads=WORKLOADS, modes=("default",))} == {
         "load_files"
     }
-    with pytest.raises(ValueError, match="foreach_batch runs in pending or committed mode"):
+    with pytest.raises(
+        ValueError, match="foreach_batch runs in pending, buffered or committed mode"
+    ):
         Schedule(seed=1, index=0, mode="default", faults=(), workload="foreach_batch")
+    # every workload in each exactly-once mode, in turn
+    three = list(draw_schedules(5, 15, workloads=WORKLOADS))
+    assert [(s.workload, s.mode) for s in three] == [
+        (w, m) for w in WORKLOADS for m in DEFAULT_MODES if m in WORKLOAD_MODES[w]
+    ]
+    assert {s.workload for s in three if s.mode == "buffered"} == set(WORKLOADS)
+    with pytest.raises(ValueError, match="two_tables runs in pending, buffered or committed"):
+        Schedule(seed=1, index=0, mode="default", faults=(), workload="two_tables")
+    with pytest.raises(ValueError, match="cluster runs in pending, buffered or committed mode"):
+        Schedule(seed=1, index=0, mode="default", faults=(), workload="cluster")
     with pytest.raises(ValueError, match="workload must be one of"):
         Schedule(seed=1, index=0, mode="pending", faults=(), workload="spark_sql")
     with pytest.raises(ValueError, match="racer_at_s is set for racing_drivers, and only"):
         Schedule(seed=1, index=0, mode="pending", faults=(), workload="racing_drivers")
     with pytest.raises(ValueError, match="racer_at_s is set for racing_drivers, and only"):
         Schedule(seed=1, index=0, mode="pending", faults=(), racer_at_s=3.0)
+
+
+def test_each_workload_runs_in_the_modes_its_job_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from jobs import load_files
+    from jobs.examples.daily_tables import parser_for
+
+    def takes(parse: Callable[[list[str]], object]) -> tuple[str, ...]:
+        """The --mode choices, as the job's own parser lists them when refusing one."""
+        with pytest.raises(SystemExit):
+            parse(["--mode", "none"])
+        refused = capsys.readouterr().err
+        assert "argument --mode: invalid choice" in refused, refused
+        return tuple(re.findall(r"[a-z]+", refused.split("choose from", 1)[1]))
+
+    assert takes(load_files.parse_args) == MODES == WORKLOAD_MODES["load_files"]
+    for workload in ("racing_drivers", "cluster"):  # the load job; default is its baseline
+        assert WORKLOAD_MODES[workload] == tuple(m for m in MODES if m != "default")
+    for workload in ("foreach_batch", "two_tables"):  # jobs.examples: one --mode for both
+        examples = parser_for(f"jobs.examples.{workload}").parse_args
+        assert takes(examples) == WORKLOAD_MODES[workload], (
+            f"{workload}: its job's --mode changed; update WORKLOAD_MODES and the curated set"
+        )
