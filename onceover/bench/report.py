@@ -138,16 +138,17 @@ def stream_economy_section(result: se.Economy) -> list[str]:
         "mode", "",
         *se.table(result), "",
         "A user's query (JSON files, one per micro-batch, `repartition(8, \"event_id\")`) "
-        "in a process of its own, with a local BigQuery of its own. Streams: those "
-        "`/admin/streams` lists for the table, `_default` aside (never created); the "
-        "first batch runs alone, and the streams after it are extrapolated to an hour "
-        "over the time the other batches took. Sink time: Spark's `addBatch` per batch "
+        "in a process of its own, with a local BigQuery of its own. "
+        f"{se.interleaving(result)} Streams: those "
+        "`/admin/streams` lists for the table, `_default` aside (never created); those "
+        "after each mode's first batch are extrapolated to an hour at the trigger period "
+        "it kept. Sink time: Spark's `addBatch` per batch "
         "(the batch's plan runs into the sink; its rows are visible when it returns), "
-        "the first batch left out.",
+        "the first batch left out, pooled over the rounds.",
     ]  # fmt: skip
     if result.soak is not None:
         lines += [
-            "", f"Soak: `writeStream` with no mode option (so `committed`), "
+            "", f"Soak: `writeStream` with no mode option (so `{se.default_mode()}`), "
             f"{result.soak.minutes:g} min, sampled every {result.soak.sample_s:g} s:", "",
             *se.soak_table(result.soak),
         ]  # fmt: skip

@@ -1,8 +1,9 @@
 """Write streams a user's streaming query creates, and what each mode costs a micro-batch,
 side by side; then a soak of the query as ``writeStream`` runs it by default.
 
-    .venv/bin/python -m onceover.bench.stream_economy [--batches 60] [--soak-minutes 20]
-        [--out DIR] [--rows-per-batch 200] [--sample-seconds 30] [--warmup-batches 2]
+    .venv/bin/python -m onceover.bench.stream_economy [--batches 60] [--segment 5]
+        [--soak-minutes 20] [--out DIR] [--rows-per-batch 200] [--sample-seconds 30]
+        [--warmup-batches 2]
 
 The query is a user's: a directory of JSON files read with ``maxFilesPerTrigger=1`` (one
 file of ``--rows-per-batch`` rows per micro-batch), ``repartition(8, "event_id")``, a
@@ -10,29 +11,46 @@ file of ``--rows-per-batch`` rows per micro-batch), ``repartition(8, "event_id")
 and a checkpoint. Spark ``local[2]``; the local BigQuery in a child process of its own, so
 the driver's figures in the soak are the driver's alone.
 
-1. **Each mode** (``pending``, ``committed``, ``default``), ``--batches`` micro-batches
-   into a fresh table. Streams are what the local BigQuery lists for that table at
-   ``/admin/streams`` (every stream ever created; ``_default`` is never created). The
-   first batch runs alone (the other files are put in the directory once its progress is
-   in), so the streams it created are counted apart: the rest are the steady state's,
-   extrapolated to an hour over the time the other batches took (start of the second to
-   end of the last). Target: at most 2 streams per partition an hour (16 for 8).
-2. **Per micro-batch**: Spark's ``durationMs["addBatch"]`` of each batch (the sink's time
+1. **The modes, interleaved** (``pending``, ``buffered``, ``committed``, ``default``):
+   one query per mode into a fresh table of its own, all four started together and
+   running to the end, but only one ever has a file to read, so only one runs a batch
+   at a time (the others' triggers find nothing new and run no batch). Round 0 gives
+   each mode its first file in turn; then each round gives each mode ``--segment``
+   files (default 5) in turn and waits for its batches before the next mode's files go
+   in, the order rotated by one mode each round, until every mode has run
+   ``--batches``. So every mode's batches are spread over the whole run in short
+   segments, each beside the others', and a spell of load from other work on the
+   machine falls on every mode alike instead of on whichever happened to run then (the
+   modes ran one after another before, and the slowest was whichever ran while the
+   machine was busiest).
+2. **Streams**: what the local BigQuery lists for each table at ``/admin/streams``
+   (every stream ever created; ``_default`` is never created). Those by the end of a
+   mode's first batch (round 0) are counted apart; the rest are the steady state's,
+   extrapolated to an hour at the trigger period the mode kept: the mean start-to-start
+   time of its consecutive batches within a round, times its steady batches. Target: at
+   most 2 streams per partition an hour (16 for 8) for the modes that keep their
+   streams (``buffered``, ``committed``) and for the soak.
+3. **Per micro-batch**: Spark's ``durationMs["addBatch"]`` of each batch (the sink's time
    for it: the batch's plan runs into the sink's tasks, and when it returns the rows are
-   visible in every mode), p50 and p95 over every batch but the first, and the ratios of
-   ``pending`` and ``committed`` to ``default`` (target: at most 1.2).
-3. **The soak** (``--soak-minutes``, 0 skips it): the query with no ``mode`` option (so
-   ``committed``) for that long, a file put in whenever fewer than two wait, sampling every
-   ``--sample-seconds``: the driver's Python process (RSS, threads), the Spark JVM (RSS,
-   threads), the Python workers under it (count, RSS and threads summed), the TCP
-   connections of that process tree to the local BigQuery's gRPC port, and the streams
-   created so far. First and last sample and the least-squares slope, per hour.
+   visible in every mode), p50 and p95 over every batch but the first, pooled over the
+   rounds: every mode's batches sampled the same stretches of the run, so their
+   quantiles compare. The ratios of ``pending``, ``buffered`` and ``committed`` to
+   ``default`` (target: at most 1.2). As a check, the paired ratio: in each round, a
+   mode's median over ``default``'s median in that same round, and the median of those
+   over the rounds.
+4. **The soak** (``--soak-minutes``, 0 skips it): the query with no ``mode`` option (so
+   ``writeStream``'s default, ``buffered``) for that long, a file put in whenever fewer
+   than two wait, sampling every ``--sample-seconds``: the driver's Python process (RSS,
+   threads), the Spark JVM (RSS, threads), the Python workers under it (count, RSS and
+   threads summed), the TCP connections of that process tree to the local BigQuery's gRPC
+   port, and the streams created so far. First and last sample and the least-squares
+   slope, per hour.
 
 Every query's rows are counted in BigQuery (``COUNT(*)``, ``COUNT(DISTINCT event_id)``)
-before its figures are kept: exact for ``pending`` and ``committed`` (and the soak);
-``default`` is at least once, so every key once and no row missing. Figures, not
-assertions: a missed target is printed as missed. Exits 1 only when a figure could not be
-taken (a query that failed, rows missing or repeated in an exactly-once mode).
+before its figures are kept: exact for the exactly-once modes (and the soak); ``default``
+is at least once, so every key once and no row missing. Figures, not assertions: a missed
+target is printed as missed. Exits 1 only when a figure could not be taken (a query that
+failed, rows missing or repeated in an exactly-once mode).
 """
 
 from __future__ import annotations
@@ -49,9 +67,10 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +81,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-MODES = ("pending", "committed", "default")
+MODES = ("pending", "buffered", "committed", "default")
 BASELINE = "default"
+KEEPING = ("buffered", "committed")
+"""The modes that keep a stream per partition from batch to batch: a streams target each."""
 PARTITIONS = 8
 TRIGGER = "1 second"
+TRIGGER_S = 1.0
 MASTER = "local[2]"
 DATASET = "bench_stream_economy"
 KEY = "event_id"
@@ -75,6 +97,8 @@ SOURCE_SCHEMA = (
 )
 ROWS_PER_BATCH = 200
 BATCHES = 60
+SEGMENT = 5
+"""Micro-batches each mode runs in turn in a round."""
 SOAK_MINUTES = 20.0
 SAMPLE_S = 30.0
 WARMUP_BATCHES = 2
@@ -129,6 +153,8 @@ class BatchFigure:
     trigger_ms: float
     started: float
     """The trigger's start, seconds since the epoch (the progress's ``timestamp``)."""
+    round: int = 0
+    """The round it ran in (0: the first batches; the soak's are all 0)."""
 
     @property
     def ended(self) -> float:
@@ -180,10 +206,29 @@ class QueryFigure:
         return self.batches[1:]
 
     @property
-    def steady_seconds(self) -> float | None:
-        """From the start of the second batch to the end of the last."""
+    def trigger_period_s(self) -> float | None:
+        """Mean start-to-start time of consecutive steady batches within a round (a round's
+        first batch waited for the mode before it); with no two such batches, the mean of
+        each batch's time or the trigger, whichever is longer."""
         steady = self.steady_batches
-        return steady[-1].ended - steady[0].started if steady else None
+        gaps = [
+            b.started - a.started
+            for a, b in pairwise(steady)
+            if b.batch_id == a.batch_id + 1 and b.round == a.round
+        ]
+        if gaps:
+            return statistics.fmean(gaps)
+        return (
+            statistics.fmean(max(TRIGGER_S, b.trigger_ms / 1000) for b in steady)
+            if steady
+            else None
+        )
+
+    @property
+    def steady_seconds(self) -> float | None:
+        """The steady batches back to back at the trigger period kept."""
+        period = self.trigger_period_s
+        return None if period is None else period * len(self.steady_batches)
 
     @property
     def streams_per_hour(self) -> float | None:
@@ -203,17 +248,17 @@ class QueryFigure:
             return None
         return percentile([b.add_batch_ms for b in self.steady_batches], q)
 
+    def round_median(self, number: int) -> float | None:
+        """The sink's median time per batch in round ``number`` (not the first batch)."""
+        return percentile([b.add_batch_ms for b in self.steady_batches if b.round == number], 0.5)
+
+    @property
+    def rounds(self) -> list[int]:
+        return sorted({b.round for b in self.steady_batches})
+
     @property
     def first_batch_ms(self) -> float | None:
         return self.batches[0].add_batch_ms if self.batches and not self.failed else None
-
-    @property
-    def trigger_period_s(self) -> float | None:
-        """Mean start-to-start time of the steady batches."""
-        steady = self.steady_batches
-        if len(steady) < 2:
-            return None
-        return (steady[-1].started - steady[0].started) / (len(steady) - 1)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -343,7 +388,10 @@ class Economy:
     rows_per_batch: int
     partitions: int = PARTITIONS
     trigger: str = TRIGGER
+    segment: int = SEGMENT
     modes: list[QueryFigure] = field(default_factory=list)
+    round_loads: list[float] = field(default_factory=list)
+    """The machine's load average (1 min) as each round began."""
     soak: Soak | None = None
     failed: str | None = None
     """Set when the run could not start (no Spark, no local BigQuery)."""
@@ -359,6 +407,25 @@ class Economy:
         value, base = mode.add_batch(q), baseline.add_batch(q)
         return value / base if value is not None and base else None
 
+    def paired_ratio(self, name: str) -> float | None:
+        """The median over the rounds of ``name``'s median time per batch in a round over
+        ``default``'s in the same round."""
+        mode, baseline = self.mode(name), self.mode(BASELINE)
+        if mode is None or baseline is None or mode.failed or baseline.failed:
+            return None
+        ratios = [
+            value / base
+            for number in mode.rounds
+            if (value := mode.round_median(number)) is not None
+            and (base := baseline.round_median(number))
+        ]
+        return statistics.median(ratios) if ratios else None
+
+    @property
+    def rounds(self) -> int:
+        """Rounds after the first batches."""
+        return math.ceil((self.batches - 1) / self.segment) if self.segment > 0 else 0
+
     @property
     def any_failed(self) -> bool:
         queries = [*self.modes, *([self.soak.query] if self.soak else [])]
@@ -370,9 +437,16 @@ class Economy:
             "rows_per_batch": self.rows_per_batch,
             "partitions": self.partitions,
             "trigger": self.trigger,
+            "segment": self.segment,
+            "rounds": self.rounds,
+            "round_loads": self.round_loads,
             "modes": [m.as_json() for m in self.modes],
             "ratios_to_default": {
-                name: {"p50": self.ratio(name, 0.5), "p95": self.ratio(name, 0.95)}
+                name: {
+                    "p50": self.ratio(name, 0.5),
+                    "p95": self.ratio(name, 0.95),
+                    "paired_p50": self.paired_ratio(name),
+                }
                 for name in MODES
                 if name != BASELINE
             },
@@ -388,7 +462,9 @@ class Economy:
             rows_per_batch=data["rows_per_batch"],
             partitions=data["partitions"],
             trigger=data["trigger"],
+            segment=data.get("segment", SEGMENT),
             modes=[QueryFigure.from_json(m) for m in data["modes"]],
+            round_loads=data.get("round_loads", []),
             soak=Soak.from_json(data["soak"]) if data["soak"] else None,
             failed=data["failed"],
         )
@@ -408,23 +484,31 @@ class Goal:
         return None if self.value is None else self.value <= self.goal
 
 
+def default_mode() -> str:
+    """The mode of a ``writeStream`` with no ``mode`` option."""
+    from jobs.sink.options import STREAMING_DEFAULT_MODE
+
+    return STREAMING_DEFAULT_MODE
+
+
 def goals(result: Economy) -> list[Goal]:
     """The targets: streams per hour of the modes that keep streams, and the sink's time
     per batch against ``default``."""
     every: list[Goal] = []
-    committed = result.mode("committed")
-    every.append(
-        Goal(
-            f"streams created per hour, `committed` ({result.partitions} partitions, 1 s trigger)",
-            committed.streams_per_hour if committed else None,
-            STREAMS_PER_PARTITION_HOUR * result.partitions,
-            "streams/h",
+    for name in KEEPING:
+        mode = result.mode(name)
+        every.append(
+            Goal(
+                f"streams created per hour, `{name}` ({result.partitions} partitions, 1 s trigger)",
+                mode.streams_per_hour if mode else None,
+                STREAMS_PER_PARTITION_HOUR * result.partitions,
+                "streams/h",
+            )
         )
-    )
     if result.soak is not None:
         every.append(
             Goal(
-                f"streams created per hour, `writeStream`'s default, "
+                f"streams created per hour, `writeStream`'s default (`{default_mode()}`), "
                 f"{result.soak.minutes:g} min soak",
                 result.soak.query.streams_per_hour,
                 STREAMS_PER_PARTITION_HOUR * result.partitions,
@@ -623,6 +707,10 @@ class Progress:
     def __init__(self, query: StreamingQuery) -> None:
         self.query = query
         self.batches: dict[int, BatchFigure] = {}
+        self.rounds: dict[int, int] = {}
+        """Batch id -> the round it ran in; untagged: round 0."""
+        self.loads: tuple[float, float] | None = None
+        """The machine's load average (1 min) as the query started and as it stopped."""
 
     def poll(self) -> None:
         """Take the last update; read the recent ones when a batch went by unseen."""
@@ -655,15 +743,49 @@ class Progress:
     def rows(self) -> int:
         return sum(b.rows for b in self.batches.values())
 
+    def tag(self, number: int) -> None:
+        """The batches seen and not yet tagged ran in round ``number``."""
+        for batch_id in self.batches:
+            self.rounds.setdefault(batch_id, number)
+
     def figures(self) -> list[BatchFigure]:
-        return [self.batches[k] for k in sorted(self.batches)]
+        return [replace(self.batches[k], round=self.rounds.get(k, 0)) for k in sorted(self.batches)]
 
 
 # -- the bench ----------------------------------------------------------------------------
 
 
+@dataclass
+class Running:
+    """One mode's query in the interleaved run."""
+
+    figure: QueryFigure
+    table_id: str = ""
+    files: list[Path] = field(default_factory=list)
+    progress: Progress | None = None
+    put: int = 0
+    """Files put in its directory so far."""
+
+    @property
+    def name(self) -> str:
+        return self.figure.name
+
+
+def schedule(batches: int, segment: int, modes: int) -> list[list[tuple[int, int]]]:
+    """The rounds after the first batches: each a list of (mode index, files), the order
+    rotated by one mode a round, until every mode has ``batches`` in all."""
+    rounds: list[list[tuple[int, int]]] = []
+    left = batches - 1
+    while left > 0:
+        files, number = min(segment, left), len(rounds) + 1
+        rounds.append([((number - 1 + i) % modes, files) for i in range(modes)])
+        left -= files
+    return rounds
+
+
 class Bench:
-    """One Spark session, one local BigQuery, the queries one after the other."""
+    """One Spark session, one local BigQuery; the modes' queries interleaved, the soak's
+    after them."""
 
     def __init__(
         self,
@@ -683,7 +805,6 @@ class Bench:
         self.tree = tree
         self.tmp = tmp
         self.rows_per_batch = rows_per_batch
-        self.loads: tuple[float, float] | None = None  # of the last query
 
     def fresh_table(self, name: str) -> str:
         from google.cloud import bigquery
@@ -710,9 +831,8 @@ class Bench:
         row = next(iter(self.client.query_and_wait(query)))
         return int(row["n"]), int(row["d"])
 
-    @contextmanager
-    def query(self, name: str, table_id: str, mode: str | None) -> Iterator[Progress]:
-        """The user's query on ``<tmp>/<name>/source``, stopped when the block ends."""
+    def start(self, name: str, table_id: str, mode: str | None) -> Progress:
+        """The user's query on ``<tmp>/<name>/source``, started."""
         source = self.tmp / name / "source"
         source.mkdir(parents=True, exist_ok=True)
         frame = (
@@ -730,14 +850,30 @@ class Bench:
         if mode is not None:
             writer = writer.option("mode", mode)
         started = os.getloadavg()[0]
-        query = writer.start()
+        progress = Progress(writer.start())
+        progress.loads = (round(started, 2), round(started, 2))
+        return progress
+
+    @staticmethod
+    def stop(progress: Progress) -> None:
+        """Stop the query; raises if it had failed."""
+        progress.query.stop()
+        assert progress.loads is not None
+        progress.loads = (progress.loads[0], round(os.getloadavg()[0], 2))
+        if progress.query.exception() is not None:
+            raise RuntimeError(f"the query failed: {progress.query.exception()}")
+
+    @contextmanager
+    def query(self, name: str, table_id: str, mode: str | None) -> Iterator[Progress]:
+        """The user's query on ``<tmp>/<name>/source``, stopped when the block ends."""
+        progress = self.start(name, table_id, mode)
         try:
-            yield Progress(query)
-        finally:
-            query.stop()
-            self.loads = (round(started, 2), round(os.getloadavg()[0], 2))
-        if query.exception() is not None:
-            raise RuntimeError(f"the query failed: {query.exception()}")
+            yield progress
+        except BaseException:
+            with suppress(Exception):  # the block's own exception is the one to see
+                self.stop(progress)
+            raise
+        self.stop(progress)
 
     def files(self, name: str, first_file: int, count: int) -> list[Path]:
         """``count`` files of the batch size, staged outside the query's directory."""
@@ -759,7 +895,7 @@ class Bench:
         """The batches, rows and streams of a stopped query; ``failed`` set if its rows
         are not what was read."""
         figure.batches = progress.figures()
-        figure.loads = self.loads
+        figure.loads = progress.loads
         if progress.rows != figure.expected_rows:
             raise RuntimeError(f"Spark read {progress.rows:,} rows, {figure.expected_rows:,} put")
         figure.counted, figure.distinct = self.count(table_id)
@@ -778,31 +914,93 @@ class Bench:
             raise RuntimeError(holds)
 
     def run_mode(self, name: str, mode: str | None, batches: int) -> QueryFigure:
-        """``batches`` micro-batches, the first alone; a failure is recorded, not raised."""
-        figure = QueryFigure(name, mode, expected_rows=batches * self.rows_per_batch)
-        try:
-            table_id = self.fresh_table(name)
-            files = self.files(name, 0, batches)
-            self.put(name, files[:1])
-            with self.query(name, table_id, mode) as progress:
-                progress.wait_for(1, FIRST_BATCH_S)
-                figure.streams.first_batch = self.created(table_id)
-                self.put(name, files[1:])
-                progress.wait_for(batches, FIRST_BATCH_S + batches * BATCH_S)
-            self.settle(figure, progress, table_id)
-        except Exception as exc:
-            figure.failed = f"{type(exc).__name__}: {exc}"[:600]
-            say(f"FAILED: {name}: {figure.failed}")
-            traceback.print_exc()
-            return figure
-        say(
-            f"  {name:<10} {len(figure.batches)} micro-batches, {figure.counted:,} rows "
-            f"({figure.distinct:,} distinct) counted in BigQuery; streams {figure.streams.total} "
-            f"({figure.streams.first_batch} by the end of the first batch); addBatch p50 "
-            f"{_cell(figure.add_batch(0.5), ',.0f')} ms, "
-            f"p95 {_cell(figure.add_batch(0.95), ',.0f')} ms"
-        )
-        return figure
+        """``batches`` micro-batches of one query alone (the warm-up)."""
+        return self.run_modes([(name, mode)], batches, batches)[0]
+
+    def run_modes(
+        self,
+        modes: list[tuple[str, str | None]],
+        batches: int,
+        segment: int,
+        round_loads: list[float] | None = None,
+    ) -> list[QueryFigure]:
+        """``batches`` micro-batches of each of ``modes`` (name, mode option), interleaved:
+        every query started, then their first batches one after the other, then rounds
+        of ``segment`` batches each (:func:`schedule`). A mode that fails is recorded
+        and left out of the rounds after; the others go on."""
+        running = [
+            Running(QueryFigure(name, mode, expected_rows=batches * self.rows_per_batch))
+            for name, mode in modes
+        ]
+        loads = round_loads if round_loads is not None else []
+
+        def attempt(run: Running, step: Callable[..., None], *args: Any) -> None:
+            if run.figure.failed:
+                return
+            try:
+                step(run, *args)
+            except Exception as exc:
+                run.figure.failed = f"{type(exc).__name__}: {exc}"[:600]
+                say(f"FAILED: {run.name}: {run.figure.failed}")
+                traceback.print_exc()
+
+        def begin(run: Running) -> None:
+            run.table_id = self.fresh_table(run.name)
+            run.files = self.files(run.name, 0, batches)
+            run.progress = self.start(run.name, run.table_id, run.figure.mode)
+            stack.callback(end, run)
+
+        def end(run: Running) -> None:
+            assert run.progress is not None
+            try:
+                self.stop(run.progress)
+            except Exception as exc:
+                if not run.figure.failed:
+                    run.figure.failed = f"{type(exc).__name__}: {exc}"[:600]
+                    say(f"FAILED: {run.name}: {run.figure.failed}")
+
+        def turn(run: Running, files: int, number: int, timeout_s: float) -> None:
+            assert run.progress is not None
+            self.put(run.name, run.files[run.put : run.put + files])
+            run.put += files
+            run.progress.wait_for(run.put, timeout_s)
+            run.progress.tag(number)
+
+        def first(run: Running) -> None:
+            turn(run, 1, 0, FIRST_BATCH_S)
+            run.figure.streams.first_batch = self.created(run.table_id)
+
+        def settle(run: Running) -> None:
+            assert run.progress is not None
+            self.settle(run.figure, run.progress, run.table_id)
+
+        with ExitStack() as stack:
+            for run in running:
+                attempt(run, begin)
+            loads.append(round(os.getloadavg()[0], 2))
+            for run in running:
+                attempt(run, first)
+            rounds = schedule(batches, segment, len(running))
+            for number, turns in enumerate(rounds, start=1):
+                loads.append(round(os.getloadavg()[0], 2))
+                if len(running) > 1:
+                    say(f"  round {number} of {len(rounds)}, load {loads[-1]:.2f}")
+                for index, files in turns:
+                    attempt(running[index], turn, files, number, FIRST_BATCH_S + files * BATCH_S)
+        for run in running:
+            attempt(run, settle)
+        for run in running:
+            figure = run.figure
+            if figure.failed:
+                continue
+            say(
+                f"  {figure.name:<10} {len(figure.batches)} micro-batches, {figure.counted:,} "
+                f"rows ({figure.distinct:,} distinct) counted in BigQuery; streams "
+                f"{figure.streams.total} ({figure.streams.first_batch} by the end of the first "
+                f"batch); addBatch p50 {_cell(figure.add_batch(0.5), ',.0f')} ms, "
+                f"p95 {_cell(figure.add_batch(0.95), ',.0f')} ms"
+            )
+        return [run.figure for run in running]
 
     def run_soak(self, minutes: float, sample_s: float) -> Soak:
         """The query with no mode option for ``minutes``, sampled every ``sample_s``."""
@@ -901,6 +1099,7 @@ def measure(
     rows_per_batch: int = ROWS_PER_BATCH,
     sample_s: float = SAMPLE_S,
     warmup_batches: int = WARMUP_BATCHES,
+    segment: int = SEGMENT,
 ) -> Economy:
     """Every figure, in this process: it starts Spark, so call it in a process whose JVM
     (if any) was started with this run's local BigQuery; :func:`measure_in_child` runs it
@@ -910,7 +1109,7 @@ def measure(
     from onceover.bigquery import bigquery_client
     from onceover.localbq import LocalBigQueryProcess
 
-    result = Economy(batches=batches, rows_per_batch=rows_per_batch)
+    result = Economy(batches=batches, rows_per_batch=rows_per_batch, segment=segment)
     os.environ.setdefault(
         "PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell"
     )
@@ -937,14 +1136,17 @@ def measure(
                 bench.warm_up(warmup_batches)
                 say(
                     f"{batches} micro-batches of {rows_per_batch} rows per mode, "
-                    f"{PARTITIONS} partitions, trigger {TRIGGER}"
+                    f"{PARTITIONS} partitions, trigger {TRIGGER}; the modes interleaved: "
+                    f"their first batches, then {result.rounds} rounds of {segment} "
+                    "micro-batches per mode in turn"
                 )
-                for mode in MODES:
-                    result.modes.append(bench.run_mode(mode, mode, batches))
+                result.modes = bench.run_modes(
+                    [(mode, mode) for mode in MODES], batches, segment, result.round_loads
+                )
                 if soak_minutes > 0:
                     say(
-                        f"soak: the query with no mode option for {soak_minutes:g} min, "
-                        f"sampled every {sample_s:g} s"
+                        f"soak: the query with no mode option (`{default_mode()}`) for "
+                        f"{soak_minutes:g} min, sampled every {sample_s:g} s"
                     )
                     result.soak = bench.run_soak(soak_minutes, sample_s)
             finally:
@@ -1009,9 +1211,10 @@ def table(result: Economy) -> list[str]:
         ["  after it (steady state)", *each(lambda m: _int_cell(m.streams.steady))],
         ["  their types", *each(lambda m: ", ".join(
             f"{n} {t}" for t, n in sorted(m.streams.types.items())) or "none")],
-        ["steady state, s (2nd batch's start to the last's end)",
+        ["mean trigger period, s (consecutive batches within a round)",
+         *each(lambda m: _cell(m.trigger_period_s, ".2f"))],
+        ["steady state, s (the steady batches at that period)",
          *each(lambda m: _cell(m.steady_seconds, ",.1f"))],
-        ["  mean trigger period, s", *each(lambda m: _cell(m.trigger_period_s, ".2f"))],
         ["**streams created per hour, steady state**",
          *each(lambda m: _cell(m.streams_per_hour, ",.0f"))],
         ["  per partition", *each(lambda m: _cell(m.streams_per_partition_hour, ",.1f"))],
@@ -1020,16 +1223,33 @@ def table(result: Economy) -> list[str]:
         ["  p95, ms", *each(lambda m: _cell(m.add_batch(0.95), ",.0f"))],
         ["  p50 / `default`", *each(lambda m: ratio(m, 0.5))],
         ["  p95 / `default`", *each(lambda m: ratio(m, 0.95))],
+        ["  paired: median over the rounds of the round's p50 / `default`'s",
+         *each(lambda m: "1.00" if m.name == BASELINE
+               else _cell(result.paired_ratio(m.name), ".2f"))],
         ["  the first batch (not in p50/p95), ms",
          *each(lambda m: _cell(m.first_batch_ms, ",.0f"))],
-        ["the machine's load average (1 min), start → end",
-         *each(lambda m: f"{m.loads[0]:.2f} → {m.loads[1]:.2f}" if m.loads else "n/a")],
     ]  # fmt: skip
     return [
         "| | " + " | ".join(f"`{m.name}`" for m in modes) + " |",
         "|---|" + "---:|" * len(modes),
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
+
+
+def interleaving(result: Economy) -> str:
+    """How the modes ran, and the machine's load while they did."""
+    loads = result.round_loads
+    load = (
+        f"; the machine's load average (1 min) as the rounds began: min {min(loads):.2f}, "
+        f"median {statistics.median(loads):.2f}, max {max(loads):.2f}"
+        if loads
+        else ""
+    )
+    return (
+        f"The modes interleaved: their queries ran together, one batch at a time; each "
+        f"mode's first batch in turn, then {result.rounds} rounds of up to {result.segment} "
+        f"micro-batches per mode in turn (the order rotated each round){load}."
+    )
 
 
 def _slope(value: float | None) -> str:
@@ -1095,10 +1315,12 @@ def markdown(result: Economy, header: dict[str, Any]) -> list[str]:
         *goals_table(result),
         "",
         *table(result),
+        "",
+        interleaving(result),
     ]
     if result.soak is not None:
-        lines += ["", f"## Soak: `writeStream` with no mode option, {result.soak.minutes:g} min",
-                  "", *soak_table(result.soak)]  # fmt: skip
+        lines += ["", f"## Soak: `writeStream` with no mode option (`{default_mode()}`), "
+                  f"{result.soak.minutes:g} min", "", *soak_table(result.soak)]  # fmt: skip
     if result.failed:
         lines += ["", f"FAILED: {result.failed}"]
     return lines
@@ -1107,6 +1329,8 @@ def markdown(result: Economy, header: dict[str, Any]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--batches", type=int, default=BATCHES, help="micro-batches per mode")
+    parser.add_argument("--segment", type=int, default=SEGMENT,
+                        help="micro-batches each mode runs in its turn of a round")  # fmt: skip
     parser.add_argument("--soak-minutes", type=float, default=SOAK_MINUTES,
                         help="how long the soak runs; 0 skips it")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write JSON and Markdown here")
@@ -1116,8 +1340,8 @@ def main() -> int:
     parser.add_argument("--warmup-batches", type=int, default=WARMUP_BATCHES,
                         help="untimed micro-batches before the modes (0: none)")  # fmt: skip
     args = parser.parse_args()
-    if args.batches < 2 or args.rows_per_batch < PARTITIONS:
-        parser.error(f"--batches must be >= 2 and --rows-per-batch >= {PARTITIONS}")
+    if args.batches < 2 or args.segment < 1 or args.rows_per_batch < PARTITIONS:
+        parser.error(f"--batches must be >= 2, --segment >= 1 and --rows-per-batch >= {PARTITIONS}")
     if args.soak_minutes < 0 or args.sample_seconds <= 0 or args.warmup_batches < 0:
         parser.error("--soak-minutes and --warmup-batches must be >= 0, --sample-seconds > 0")
     from onceover.bench.run import _commit, _machine
@@ -1133,6 +1357,7 @@ def main() -> int:
         result = measure(
             Path(tmp), args.batches, args.soak_minutes, rows_per_batch=args.rows_per_batch,
             sample_s=args.sample_seconds, warmup_batches=args.warmup_batches,
+            segment=args.segment,
         )  # fmt: skip
     load = os.getloadavg()
     header["load_at_end"] = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
