@@ -266,11 +266,13 @@ class BatchCommitter:
     def _flush(self, record: BatchRecord) -> None:
         """Publish a buffered batch: flush each stream to its last row, then let each
         slot go on from there (a crash before that costs the next batch a new stream)."""
-        flush_batch(self.job, self.client, record.streams, label=self.label)
         slots = StreamSlots(self.ledger)
-        for stream in record.streams:
-            end = stream.base + stream.rows
-            slots.flushed(stream.partition, stream.stream, batch_name(self.batch_id), end)
+        batch = batch_name(self.batch_id)
+
+        def go_on(stream: StreamCommit) -> None:
+            slots.flushed(stream.partition, stream.stream, batch, stream.base + stream.rows)
+
+        flush_batch(self.job, self.client, record.streams, label=self.label, then=go_on)
 
     def _prune(self) -> None:
         """Old committed batches out of the ledger, in step with Spark's own logs; a

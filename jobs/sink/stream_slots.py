@@ -147,14 +147,15 @@ def continuation(
 ) -> tuple[str, int] | None:
     """The stream and offset where ``batch`` may continue in the partition whose slot is
     ``slot``, or None when it must take a new stream (see the module's rules).
-    ``after_flush``: buffered mode, where only a flushed end may be continued."""
+    ``after_flush``: buffered mode, where only a flushed end may be continued, and a
+    slot this batch took already never is (an earlier attempt may have written there)."""
     if slot is None:
         return None
     if slot.end is not None and slot.batch != batch:
         if after_flush and slot.flushed != slot.end:
             return None
         return slot.stream, slot.end
-    if slot.batch == batch and slot.end is None:
+    if slot.batch == batch and slot.end is None and not after_flush:
         # This batch took it; its partition wrote no progress yet (the caller looked).
         return slot.stream, slot.base
     return None

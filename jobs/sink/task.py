@@ -6,8 +6,8 @@
 - ``buffered``: the partition's BUFFERED stream, kept from batch to batch
   (:mod:`jobs.sink.stream_slots`) and recorded in the ledger before the first append;
   nothing is visible until the driver flushes the batch (:mod:`jobs.sink.flush`). A
-  retried attempt of a partition left part-way starts over on a new stream: what the
-  earlier one sent is never flushed, so the replay need not send the same rows.
+  retried attempt of a partition starts over on a new stream: what the earlier one
+  sent is never flushed, so the retry need not send the same rows.
 - ``committed``: the partition's COMMITTED stream, recorded in the ledger before the
   first append; a retried attempt finds it and goes on from the recorded offset.
   Rows are visible as soon as each append is acknowledged.
@@ -31,15 +31,15 @@ import pyarrow as pa
 from jobs.sink import failpoints
 from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from jobs.sink.commit_limits import check_partition
-from jobs.sink.errors import NonDeterministicInputError, RowCountMismatchError
+from jobs.sink.errors import LedgerError, NonDeterministicInputError, RowCountMismatchError
 from jobs.sink.flush import stream_exists
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
-from jobs.sink.ledger import Ledger, PartitionProgress, batch_name
+from jobs.sink.ledger import Ledger, PartitionProgress, StreamCommit, batch_name
 from jobs.sink.options import STREAM_TYPES
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from jobs.sink.stream_rate import stream_creations
-from jobs.sink.stream_slots import StreamSlots, continuation
+from jobs.sink.stream_slots import READ_RACES, StreamSlot, StreamSlots, continuation
 from jobs.sink.telemetry import StreamTelemetry, Telemetry
 from jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
 
@@ -462,25 +462,6 @@ a COMMITTED stream idle for 3 days (BUFFERED: 7), and a query may have stood sti
 long."""
 
 
-def _done_before(
-    slots: StreamSlots, progress: PartitionProgress, task: TaskContextInfo
-) -> TaskResult:
-    """The batch's intent names the partition's stream: the driver took that attempt's
-    result, and its commit (a replay's) flushes it. The attempt may have died before it
-    told the slot: tell it again (idempotent); send nothing."""
-    end = progress.base + progress.acked_rows
-    slots.finish(task.partition, progress.stream, batch_name(task.batch_id), end)
-    return TaskResult(
-        progress.stream,
-        "BUFFERED",
-        progress.acked_rows,
-        0,
-        task.partition,
-        task.attempt,
-        base=progress.base,
-    )
-
-
 def _take_stream(
     job: SinkJob,
     client: BigQueryWriteClient,
@@ -536,102 +517,100 @@ def _write_buffered(
     """Append the partition to its BUFFERED stream; the driver's flush publishes it.
 
     Nothing is visible before that flush, so unlike committed mode a retry owes no
-    earlier attempt the same rows in the same order: an attempt that finds the
-    partition written by an earlier one leaves those rows unflushed on their stream
-    and starts over on a new one (a shuffle's order may change between attempts).
+    earlier attempt the same rows in the same order: an attempt that finds its
+    partition's slot taken by an earlier attempt of the same batch leaves that stream
+    (whatever the attempt sent there is never flushed) and writes the partition on a
+    new one (a shuffle's order, a clock or a UUID may change between attempts). So the
+    slot is the only record a task keeps: one compare-and-swap write per task.
 
-    An earlier attempt's *complete* record proves only that its input ended, not that
-    Spark took its result: when something upstream of the sink fails (a shuffle fetch,
-    a Python UDF), the writer sees its rows end early and returns, and Spark fails the
-    attempt afterwards. Only the driver's intent, written from the results Spark
-    accepted, vouches for a partition: kept if the intent names its stream and
-    BigQuery still holds it."""
+    Whether an earlier attempt completed its partition is not the task's to say: when
+    something upstream of the sink fails (a shuffle fetch, a Python UDF), the writer
+    sees its rows end early and returns, and Spark fails the attempt afterwards. Only
+    the driver's intent, written from the results Spark accepted, vouches for a
+    partition: a replay that finds it returns the stream it names, sending nothing."""
     slots = StreamSlots(job.ledger())
-    ledger = slots.ledger
-    progress = ledger.partition(task.batch_id, task.partition)
-    if progress is not None and progress.complete and _in_intent(ledger, progress, task):
-        if stream_exists(job, client, progress.stream):
-            return _done_before(slots, progress, task)
+    vouched = _in_intent(slots.ledger, task)
+    if vouched is not None:
+        if stream_exists(job, client, vouched.stream):
+            return TaskResult(
+                vouched.stream, "BUFFERED", vouched.rows, 0, task.partition, task.attempt,
+                base=vouched.base,
+            )  # fmt: skip
         logger.warning(
-            "%s: stream %s of the completed partition is gone (expired before the batch was "
+            "%s: stream %s the batch's intent names is gone (expired before the batch was "
             "flushed); writing the partition again on a new stream",
             _context(job, telemetry, task),
-            progress.stream,
+            vouched.stream,
         )
     first = next(batches, None)
     if first is None:  # an empty partition takes no stream
         return TaskResult(None, "BUFFERED", 0, 0, task.partition, task.attempt)
-    if progress is None:
-        progress, resumed = _take_stream(job, client, slots, task, telemetry)
-    else:
-        progress, resumed = _start_over(job, client, slots, progress, task, telemetry), False
-    events = telemetry.stream(progress.stream, "BUFFERED", task.partition, task.attempt)
+    stream, base, resumed = _take_buffered(job, client, slots, task, telemetry)
+    events = telemetry.stream(stream, "BUFFERED", task.partition, task.attempt)
     events.created(resumed=resumed)
     encoder = encoder_for(job)
     appender = _appender(
-        job, client, progress.stream, encoder=encoder, events=events, telemetry=telemetry,
-        task=task,
-    )  # fmt: skip
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
+    )
     try:
-        rows = _append_all(
-            appender, job, _chain(first, batches), encoder, offsets=True, base=progress.base
-        )
+        rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True, base=base)
     finally:
         appender.close()
-    # Compare-and-swap from the revision this attempt recorded: an attempt that started
-    # over since (on another stream) makes this one stop here, its rows never flushed.
-    ledger.save_partition(
-        task.batch_id,
-        task.partition,
-        replace(progress, attempt=task.attempt, acked_rows=rows, sent_rows=rows, complete=True),
-    )
-    slots.finish(task.partition, progress.stream, batch_name(task.batch_id), progress.base + rows)
     return TaskResult(
-        progress.stream,
-        "BUFFERED",
-        rows,
-        appender.bytes_acknowledged,
-        task.partition,
-        task.attempt,
-        base=progress.base,
-    )
+        stream, "BUFFERED", rows, appender.bytes_acknowledged, task.partition, task.attempt,
+        base=base,
+    )  # fmt: skip
 
 
-def _in_intent(ledger: Ledger, progress: PartitionProgress, task: TaskContextInfo) -> bool:
-    """Whether the batch's intent names ``progress``'s stream for this partition."""
+def _in_intent(ledger: Ledger, task: TaskContextInfo) -> StreamCommit | None:
+    """The stream the batch's intent names for this partition, if there is an intent."""
     record = ledger.batch(task.batch_id)
-    return record is not None and any(
-        s.partition == task.partition and s.stream == progress.stream for s in record.streams
-    )
+    if record is None:
+        return None
+    return next((s for s in record.streams if s.partition == task.partition), None)
 
 
-def _start_over(  # noqa: PLR0917 - the task's context, as its callers have it
+def _take_buffered(
     job: SinkJob,
     client: BigQueryWriteClient,
     slots: StreamSlots,
-    progress: PartitionProgress,
     task: TaskContextInfo,
     telemetry: Telemetry,
-) -> PartitionProgress:
-    """Move the partition to a new BUFFERED stream, from its first row. What earlier
-    attempts sent stays unflushed where it is, never seen. Recorded by compare-and-swap
-    first: a concurrent attempt that moved or completed the partition wins."""
-    created = _create_stream(job, client, "BUFFERED")
-    moved = PartitionProgress(stream=created, attempt=task.attempt, revision=progress.revision)
-    try:
-        saved = slots.ledger.save_partition(task.batch_id, task.partition, moved)
-    except BaseException:
-        telemetry.stream(created, "BUFFERED", task.partition, task.attempt).orphaned(
-            "another attempt of this partition moved its progress first"
+) -> tuple[str, int, bool]:
+    """The partition's stream and the offset to write from, saved in its slot before the
+    first append: where the last batch's flush left the slot's stream, or a new stream.
+    Never a stream another attempt of this batch took: a slot this batch took already
+    (an earlier attempt, or one racing this) gets a new stream. Returns the stream, the
+    offset and whether the stream existed."""
+    batch = batch_name(task.batch_id)
+    slot = slots.current(task.partition)
+    continued = continuation(slot, batch, after_flush=True)
+    if (
+        continued is not None
+        and slot is not None
+        and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
+        and not stream_exists(job, client, slot.stream)
+    ):
+        logger.info("stream %s is gone (expired while unused); taking a new one", slot.stream)
+        continued = None
+    if continued is not None:
+        stream, base = continued
+        taken = StreamSlot(stream=stream, batch=batch, base=base, taken_at=round(time.time(), 3))
+        if slots.save(task.partition, taken, after=slot):
+            return stream, base, True
+        slot = slots.current(task.partition)  # another attempt of this batch took it
+    elif slot is not None and slot.batch == batch:
+        telemetry.stream(slot.stream, "BUFFERED", task.partition, task.attempt).orphaned(
+            f"an earlier attempt of batch {batch} wrote here; attempt {task.attempt} writes "
+            "the partition again on a new stream and this batch's rows here are never flushed"
         )
-        raise
-    slots.take(task.partition, created, batch_name(task.batch_id), 0)
-    telemetry.stream(progress.stream, "BUFFERED", task.partition, progress.attempt).orphaned(
-        f"attempt {progress.attempt} stopped part-way; attempt {task.attempt} writes the "
-        "partition again on a new stream and this one is never flushed",
-        progress.acked_rows,
-    )
-    return saved
+    created = _create_stream(job, client, "BUFFERED")
+    for _ in range(READ_RACES):
+        taken = StreamSlot(stream=created, batch=batch, base=0, taken_at=round(time.time(), 3))
+        if slots.save(task.partition, taken, after=slot):
+            return created, 0, False
+        slot = slots.current(task.partition)
+    raise LedgerError(f"partition {task.partition}: its stream slot kept changing")
 
 
 # -- default ----------------------------------------------------------------------
