@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobs.sink import failpoints
-from jobs.sink.commit_limits import check_streams
+from jobs.sink.commit_limits import check_bytes, check_streams
 from jobs.sink.driver import driver_owner
 from jobs.sink.errors import (
     CommitRejectedError,
@@ -204,6 +204,7 @@ class BatchCommitter:
         job = self.job
         if job.options.mode == "pending":
             check_streams(self.label, job.table, len(streams))
+            check_bytes(self.label, job.table, sum(s.bytes for s in streams), self._location)
         if job.options.mode == "committed" and self.batch_id is None:
             self._finalize_committed(streams)
         intent = BatchRecord(
@@ -244,6 +245,17 @@ class BatchCommitter:
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
         )
         return committed
+
+    def _location(self) -> str | None:
+        """The location of the table's dataset, as BigQuery reports it."""
+        from onceover.bigquery import bigquery_client
+
+        client = bigquery_client(self.job.bigquery)
+        try:
+            location = client.get_dataset(self.job.table.rsplit(".", 1)[0]).location
+        finally:
+            client.close()
+        return None if location is None else str(location)
 
     def _finalize_committed(self, streams: Sequence[StreamCommit]) -> None:
         """A batch write's COMMITTED streams are never continued (its write has one

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.generate import write_files
 from jobs.sink import failpoints
 from jobs.sink import task as task_module
+from jobs.sink.commit_limits import commit_bytes_limit
 from jobs.sink.committer import BatchCommitter
 from jobs.sink.errors import CommitLimitError
 from jobs.sink.job import SinkJob
@@ -219,6 +220,36 @@ def test_a_pending_write_of_more_partitions_than_one_commit_takes_is_refused_bef
         BatchCommitter(job, 0).commit(results)
     assert job.ledger().batch(0) is None
     assert count(rest, table) == (0, 0)
+
+
+@pytest.mark.parametrize(("location", "limit"), [("US", "10 TB"), ("europe-west3", "1 TB")])
+def test_a_pending_batch_of_more_bytes_than_one_commit_takes_is_refused_before_its_intent(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    tmp_path: Path,
+    location: str,
+    limit: str,
+) -> None:
+    """BigQuery: one BatchCommitWriteStreams commits at most 1 TB of pending data in a
+    regional dataset, 10 TB in a multi-region one (the US). A batch one byte over its
+    dataset's limit, as its tasks report it, is refused before its intent."""
+    dataset = bigquery.Dataset(f"{rest.project}.t_{tmp_path.name[-8:]}_{len(location)}")
+    dataset.location = location
+    rest.create_dataset(dataset)
+    try:
+        table = create_table(rest, f"{dataset.project}.{dataset.dataset_id}")
+        job = streaming_job(bq_config, table, tmp_path, mode="pending")
+        over = commit_bytes_limit(location) + 1
+        results = [
+            TaskResult(f"{table}/streams/s{n}", "PENDING", 1, part, n, 0)
+            for n, part in enumerate((over // 2, over - over // 2))
+        ]
+        with pytest.raises(CommitLimitError, match=rf"{over:,} bytes .* location {location}"):
+            BatchCommitter(job, 0).commit(results)
+        assert job.ledger().batch(0) is None
+    finally:
+        rest.delete_dataset(dataset, delete_contents=True, not_found_ok=True)
+    assert commit_bytes_limit(location) == {"10 TB": 10 * 10**12, "1 TB": 10**12}[limit]
 
 
 def test_a_stream_that_expired_while_the_query_stood_still_is_replaced(
