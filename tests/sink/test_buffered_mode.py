@@ -221,6 +221,7 @@ def tagged_once_failing(fail_after: int) -> Column:
 
     def tag(event_id: int) -> str:
         context = TaskContext.get()
+        assert context is not None  # a UDF runs in a task
         seen[0] += 1
         if context.partitionId() == 0 and context.attemptNumber() == 0 and seen[0] > fail_after:
             raise RuntimeError(f"executor lost (the test's) after event {event_id}")
