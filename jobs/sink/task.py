@@ -462,6 +462,31 @@ a COMMITTED stream idle for 3 days (BUFFERED: 7), and a query may have stood sti
 long."""
 
 
+def _continuable(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    slots: StreamSlots,
+    task: TaskContextInfo,
+    *,
+    after_flush: bool,
+) -> tuple[StreamSlot | None, tuple[str, int] | None]:
+    """The partition's slot (read once) and where this batch may continue its stream
+    (:func:`~jobs.sink.stream_slots.continuation`), None when it must take a new one.
+    A stream unused for :data:`STREAM_CHECK_IDLE_S` is looked up first: BigQuery may
+    have deleted it while the query stood still."""
+    slot = slots.current(task.partition)
+    continued = continuation(slot, batch_name(task.batch_id), after_flush=after_flush)
+    if (
+        continued is not None
+        and slot is not None
+        and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
+        and not stream_exists(job, client, slot.stream)
+    ):
+        logger.info("stream %s is gone (expired while unused); taking a new one", slot.stream)
+        return slot, None
+    return slot, continued
+
+
 def _take_stream(
     job: SinkJob,
     client: BigQueryWriteClient,
@@ -475,16 +500,7 @@ def _take_stream(
     kind = STREAM_TYPES[job.options.mode]
     ledger = slots.ledger
     batch = batch_name(task.batch_id)
-    slot = slots.current(task.partition)
-    continued = continuation(slot, batch, after_flush=kind == "BUFFERED")  # the slot read once
-    if (
-        continued is not None
-        and slot is not None
-        and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
-        and not stream_exists(job, client, slot.stream)
-    ):
-        logger.info("stream %s is gone (expired while unused); taking a new one", slot.stream)
-        continued = None  # expired while the query stood still: a new one
+    slot, continued = _continuable(job, client, slots, task, after_flush=False)
     if continued is not None:
         stream, base = continued
         if slot is None or slot.batch != batch:
@@ -583,16 +599,7 @@ def _take_buffered(
     (an earlier attempt, or one racing this) gets a new stream. Returns the stream, the
     offset and whether the stream existed."""
     batch = batch_name(task.batch_id)
-    slot = slots.current(task.partition)
-    continued = continuation(slot, batch, after_flush=True)
-    if (
-        continued is not None
-        and slot is not None
-        and time.time() - slot.taken_at > STREAM_CHECK_IDLE_S
-        and not stream_exists(job, client, slot.stream)
-    ):
-        logger.info("stream %s is gone (expired while unused); taking a new one", slot.stream)
-        continued = None
+    slot, continued = _continuable(job, client, slots, task, after_flush=True)
     if continued is not None:
         stream, base = continued
         taken = StreamSlot(stream=stream, batch=batch, base=base, taken_at=round(time.time(), 3))
