@@ -11,8 +11,8 @@ Driver (run and batch)         ``run_started`` (with the job's spec, for resume)
                                ``batch_skipped_duplicate``, ``batch_aborted``
 Executors (one stream each)    ``stream_created``, ``append_acknowledged``,
                                ``append_already_exists``, ``append_out_of_range``,
-                               ``append_error``, ``stream_finalized``,
-                               ``stream_orphaned``
+                               ``append_error``, ``rows_rejected``,
+                               ``stream_finalized``, ``stream_orphaned``
 =============================  ======================================================
 
 Batch and stream events carry the sink's ``mode``; a stream's ``stream_type`` follows
@@ -38,6 +38,14 @@ driver stopped); a replay of the batch finishes it.
 
 ALREADY_EXISTS is deduplication doing its job (an identical retry after a lost
 acknowledgement); OUT_OF_RANGE is a gap in the client's offsets, a correctness alarm.
+Rows BigQuery refuses (a value too long for ``STRING(n)``, out of a ``NUMERIC(p, s)``
+range, a NULL in a REQUIRED column) are named in ``rows_rejected`` by the task that sent
+them, every time it sent them (a retried task names them again). With a dead-letter
+table they are set aside there and the rest of the request is sent again; the batch's
+``batch_intent`` and ``batch_committed`` then carry ``dead_lettered_rows`` (counted
+once, whatever was retried) and the ``dead_letter_streams`` committed with the batch.
+Without one the task fails naming them.
+
 Adding an optional field keeps version 1; renaming or removing one makes version 2.
 A new value of ``mode`` or ``stream_type`` keeps version 1 too, but a control plane
 older than the value refuses the events carrying it (upgrade the control plane first).
@@ -85,6 +93,14 @@ _TABLE = Annotated[
     ),
 ]
 _COUNT = Annotated[int, Field(ge=0)]
+_COLUMN_PATH = Annotated[
+    str,
+    Field(
+        max_length=1000,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="a column, or a nested field as column.field",
+    ),
+]
 
 
 def event_id(*parts: object) -> str:
@@ -211,16 +227,28 @@ class _BatchEvent(_Event):
     )
 
 
-class BatchIntent(_BatchEvent):
+class _DeadLetters(BaseModel):
+    """What a batch set aside in its dead-letter table (none without one)."""
+
+    dead_lettered_rows: _COUNT = Field(
+        default=0, description="rows BigQuery refused, written to the dead-letter table"
+    )
+    dead_letter_table: _TABLE | None = None
+    dead_letter_streams: list[StreamRows] = Field(
+        default=[], description="the PENDING streams on the dead-letter table"
+    )
+
+
+class BatchIntent(_BatchEvent, _DeadLetters):
     type: Literal["batch_intent"] = "batch_intent"
     streams: list[StreamRows]
-    expected_rows: _COUNT
+    expected_rows: _COUNT = Field(description="rows for the target table (set-aside rows apart)")
 
 
-class BatchCommitted(_BatchEvent):
+class BatchCommitted(_BatchEvent, _DeadLetters):
     type: Literal["batch_committed"] = "batch_committed"
     streams: list[StreamRows]
-    rows: _COUNT
+    rows: _COUNT = Field(description="rows committed to the target table")
     duration_ms: Annotated[float, Field(ge=0)] | None = None
     resolved: bool = Field(
         default=False, description="committed by an earlier attempt, found on replay"
@@ -289,6 +317,34 @@ class AppendError(_StreamEvent):
     retrying: bool
 
 
+ROW_REJECTION_SAMPLES = 20
+"""Rows a ``rows_rejected`` event names (its ``rows`` counts them all)."""
+
+
+class RowRejection(BaseModel):
+    """One row BigQuery refused, named as a user finds it again."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offset: _COUNT = Field(description="the row's offset in its partition (0 = first row)")
+    key: Annotated[str, Field(max_length=1000)] | None = Field(
+        default=None, description="the write's key column's value, as text"
+    )
+    column: _COLUMN_PATH | None = Field(default=None, description="the column BigQuery named")
+    reason: Annotated[str, Field(max_length=1000)]
+
+
+class RowsRejected(_StreamEvent):
+    type: Literal["rows_rejected"] = "rows_rejected"
+    offset: _COUNT = Field(description="the stream offset of the request BigQuery refused")
+    rows: _COUNT = Field(description="rows of the request BigQuery refused")
+    dead_letter_table: _TABLE | None = Field(
+        default=None,
+        description="where they were set aside; none: no dead-letter table, the task fails",
+    )
+    samples: Annotated[list[RowRejection], Field(max_length=ROW_REJECTION_SAMPLES)] = []
+
+
 class StreamFinalized(_StreamEvent):
     type: Literal["stream_finalized"] = "stream_finalized"
     row_count: _COUNT
@@ -314,6 +370,7 @@ Event = Annotated[
     | AppendAlreadyExists
     | AppendOutOfRange
     | AppendError
+    | RowsRejected
     | StreamFinalized
     | StreamOrphaned,
     Field(discriminator="type"),
@@ -333,6 +390,7 @@ StreamEvent = (
     | AppendAlreadyExists
     | AppendOutOfRange
     | AppendError
+    | RowsRejected
     | StreamFinalized
     | StreamOrphaned
 )

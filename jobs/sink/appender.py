@@ -36,6 +36,16 @@ retry it for these calls, and re-sending the same requests for 300 s would hide 
 permanent failure (a server-side bug on these rows) as a slow one, so it fails at once.
 The same classes hold for the unary calls (:mod:`jobs.sink.unary`).
 
+A request BigQuery refuses for bad rows answers with ``row_errors`` (each row's index in
+the request, a code, a message; INVALID_ARGUMENT, and nothing of the request appended).
+Without an ``on_row_errors`` handler that fails as above, naming the rows. With one, the
+handler names them and returns the request without them (or None when no row is left):
+it is sent again at the same offset and every request behind it moves down by the rows
+taken out (``rows_refused``), on a new connection (the old one answers the requests
+behind with OUT_OF_RANGE). Nothing behind a refused request can have been appended,
+since offsets are strict, so moving them loses nothing. On the ``_default`` stream,
+which has no offsets, the request goes again behind the others.
+
 The ``_default`` stream takes no offsets: a re-send after an ambiguous failure may
 duplicate rows there, which is why ``default`` mode is at-least-once.
 """
@@ -50,7 +60,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import grpc
 
@@ -148,6 +158,9 @@ class PlannedAppend:
     """An identical request may already have been applied (a re-send)."""
     digest: str = ""
     """Of the encoded rows (committed mode records it with the offset)."""
+    source: Any = None
+    """The request's rows as the writer knows them, for ``on_row_errors`` to name and
+    take out (:class:`jobs.sink.dead_letter.RequestRows`)."""
     sent_at: float = 0.0
     sends: int = 0
 
@@ -156,6 +169,21 @@ class PlannedAppend:
         if self.offset is None:
             return f"{self.rows} rows"
         return f"rows at offsets {self.offset}..{self.offset + self.rows - 1}"
+
+
+@dataclass(frozen=True)
+class RowError:
+    """One entry of an answer's ``row_errors``: a row BigQuery refused."""
+
+    index: int
+    """The row's index in the request."""
+    code: str
+    message: str
+
+
+RowErrorHandler = Callable[[PlannedAppend, list[RowError]], "PlannedAppend | None"]
+"""Given a refused request and its row errors, the request to send in its place (None:
+nothing is left to send); raises to fail the write."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +306,8 @@ class StreamAppender:
         policy: RetryPolicy | None = None,
         max_inflight: int = 4,
         before_send: Callable[[PlannedAppend, list[PlannedAppend]], None] | None = None,
+        on_row_errors: RowErrorHandler | None = None,
+        offset_shift: int = 0,
     ) -> None:
         self.client = client
         self.stream = stream
@@ -287,6 +317,11 @@ class StreamAppender:
         self.policy = policy or RetryPolicy()
         self.max_inflight = max(1, max_inflight)
         self.before_send = before_send
+        self.on_row_errors = on_row_errors
+        self.offset_shift = offset_shift
+        """Rows taken out of earlier requests (row errors): a request given to
+        :meth:`append` moves down by as many offsets."""
+        self.rows_refused = 0
         self.inflight: deque[PlannedAppend] = deque()
         self.rows_acknowledged = 0
         self.bytes_acknowledged = 0
@@ -302,6 +337,9 @@ class StreamAppender:
         try:
             while len(self.inflight) >= self.max_inflight:
                 self._receive_one()
+            if append.offset is not None:
+                # After waiting: a refusal answered meanwhile moves this request too.
+                append.offset -= self.offset_shift
             self.inflight.append(append)
             self._send(append)
         except BaseException:
@@ -409,9 +447,10 @@ class StreamAppender:
 
         raw = types.AppendRowsResponse.pb(response)
         code = raw.error.code if raw.HasField("error") else OK
+        if raw.row_errors:
+            self._rows_refused(head, raw)
+            return
         if code == OK:
-            if raw.row_errors:
-                self._reject(head, "INVALID_ARGUMENT", _row_errors(raw))
             acknowledged = raw.append_result.offset.value if head.offset is not None else None
             if head.offset is not None and acknowledged != head.offset:
                 self._reject(
@@ -468,6 +507,35 @@ class StreamAppender:
         else:
             self._reject(head, code_name(failure.code), failure.message, failure)
 
+    def _rows_refused(self, head: PlannedAppend, raw: Any) -> None:
+        """BigQuery refused ``head`` for bad rows (module docstring)."""
+        errors = [
+            RowError(int(e.index), _row_error_code(e.code), str(e.message)) for e in raw.row_errors
+        ]
+        if self.on_row_errors is None:
+            self._reject(head, "INVALID_ARGUMENT", _row_errors(raw))
+        replacement = self.on_row_errors(head, errors)  # it reports them (rows_rejected)
+        removed = head.rows - (replacement.rows if replacement is not None else 0)
+        if removed <= 0:
+            self._reject(head, "INVALID_ARGUMENT", f"no row taken out: {_row_errors(raw)}")
+        self.inflight.popleft()
+        self.rows_refused += removed
+        if head.offset is None:  # the _default stream: no offsets to keep in order
+            if replacement is not None:
+                self.inflight.append(replacement)
+                self._send(replacement)
+            return
+        self.offset_shift += removed
+        for later in self.inflight:
+            assert later.offset is not None
+            later.offset -= removed
+            # Never sent at its new offset, and never applied at its old one (the
+            # refused request before it was not): ALREADY_EXISTS for it is wrong offsets.
+            later.may_exist, later.sends = False, 0
+        if replacement is not None:
+            self.inflight.appendleft(replacement)
+        self._resend_inflight("rows refused")
+
     def _acknowledged(self, head: PlannedAppend) -> None:
         self.inflight.popleft()
         self.rows_acknowledged += head.rows
@@ -504,7 +572,7 @@ class StreamAppender:
 
     def _reject(
         self, head: PlannedAppend, code: str, message: str, failure: _Failure | None = None
-    ) -> None:
+    ) -> NoReturn:
         storage = failure.storage if failure is not None else None
         cause = f"{message} [{storage}]" if storage is not None else message
         self.listener.error(head, code, cause, False)
@@ -516,6 +584,15 @@ class StreamAppender:
             grpc_code=code,
             storage_code=storage.code if storage is not None else None,
         )
+
+
+def _row_error_code(code: int) -> str:
+    from google.cloud.bigquery_storage_v1 import types
+
+    try:
+        return str(types.RowError.RowErrorCode(code).name)
+    except ValueError:
+        return f"CODE_{code}"
 
 
 def _row_errors(raw: Any) -> str:

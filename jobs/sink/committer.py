@@ -25,6 +25,13 @@ go on (:meth:`StreamSlots.flushed`).
 visible per append); their batches go straight to committed in the ledger, which is
 what makes a replayed batch id a no-op.
 
+Rows BigQuery refused (:mod:`jobs.sink.dead_letter`) come back from the tasks on PENDING
+streams of the dead-letter table. The intent names them beside the batch's own, and in
+every mode they are committed first (their own ``BatchCommitWriteStreams``: a commit
+takes one table), then the batch's streams; a replay that finds the intent asks BigQuery
+about both and commits what is not committed, so each set-aside row lands once, with
+its batch.
+
 Which write a batch is (:mod:`jobs.sink.identity`) the streaming sink knows on the
 driver; for any other write the tasks worked it out and every result names it.
 """
@@ -49,7 +56,7 @@ from jobs.sink.errors import (
 )
 from jobs.sink.flush import flush_batch, stream_exists
 from jobs.sink.identity import WriteIdentity
-from jobs.sink.job import SinkJob
+from jobs.sink.job import SinkJob, table_parent
 from jobs.sink.ledger import BatchRecord, StreamCommit, batch_name, renew_driver
 from jobs.sink.ledger_retention import prune
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
@@ -101,6 +108,16 @@ def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
         StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt, base=r.base)
         for r in sorted(found, key=lambda r: r.partition)
         if r.stream
+    )
+
+
+def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
+    """The tasks' PENDING streams on the dead-letter table (jobs.sink.dead_letter)."""
+    found = [r for r in results if r is not None and r.dead_letters is not None and not r.skipped]
+    return tuple(
+        StreamCommit(d.stream, d.rows, d.bytes, r.partition, r.attempt)
+        for r in sorted(found, key=lambda r: r.partition)
+        if (d := r.dead_letters) is not None
     )
 
 
@@ -172,6 +189,7 @@ class BatchCommitter:
             # Fenced: a driver another took over (its lease lapsed) commits nothing more.
             renew_driver(self.ledger.root, self.write.scope, self.label)
             streams = _streams(results)
+            dead_letters = _dead_letter_streams(results)
             for _ in range(INTENT_RACES):
                 record = self.ledger.batch(self.batch_id)
                 if record is not None and self.job.options.checkpoint is not None:
@@ -185,7 +203,8 @@ class BatchCommitter:
                     if record.committed:
                         self._skip_duplicate(record, streams)
                         return record
-                committed = self._commit_new(streams, started, replacing=record)
+                    dead_letters = self._set_aside_already(record, dead_letters)
+                committed = self._commit_new(streams, dead_letters, started, replacing=record)
                 if committed is not None:
                     return committed
                 # Another driver wrote its intent for this batch since we looked: settle
@@ -198,7 +217,12 @@ class BatchCommitter:
             self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
 
     def _commit_new(
-        self, streams: tuple[StreamCommit, ...], started: float, *, replacing: BatchRecord | None
+        self,
+        streams: tuple[StreamCommit, ...],
+        dead_letters: tuple[StreamCommit, ...],
+        started: float,
+        *,
+        replacing: BatchRecord | None,
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
@@ -218,6 +242,8 @@ class BatchCommitter:
             intent_at=_now_text(),
             source_offsets=self._source_offsets(),
             owner=driver_owner(),
+            dead_letter_table=job.options.dead_letter if dead_letters else None,
+            dead_letter_streams=dead_letters,
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
             return None
@@ -226,17 +252,21 @@ class BatchCommitter:
                 id=self._event_id("batch_intent", *(s.stream for s in streams)),
                 streams=_stream_rows(streams),
                 expected_rows=intent.expected_rows,
+                **_dead_letter_fields(intent),
                 **self.telemetry.batch_event_fields(),
             )
         )
         failpoints.hit("ledger.after_intent")
         commit_time: str | None = None
-        if job.options.mode == "pending" and streams:
+        publishes = job.options.mode in _UNSEEN_UNTIL_COMMIT and bool(streams)
+        if publishes or dead_letters:
             intent = self.ledger.mark_commit_started(intent, at=_now_text())
+        if dead_letters:
+            self._commit_dead_letters(intent)
+        if job.options.mode == "pending" and streams:
             failpoints.hit("commit.before")
             commit_time = self._batch_commit([s.stream for s in streams])
         if job.options.mode == "buffered" and streams:
-            intent = self.ledger.mark_commit_started(intent, at=_now_text())
             self._flush(intent)
         committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
         self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
@@ -306,19 +336,58 @@ class BatchCommitter:
             return None
         return fingerprint(checkpoint, self.batch_id)
 
-    def _batch_commit(self, names: list[str]) -> str | None:
-        """``BatchCommitWriteStreams``; a lost response is retried and resolves as committed."""
+    def _commit_dead_letters(self, record: BatchRecord, *, resolving: bool = False) -> None:
+        """Commit the batch's streams on the dead-letter table. ``resolving`` an intent
+        an earlier driver left: only if BigQuery shows them uncommitted (streams it no
+        longer knows raise :class:`StreamsGoneError`, as the batch's own do)."""
+        if not record.dead_letter_streams:
+            return
+        assert record.dead_letter_table is not None
+        names = [s.stream for s in record.dead_letter_streams]
+        if resolving and self._commit_time(names) is not None:
+            return
+        self._batch_commit(
+            names, parent=table_parent(record.dead_letter_table), table=record.dead_letter_table
+        )
+        logger.info(
+            "%s: %d rows set aside in %s",
+            self.label,
+            record.dead_lettered_rows,
+            record.dead_letter_table,
+        )
+
+    def _set_aside_already(
+        self, record: BatchRecord, replay: tuple[StreamCommit, ...]
+    ) -> tuple[StreamCommit, ...]:
+        """Which dead-letter streams a batch written again commits: the intent's, if a
+        driver committed them before its batch's streams became uncommittable (those
+        rows are set aside already, and must not be twice), else the replay's."""
+        if not record.dead_letter_streams or record.commit_started_at is None:
+            return replay
+        try:
+            committed = self._commit_time([s.stream for s in record.dead_letter_streams])
+        except StreamsGoneError:
+            committed = None
+        return record.dead_letter_streams if committed is not None else replay
+
+    def _batch_commit(
+        self, names: list[str], *, parent: str | None = None, table: str | None = None
+    ) -> str | None:
+        """``BatchCommitWriteStreams`` of ``names`` on the job's table (or ``parent``,
+        ``table``); a lost response is retried and resolves as committed."""
         from google.api_core.exceptions import NotFound
         from google.cloud.bigquery_storage_v1 import types
 
-        request = types.BatchCommitWriteStreamsRequest(parent=self.job.parent, write_streams=names)
+        parent = parent or self.job.parent
+        table = table or self.job.table
+        request = types.BatchCommitWriteStreamsRequest(parent=parent, write_streams=names)
         for attempt in range(1, 6):
             try:
                 response = call_with_retry(
                     self.job,
                     gapic(self.client.batch_commit_write_streams, request=request),
                     what="BatchCommitWriteStreams",
-                    on=self.job.parent,
+                    on=parent,
                 )
             except NotFound as exc:  # a stream that is gone: no one can commit it
                 raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
@@ -346,9 +415,8 @@ class BatchCommitter:
                     "%s: already committed (retry %d after a lost response)", self.label, attempt
                 )
                 return self._commit_time(names)
-            refused = (
-                f"BigQuery refused to commit {self.label} into {self.job.table}: "
-                + "; ".join(f"{e.entity}: {e.error_message}" for e in response.stream_errors)
+            refused = f"BigQuery refused to commit {self.label} into {table}: " + "; ".join(
+                f"{e.entity}: {e.error_message}" for e in response.stream_errors
             )
             if codes == {types.StorageError.StorageErrorCode.STREAM_NOT_FOUND}:
                 raise StreamsGoneError(refused)
@@ -356,7 +424,7 @@ class BatchCommitter:
                 raise StreamsUncommittableError(refused)
             raise CommitRejectedError(refused)
         raise CommitRejectedError(
-            f"{self.label}: BigQuery did not confirm the commit of {self.job.table} in 5 "
+            f"{self.label}: BigQuery did not confirm the commit of {table} in 5 "
             "tries (answers lost, or without a commit time); its intent is in the ledger, "
             "and a restart asks BigQuery whether its streams were committed"
         )
@@ -395,13 +463,19 @@ class BatchCommitter:
         if record.mode == "buffered" and record.streams:
             return self._finish_flush(record, replay)
         if record.mode != "pending" or not record.streams:
-            # Nothing was to be committed in BigQuery: the intent is as good as done.
+            # Nothing of the batch was to be committed in BigQuery (its set-aside rows
+            # apart): the intent is as good as done.
+            try:
+                self._commit_dead_letters(record, resolving=True)
+            except StreamsGoneError as exc:
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
             committed = self.ledger.mark_committed(
                 record, at=_now_text(), commit_time=None, resolved=True
             )
             self._emit_committed(committed, duration_ms=None)
             return committed
         try:
+            self._commit_dead_letters(record, resolving=True)
             commit_time = self._commit_time([s.stream for s in record.streams])
             if commit_time is None:
                 # Commit the intent's own streams, never the replay's: if the driver that
@@ -440,6 +514,7 @@ class BatchCommitter:
                     if not stream_exists(self.job, self.client, stream.stream):
                         raise StreamsGoneError(f"{self.label}: {stream.stream} no longer exists")
             record = self.ledger.mark_commit_started(record, at=_now_text())
+            self._commit_dead_letters(record, resolving=True)
             self._flush(record)
         except StreamsGoneError as exc:
             if record.commit_started_at is not None:
@@ -522,6 +597,7 @@ class BatchCommitter:
                 rows=record.expected_rows,
                 duration_ms=duration_ms,
                 resolved=record.resolved,
+                **_dead_letter_fields(record),
                 **self.telemetry.batch_event_fields(),
             )
         )
@@ -573,6 +649,15 @@ class BatchCommitter:
             logger.exception("abort of %s could not finish its bookkeeping", self.label)
         finally:
             self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+
+def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
+    """A batch event's account of the rows it set aside."""
+    return {
+        "dead_lettered_rows": record.dead_lettered_rows,
+        "dead_letter_table": record.dead_letter_table,
+        "dead_letter_streams": _stream_rows(record.dead_letter_streams),
+    }
 
 
 def _stream_type(job: SinkJob) -> str:

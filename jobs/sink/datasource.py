@@ -93,6 +93,10 @@ def prepare_job(
     }:
         raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
     fields = load_table_schema(config, options.table)
+    if options.dead_letter is not None:
+        from jobs.sink.dead_letter import ensure_dead_letter_table
+
+        ensure_dead_letter_table(config, options.dead_letter)
     if options.stamp:
         from jobs.sink.stamp import check_stamp_columns, with_stamp_fields
 

@@ -37,6 +37,9 @@ are ``ValueError`` as well, which is what Spark users expect from a bad ``.optio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from onceover.errors import OnceoverError
 
 
@@ -90,6 +93,17 @@ class AppendRejectedError(SinkError):
         self.grpc_code = grpc_code
         self.storage_code = storage_code
         super().__init__(message)
+
+
+class RowsRejectedError(AppendRejectedError):
+    """BigQuery refused rows of a request (``row_errors``) and the write has no
+    dead-letter table: the message names each row (partition, offset, key, column,
+    BigQuery's message: the first 20, then a count); ``rows`` holds them all
+    (:class:`jobs.sink.dead_letter.RefusedRow`)."""
+
+    def __init__(self, message: str, *, rows: Sequence[Any] = (), **where: Any) -> None:
+        self.rows = list(rows)
+        super().__init__(message, grpc_code="INVALID_ARGUMENT", **where)
 
 
 class DuplicateAppendError(AppendRejectedError):

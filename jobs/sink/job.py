@@ -50,8 +50,14 @@ class SinkJob:
 
     @property
     def parent(self) -> str:
-        o = self.options
-        return f"projects/{o.project}/datasets/{o.dataset}/tables/{o.table_name}"
+        return table_parent(self.options.table)
+
+    @property
+    def dead_letter_parent(self) -> str | None:
+        """The dead-letter table as a Storage Write parent; None without one."""
+        if self.options.dead_letter is None:
+            return None
+        return table_parent(self.options.dead_letter)
 
     def ledger(self) -> Ledger:
         assert self.options.ledger is not None  # parse_options always sets it
@@ -62,6 +68,12 @@ class SinkJob:
         from google.cloud.bigquery import SchemaField
 
         return [SchemaField.from_api_repr(field) for field in self.table_fields]
+
+
+def table_parent(table: str) -> str:
+    """``project.dataset.table`` as the Storage Write API names it."""
+    project, dataset, name = table.rsplit(".", 2)
+    return f"projects/{project}/datasets/{dataset}/tables/{name}"
 
 
 def streaming_query_id(checkpoint: str) -> str:

@@ -87,10 +87,19 @@ class BatchRecord:
     the intent's streams. None proves no commit was ever asked for, so streams
     BigQuery no longer knows (expired) can be written again; once set, only BigQuery
     (or a person) can tell."""
+    dead_letter_table: str | None = None
+    dead_letter_streams: tuple[StreamCommit, ...] = ()
+    """PENDING streams on ``dead_letter_table`` holding the rows BigQuery refused
+    (jobs.sink.dead_letter), committed with the batch; ``expected_rows`` counts only
+    the table's own rows."""
 
     @property
     def committed(self) -> bool:
         return self.state == "committed"
+
+    @property
+    def dead_lettered_rows(self) -> int:
+        return sum(s.rows for s in self.dead_letter_streams)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,11 @@ class PartitionProgress:
     """The stream offset of the partition's first row. The offsets above count from
     it: a stream continued from an earlier batch (jobs.sink.stream_slots) starts
     there, a new one at 0."""
+    refused: list[list[int | str | None]] = field(default_factory=list)
+    """(offset, column, reason) of each row BigQuery refused (jobs.sink.dead_letter),
+    recorded before the rest of its request was sent: the stream holds the partition's
+    rows but these, so a row's stream offset is ``base`` + its offset - the refused rows
+    before it, and a retry sets the same rows aside again."""
 
 
 def batch_name(batch_id: int | None) -> str:
@@ -366,7 +380,8 @@ def read_record(path: Path) -> BatchRecord | None:
         return None
     try:
         streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
-        return BatchRecord(streams=streams, **payload)
+        dead = tuple(StreamCommit(**s) for s in payload.pop("dead_letter_streams", ()))
+        return BatchRecord(streams=streams, dead_letter_streams=dead, **payload)
     except (TypeError, KeyError) as exc:
         raise LedgerError(f"ledger record {path}: {exc}") from exc
 

@@ -12,7 +12,14 @@ option                      default     meaning
                                         visible per append), ``default``
                                         (at-least-once baseline); ``buffered`` for
                                         ``writeStream``, else ``pending``
-``key``                     none        column that identifies a row (reconciliation)
+``key``                     none        column that identifies a row (reconciliation,
+                                        and the rows BigQuery refuses are named by it)
+``dead_letter``             none        a table (``project.dataset.table`` or
+                                        ``dataset.table``) for the rows BigQuery
+                                        refuses: created if missing, the rows set
+                                        aside there exactly once and the rest written;
+                                        without it a refused row fails the write,
+                                        named (jobs.sink.dead_letter)
 ``stamp``                   false       ``true``: write the run id and batch id into
                                         ``_onceover_run_id`` / ``_onceover_batch_id``
                                         (the table must have them) so reconciliation
@@ -101,6 +108,7 @@ KNOWN = frozenset(
         "table",
         "mode",
         "key",
+        "dead_letter",
         "stamp",
         "run_id",
         "write_id",
@@ -135,6 +143,8 @@ class SinkOptions:
     """Always fully qualified: ``project.dataset.table``."""
     mode: Mode = "pending"
     key: str | None = None
+    dead_letter: str | None = None
+    """Where rows BigQuery refuses are set aside (``project.dataset.table``)."""
     stamp: bool = False
     run_id: str | None = None
     write_id: str | None = None
@@ -206,6 +216,22 @@ def _id(options: Mapping[str, str], name: str) -> str | None:
     if text is not None and not _RUN_ID_RE.match(text):
         raise SinkOptionError(name, f"{text!r}: use 1-128 letters, digits, '.', '_', ':' or '-'")
     return text
+
+
+def _table_option(options: Mapping[str, str], name: str, written: str) -> str | None:
+    """A table option as ``project.dataset.table`` (in the project of the ``written``
+    table when it names none), never the written table; None when not given."""
+    text = options.get(name, "").strip()
+    if not text:
+        return None
+    match = _TABLE_RE.match(text)
+    if not match:
+        raise SinkOptionError(name, f"{text!r} is not project.dataset.table or dataset.table")
+    project = match["project"] or written.rsplit(".", 2)[0]
+    table = f"{project}.{match['dataset']}.{match['table']}"
+    if table == written:
+        raise SinkOptionError(name, f"{table} is the table written; name another")
+    return table
 
 
 def _local_path(checkpoint: str) -> str:
@@ -300,6 +326,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         # create one per partition and batch (jobs.sink.stream_slots).
         mode=_choice(options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else None),
         key=key,
+        dead_letter=_table_option(options, "dead_letter", table),
         stamp=_bool(options, "stamp"),
         run_id=run_id,
         write_id=write_id,

@@ -143,7 +143,10 @@ class RowCursor:
 @dataclass(frozen=True)
 class Request:
     offset: int
+    """The partition offset of the request's first row."""
     encoded: EncodedRows
+    rows: pa.RecordBatch
+    """The rows encoded: what a row error's index points into."""
 
 
 def schema_bytes(encoder: RowEncoder) -> int:
@@ -196,7 +199,7 @@ def request_budget(
 
 def split_to_cap(
     batch: pa.RecordBatch, encoder: RowEncoder, budget: RequestBudget, *, first_offset: int
-) -> Iterator[EncodedRows]:
+) -> Iterator[tuple[pa.RecordBatch, EncodedRows]]:
     """Encode ``batch`` as requests of at most ``budget.rows_bytes`` of rows each, in row
     order: every request, schema and envelope included, stays under ``budget.max_bytes``."""
     room = budget.rows_bytes
@@ -212,7 +215,7 @@ def split_to_cap(
             return
     encoded = encoder.encode(batch)
     if encoded.bytes <= room:
-        yield encoded
+        yield batch, encoded
         return
     if batch.num_rows == 1:
         raise AppendRejectedError(
@@ -263,9 +266,9 @@ def plan_requests(
                 f"the partition has fewer rows than its earlier attempt sent at offsets "
                 f"{offset}..{offset + rows - 1}"
             )
-        yield Request(offset, encoder.encode(batch))
+        yield Request(offset, encoder.encode(batch), batch)
         offset += rows
     for batch in cursor.batches():
-        for encoded in split_to_cap(batch, encoder, budget, first_offset=offset):
-            yield Request(offset, encoded)
+        for piece, encoded in split_to_cap(batch, encoder, budget, first_offset=offset):
+            yield Request(offset, encoded, piece)
             offset += encoded.rows

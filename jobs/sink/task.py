@@ -31,6 +31,13 @@ import pyarrow as pa
 from jobs.sink import failpoints
 from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from jobs.sink.commit_limits import check_partition
+from jobs.sink.dead_letter import (
+    RefusedRow,
+    RequestRows,
+    RowRefusals,
+    column_paths,
+    dead_letter_batch,
+)
 from jobs.sink.errors import LedgerError, NonDeterministicInputError, RowCountMismatchError
 from jobs.sink.flush import stream_exists
 from jobs.sink.identity import SparkCall, WriteIdentity
@@ -40,7 +47,7 @@ from jobs.sink.options import STREAM_TYPES
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from jobs.sink.stream_rate import stream_creations
 from jobs.sink.stream_slots import READ_RACES, StreamSlot, StreamSlots, continuation
-from jobs.sink.telemetry import StreamTelemetry, Telemetry
+from jobs.sink.telemetry import QUIET, StreamTelemetry, Telemetry
 from jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
 
 if TYPE_CHECKING:
@@ -76,6 +83,18 @@ class TaskResult:
     """The write the task worked out it belongs to; the driver commits that write."""
     base: int = 0
     """Where the partition's rows start on ``stream`` (a stream continued across batches)."""
+    dead_letters: DeadLetters | None = None
+    """The rows BigQuery refused, set aside on a PENDING stream of the dead-letter table
+    (finalized; the driver commits it with the batch)."""
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """A task's PENDING stream on the dead-letter table."""
+
+    stream: str
+    rows: int
+    bytes: int
 
 
 def current_task(batch_id: int | None) -> TaskContextInfo:
@@ -172,6 +191,8 @@ def _appender(
     telemetry: Telemetry,
     task: TaskContextInfo,
     before_send: Callable[[PlannedAppend, list[PlannedAppend]], None] | None = None,
+    refusals: RowRefusals | None = None,
+    offset_shift: int = 0,
 ) -> StreamAppender:
     return StreamAppender(
         client,
@@ -182,7 +203,78 @@ def _appender(
         policy=_policy(job),
         max_inflight=job.options.max_inflight,
         before_send=before_send,
+        on_row_errors=refusals,
+        offset_shift=offset_shift,
     )
+
+
+def _refusals(
+    job: SinkJob, encoder: RowEncoder, task: TaskContextInfo, events: StreamTelemetry
+) -> RowRefusals:
+    """What the task does with rows BigQuery refuses (jobs.sink.dead_letter)."""
+    return RowRefusals(
+        table=job.table,
+        partition=task.partition,
+        key=job.options.key,
+        columns=column_paths(job.table_fields),
+        encoder=encoder,
+        dead_letter_table=job.options.dead_letter,
+        reported=events.rows_rejected,
+    )
+
+
+def _write_dead_letters(
+    job: SinkJob,
+    client: BigQueryWriteClient,
+    refusals: RowRefusals,
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> DeadLetters | None:
+    """The refused rows on a PENDING stream of the dead-letter table, finalized and
+    checked, for the driver to commit with the batch; None when no row was refused.
+    A failed attempt's stream is never committed (the driver commits only what tasks
+    return), as its target stream is not."""
+    if not refusals.refused:
+        return None
+    assert job.options.dead_letter is not None
+    rows = dead_letter_batch(
+        refusals.refused,
+        run_id=job.run_id,
+        query_id=job.query_id,
+        batch_id=task.batch_id,
+        write=telemetry.write_place(),
+        table=job.table,
+    )
+    parent = job.dead_letter_parent
+    assert parent is not None
+    stream = _create_stream(job, client, "PENDING", parent=parent)
+    encoder = ArrowEncoder(rows.schema)
+    appender = StreamAppender(
+        client,
+        stream,
+        schema_payload=encoder.schema_payload,
+        listener=QUIET,
+        context=f"{_context(job, telemetry, task)} (dead letters)",
+        policy=_policy(job),
+        max_inflight=job.options.max_inflight,
+    )
+    try:
+        sent = _append_all(appender, job, [rows], encoder, offsets=True)
+    finally:
+        appender.close()
+    row_count = finalize_stream(job, client, stream)
+    if row_count != sent:
+        raise RowCountMismatchError(
+            f"{_context(job, telemetry, task)}: dead-letter stream {stream} finalized with "
+            f"{row_count} rows but {sent} were appended"
+        )
+    logger.warning(
+        "%s: %d rows BigQuery refused set aside for %s",
+        _context(job, telemetry, task),
+        sent,
+        job.options.dead_letter,
+    )
+    return DeadLetters(stream, sent, appender.bytes_acknowledged)
 
 
 def _append_all(
@@ -197,13 +289,19 @@ def _append_all(
     sent: Mapping[int, tuple[int, str]] | None = None,
     acknowledged: int = 0,
     base: int = 0,
+    refusals: RowRefusals | None = None,
+    earlier: Mapping[int, tuple[str | None, str]] | None = None,
 ) -> int:
-    """Send every request of the partition; returns the rows appended (from ``start_row``).
+    """Send every request of the partition; returns the rows read (from ``start_row``):
+    those appended and those BigQuery refused (``appender.rows_refused``).
 
     ``sent``: (rows, digest) by offset of what an earlier attempt sent; each such request
     is cut again at its boundaries and must encode to the same digest, and those below
     ``acknowledged`` are not sent again (their rows count as appended). Offsets count
-    the partition's rows; on the stream they start at ``base`` (a continued stream)."""
+    the partition's rows; on the stream they start at ``base`` (a continued stream),
+    less the rows BigQuery refused before them. ``earlier``: rows BigQuery refused when
+    an earlier attempt sent them (by partition offset), taken out and set aside again
+    before their request is sent, or counted if it is not sent again."""
     rows = 0
     for request in plan_requests(
         batches,
@@ -222,24 +320,40 @@ def _append_all(
                 "differ)"
             )
         rows += encoded.rows
-        if before is not None and request.offset + encoded.rows <= acknowledged:
-            continue  # in BigQuery already, and the same rows
-        appender.append(
-            PlannedAppend(
-                offset=base + request.offset if offsets else None,
-                rows=encoded.rows,
-                bytes=encoded.bytes,
-                rows_payload=encoded.apply,
-                may_exist=(request.offset, encoded.rows) in recorded,
-                digest=encoded.digest,
+        source: RequestRows | None = RequestRows.starting_at(request.rows, request.offset)
+        assert source is not None
+        refused = {o: earlier[o] for o in source.offsets if o in earlier} if earlier else {}
+        if refused:
+            assert refusals is not None
+            source = refusals.again(source, refused)
+            encoded = encoder.encode(source.batch) if source is not None else encoded
+        if source is not None and not (
+            before is not None and request.offset + request.rows.num_rows <= acknowledged
+        ):  # else in BigQuery already, and the same rows
+            appender.append(
+                PlannedAppend(
+                    # The appender moves it down by the rows it took out before.
+                    offset=base + request.offset if offsets else None,
+                    rows=encoded.rows,
+                    bytes=encoded.bytes,
+                    rows_payload=encoded.apply,
+                    may_exist=(request.offset, request.rows.num_rows) in recorded,
+                    digest=encoded.digest,
+                    source=source,
+                )
             )
-        )
+        if refused:  # the requests behind start that much lower on the stream
+            appender.offset_shift += len(refused)
+            appender.rows_refused += len(refused)
     appender.flush()
     return rows
 
 
-def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
-    """A new PENDING, BUFFERED or COMMITTED stream on the job's table; returns its name."""
+def _create_stream(
+    job: SinkJob, client: BigQueryWriteClient, kind: str, *, parent: str | None = None
+) -> str:
+    """A new PENDING, BUFFERED or COMMITTED stream on the job's table (or ``parent``);
+    returns its name."""
     from google.cloud.bigquery_storage_v1 import types
 
     write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
@@ -247,10 +361,10 @@ def _create_stream(job: SinkJob, client: BigQueryWriteClient, kind: str) -> str:
     def create(timeout: float) -> Any:
         stream_creations().take()  # every try counts against the quota: pace each
         return client.create_write_stream(
-            parent=job.parent, write_stream=write_stream, retry=None, timeout=timeout
+            parent=parent or job.parent, write_stream=write_stream, retry=None, timeout=timeout
         )
 
-    created = call_with_retry(job, create, what="CreateWriteStream", on=job.parent)
+    created = call_with_retry(job, create, what="CreateWriteStream", on=parent or job.parent)
     return str(created.name)
 
 
@@ -273,13 +387,17 @@ def _write_pending(
     events = telemetry.stream(stream, "PENDING", task.partition, task.attempt)
     events.created()
     encoder = encoder_for(job)
+    refusals = _refusals(job, encoder, task, events)
     appender = _appender(
-        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
-    )
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task,
+        refusals=refusals,
+    )  # fmt: skip
     try:
         rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True)
+        rows -= appender.rows_refused
         appender.close()
         row_count = finalize_stream(job, client, stream)
+        dead_letters = _write_dead_letters(job, client, refusals, task, telemetry)
     except BaseException as exc:
         appender.close()
         # Never committed by anyone: the driver only commits streams tasks return.
@@ -293,8 +411,9 @@ def _write_pending(
             f"rows but {rows} were appended"
         )
     return TaskResult(
-        stream, "PENDING", rows, appender.bytes_acknowledged, task.partition, task.attempt
-    )
+        stream, "PENDING", rows, appender.bytes_acknowledged, task.partition, task.attempt,
+        dead_letters=dead_letters,
+    )  # fmt: skip
 
 
 def finalize_stream(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
@@ -352,10 +471,9 @@ def _write_committed(
     telemetry: Telemetry,
 ) -> TaskResult:
 
-    ledger = job.ledger()
-    slots = StreamSlots(ledger)
+    slots = StreamSlots(job.ledger())
     batch = batch_name(task.batch_id)
-    progress = ledger.partition(task.batch_id, task.partition)
+    progress = slots.ledger.partition(task.batch_id, task.partition)
     resumed = progress is not None
     # Even a partition an earlier attempt recorded complete is read again: its input may
     # have ended early because something upstream failed, which a Python writer sees as
@@ -370,30 +488,13 @@ def _write_committed(
     events = telemetry.stream(progress.stream, "COMMITTED", task.partition, task.attempt)
     events.created(resumed=resumed)
     encoder = encoder_for(job)
-    state = {"progress": replace(progress, attempt=task.attempt, complete=False)}
+    record = _PartitionRecord(
+        job.ledger(), task, replace(progress, attempt=task.attempt, complete=False)
+    )
     start = progress.acked_rows
     base = progress.base
-
-    def before_send(append: PlannedAppend, inflight: list[PlannedAppend]) -> None:
-        assert append.offset is not None
-        current = state["progress"]
-        offset = append.offset - base  # the record counts the partition's rows
-        end = offset + append.rows
-        if end <= current.sent_rows:
-            return  # already covered by the record
-        # The appender lists the request being sent among those in flight already.
-        pending = inflight if any(a is append for a in inflight) else [*inflight, append]
-        unacked = [(a.offset - base, a.rows) for a in pending if a.offset is not None]
-        acked = unacked[0][0] if unacked else end
-        state["progress"] = replace(
-            current,
-            acked_rows=acked,
-            sent_rows=end,
-            inflight=[list(pair) for pair in unacked],
-            sent=[*current.sent, [offset, append.rows, append.digest]],
-        )
-        state["progress"] = ledger.save_partition(task.batch_id, task.partition, state["progress"])
-
+    earlier = record.refused_rows()
+    refusals = replace(_refusals(job, encoder, task, events), recorded=record.refused)
     appender = _appender(
         job,
         client,
@@ -402,7 +503,9 @@ def _write_committed(
         events=events,
         telemetry=telemetry,
         task=task,
-        before_send=before_send,
+        before_send=record.before_send,
+        refusals=refusals,
+        offset_shift=sum(1 for offset in earlier if offset < start),
     )
     sent = _sent_before(progress)
     if sent is not None:
@@ -415,7 +518,8 @@ def _write_committed(
     try:
         rows = _append_all(
             appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded,
-            sent=sent, acknowledged=progress.acked_rows, base=base,
+            sent=sent, acknowledged=progress.acked_rows, base=base, refusals=refusals,
+            earlier=earlier,
         )  # fmt: skip
     except NonDeterministicInputError as exc:
         raise NonDeterministicInputError(_input_changed(job, telemetry, task, str(exc))) from exc
@@ -432,28 +536,82 @@ def _write_committed(
                 "earlier attempt wrote and BigQuery shows already",
             )
         )
-    ledger.save_partition(
-        task.batch_id,
-        task.partition,
-        replace(
-            state["progress"],
-            acked_rows=total,
-            sent_rows=max(total, state["progress"].sent_rows),
-            inflight=[],
-            complete=True,
-        ),
-    )
+    on_stream = record.complete(total)
     # Where the partition's next batch goes on (jobs.sink.stream_slots).
-    slots.finish(task.partition, progress.stream, batch, base + total)
+    slots.finish(task.partition, progress.stream, batch, base + on_stream)
+    dead_letters = _write_dead_letters(job, client, refusals, task, telemetry)
     return TaskResult(
         progress.stream,
         "COMMITTED",
-        total,
+        on_stream,
         appender.bytes_acknowledged,
         task.partition,
         task.attempt,
         base=base,
+        dead_letters=dead_letters,
     )
+
+
+class _PartitionRecord:
+    """Committed mode: the partition's progress in the ledger, saved before each
+    request goes out and before the rest of a request with refused rows does."""
+
+    def __init__(self, ledger: Ledger, task: TaskContextInfo, progress: PartitionProgress):
+        self.ledger = ledger
+        self.task = task
+        self.progress = progress
+
+    def _save(self, progress: PartitionProgress) -> None:
+        self.progress = self.ledger.save_partition(
+            self.task.batch_id, self.task.partition, progress
+        )
+
+    def refused_rows(self) -> dict[int, tuple[str | None, str]]:
+        """Column and reason of each row BigQuery refused before, by partition offset."""
+        return {
+            int(str(offset)): (None if column is None else str(column), str(reason))
+            for offset, column, reason in self.progress.refused
+        }
+
+    def before_send(self, append: PlannedAppend, inflight: list[PlannedAppend]) -> None:
+        # The record counts the partition's rows: each request by the span it was cut
+        # from (its stream offset is lower by the rows refused before it).
+        offset, end = append.source.span
+        current = self.progress
+        if end <= current.sent_rows:
+            return  # already covered by the record
+        # The appender lists the request being sent among those in flight already.
+        pending = inflight if any(a is append for a in inflight) else [*inflight, append]
+        unacked = [(a.source.span[0], a.source.span[1] - a.source.span[0]) for a in pending]
+        self._save(
+            replace(
+                current,
+                acked_rows=unacked[0][0] if unacked else end,
+                sent_rows=end,
+                inflight=[list(pair) for pair in unacked],
+                sent=[*current.sent, [offset, end - offset, append.digest]],
+            )
+        )
+
+    def refused(self, rows: list[RefusedRow]) -> None:
+        current = self.progress
+        refused = [*current.refused, *([r.offset, r.column, r.reason] for r in rows)]
+        self._save(replace(current, refused=refused))
+
+    def complete(self, total: int) -> int:
+        """The partition's ``total`` rows are read and in BigQuery (but those refused);
+        returns how many the stream holds."""
+        current = self.progress
+        self._save(
+            replace(
+                current,
+                acked_rows=total,
+                sent_rows=max(total, current.sent_rows),
+                inflight=[],
+                complete=True,
+            )
+        )
+        return total - len(current.refused)
 
 
 STREAM_CHECK_IDLE_S = 600.0
@@ -565,16 +723,20 @@ def _write_buffered(
     events = telemetry.stream(stream, "BUFFERED", task.partition, task.attempt)
     events.created(resumed=resumed)
     encoder = encoder_for(job)
+    refusals = _refusals(job, encoder, task, events)
     appender = _appender(
-        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
-    )
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task,
+        refusals=refusals,
+    )  # fmt: skip
     try:
         rows = _append_all(appender, job, _chain(first, batches), encoder, offsets=True, base=base)
+        rows -= appender.rows_refused  # what the stream holds: the flush's end
     finally:
         appender.close()
+    dead_letters = _write_dead_letters(job, client, refusals, task, telemetry)
     return TaskResult(
         stream, "BUFFERED", rows, appender.bytes_acknowledged, task.partition, task.attempt,
-        base=base,
+        base=base, dead_letters=dead_letters,
     )  # fmt: skip
 
 
@@ -633,16 +795,21 @@ def _write_default(
     stream = f"{job.parent}/streams/_default"
     events = telemetry.stream(stream, "DEFAULT", task.partition, task.attempt)
     encoder = encoder_for(job)
+    refusals = _refusals(job, encoder, task, events)
     appender = _appender(
-        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task
-    )
+        job, client, stream, encoder=encoder, events=events, telemetry=telemetry, task=task,
+        refusals=refusals,
+    )  # fmt: skip
     try:
         rows = _append_all(appender, job, batches, encoder, offsets=False)
+        rows -= appender.rows_refused
     finally:
         appender.close()
+    dead_letters = _write_dead_letters(job, client, refusals, task, telemetry)
     return TaskResult(
-        stream, "DEFAULT", rows, appender.bytes_acknowledged, task.partition, task.attempt
-    )
+        stream, "DEFAULT", rows, appender.bytes_acknowledged, task.partition, task.attempt,
+        dead_letters=dead_letters,
+    )  # fmt: skip
 
 
 _WRITERS = {

@@ -7,12 +7,15 @@ an event posted twice is stored once. Telemetry never raises into the write path
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.sink.appender import PlannedAppend
 from jobs.sink.job import SinkJob
 from onceover import events
 from onceover.events import event_id, now
+
+if TYPE_CHECKING:
+    from jobs.sink.dead_letter import RefusedRow
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +193,30 @@ class StreamTelemetry:
             )
         )
 
+    def rows_rejected(self, append: PlannedAppend, rows: list[RefusedRow]) -> None:
+        """BigQuery refused ``rows`` of ``append`` (jobs.sink.dead_letter)."""
+        try:
+            event = events.RowsRejected(
+                id=self._id("rows_rejected", append.offset, append.digest, self.fields["attempt"]),
+                offset=append.offset or 0,
+                rows=len(rows),
+                dead_letter_table=self.parent.job.options.dead_letter,
+                samples=[
+                    events.RowRejection(
+                        offset=row.offset,
+                        key=None if row.key is None else row.key[:1000],
+                        column=row.column,
+                        reason=row.reason[:1000],
+                    )
+                    for row in rows[: events.ROW_REJECTION_SAMPLES]
+                ],
+                **self._base(),
+            )
+        except ValueError:  # a name the schema refuses: the error still names the rows
+            logger.warning("rows_rejected event not sent", exc_info=True)
+            return
+        self.parent.emit(event)
+
     def finalized(self, row_count: int) -> None:
         self.parent.emit(
             events.StreamFinalized(
@@ -203,3 +230,23 @@ class StreamTelemetry:
                 id=self._id("stream_orphaned"), reason=reason[:4000], rows=rows, **self._base()
             )
         )
+
+
+class _Quiet:
+    """A listener that tells no one: the dead-letter stream's appends (the batch's
+    events name that stream and its rows)."""
+
+    def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
+        pass
+
+    def already_exists(self, append: PlannedAppend) -> None:
+        pass
+
+    def out_of_range(self, append: PlannedAppend, message: str) -> None:
+        pass
+
+    def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        pass
+
+
+QUIET = _Quiet()
