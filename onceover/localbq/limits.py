@@ -12,15 +12,17 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-One setting is not a limit: ``repeated_flush``, how FlushRows answers an offset already
-flushed (the ``buffered_flush`` patch).
+Two settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+flushed (the ``buffered_flush`` patch), and ``row_errors``, whether AppendRows checks
+each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
+as bqemulator did, so a test can show what the patch changes).
 
 The defaults are BigQuery's, but for ``repeated_flush``, which BigQuery does not
 document: its default is the answer Apache Beam reads as "already flushed". A separately
 launched local BigQuery (``onceover up``, ``onceover bigquery``) takes other values from
 ``ONCEOVER_LOCALBQ_<FIELD>`` environment variables (for example
-``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``, ``ONCEOVER_LOCALBQ_REPEATED_FLUSH=ok``), read
-once when the patches are installed.
+``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``, ``ONCEOVER_LOCALBQ_REPEATED_FLUSH=ok``,
+``ONCEOVER_LOCALBQ_ROW_ERRORS=off``), read once when the patches are installed.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class WriteApiLimitValues:
     ``OFFSET_ALREADY_EXISTS``, which Apache Beam's ``StorageApiFlushAndFinalizeDoFn``
     reads as "already flushed up to this point"; ``"ok"``, OK with the requested offset,
     nothing flushed again."""
+    row_errors: str = "on"
+    """Whether AppendRows checks every row against the table's column rules, as BigQuery
+    does (``row_errors``): ``"on"``, a request with a bad row is refused whole with
+    ``row_errors``; ``"off"``, rows are taken unchecked, as bqemulator did."""
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
@@ -86,7 +92,12 @@ _BYTES = frozenset({"append_request_max_bytes"})
 _WHOLE = _COUNTS | _BYTES
 REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
 """The values ``repeated_flush`` takes."""
-_CHOICES: dict[str, tuple[str, ...]] = {"repeated_flush": REPEATED_FLUSH_ANSWERS}
+ROW_ERRORS_SETTINGS = ("on", "off")
+"""The values ``row_errors`` takes."""
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "repeated_flush": REPEATED_FLUSH_ANSWERS,
+    "row_errors": ROW_ERRORS_SETTINGS,
+}
 _KINDS = {
     **dict.fromkeys(_COUNTS, "a whole number >= 0"),
     **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
@@ -94,7 +105,7 @@ _KINDS = {
 }
 
 LimitValue: TypeAlias = float | str
-"""A field's value: a number, or one of a few words (``repeated_flush``)."""
+"""A field's value: a number, or one of a few words (``repeated_flush``, ``row_errors``)."""
 
 
 def _checked(name: str, value: object) -> LimitValue:
@@ -184,6 +195,10 @@ class WriteApiLimits:
     def repeated_flush(self) -> str:
         return self._values.repeated_flush
 
+    @property
+    def row_errors(self) -> str:
+        return self._values.row_errors
+
 
 WRITE_API_LIMITS = WriteApiLimits()
 """The limits every local BigQuery in this process enforces."""
@@ -259,7 +274,8 @@ def limited(**overrides: LimitValue) -> Iterator[WriteApiLimitValues]:
 def from_environment(environ: Mapping[str, str]) -> dict[str, LimitValue]:
     """The limits ``ONCEOVER_LOCALBQ_<FIELD>`` variables of ``environ`` set, checked.
 
-    A word (``repeated_flush``) is read without surrounding blanks, in any case.
+    A word (``repeated_flush``, ``row_errors``) is read without surrounding blanks, in
+    any case.
     Raises :class:`ConfigurationError` naming the variable when a value is wrong.
     """
     overrides: dict[str, LimitValue] = {}
