@@ -134,9 +134,13 @@ def describe_refused(rows: Sequence[RefusedRow], table: str) -> str:
 
 
 def column_named(message: str, columns: Sequence[str]) -> str | None:
-    """The column a row error's message names: the longest of ``columns`` (top-level
-    names and nested ``a.b`` paths) found in it as a whole word. BigQuery's row errors
-    name the field in free text; there is no field for it."""
+    """The column a row error's message names. BigQuery's row errors name the field in
+    free text (there is no field for it): the name after ``Field`` when it is a column
+    (``Field address.city: ...``), else the longest of ``columns`` (top-level names
+    and nested ``a.b`` paths) found in it as a whole word."""
+    after = re.search(r"\bField\s+([A-Za-z_][A-Za-z0-9_.]*?)[:\s]", message)
+    if after is not None and after.group(1) in columns:
+        return after.group(1)
     found = [
         name
         for name in columns

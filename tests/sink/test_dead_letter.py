@@ -1,0 +1,192 @@
+"""Rows BigQuery refuses: named, and with ``dead_letter`` set aside exactly once while
+the rest lands exactly once, in every mode.
+
+The local BigQuery checks column rules as BigQuery does (launcher patch ``row_errors``):
+a request with a value too long for ``STRING(5)`` is refused whole, with ``row_errors``.
+The tests play Spark's part (a task per partition, retried; the driver's commit, failed
+between its two commits and replayed) and count rows in both tables in BigQuery."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from google.cloud import bigquery
+
+from jobs.sink import failpoints
+from jobs.sink.committer import BatchCommitter
+from jobs.sink.dead_letter import DEAD_LETTER_FIELDS, column_named
+from jobs.sink.errors import RowsRejectedError
+from jobs.sink.job import SinkJob
+from jobs.sink.task import TaskContextInfo, TaskResult, write_partition
+from onceover.bigquery import BigQueryConfig
+from tests.writeapi import ARROW_SCHEMA, count, streaming_job
+
+PARTITION_ROWS = 1_000
+BAD = {0: (3, 250, 251, 999), 1: (0, 640)}
+"""Partition → offsets of the rows whose ``name`` is too long for ``STRING(5)``."""
+TOO_LONG = "much-too-long"
+GOOD_ROWS = 2 * PARTITION_ROWS - sum(len(v) for v in BAD.values())
+
+
+@pytest.fixture
+def table(rest: bigquery.Client, dataset: str) -> str:
+    table_id = f"{dataset}.refusing"
+    schema = [
+        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+        bigquery.SchemaField("name", "STRING", max_length=5),
+    ]
+    rest.create_table(bigquery.Table(table_id, schema=schema))
+    return table_id
+
+
+def job_for(
+    bq_config: BigQueryConfig, table: str, tmp_path: Path, mode: str, **options: str
+) -> SinkJob:
+    return streaming_job(
+        bq_config, table, tmp_path, mode=mode, key="id", **{"request.max_bytes": "10000"}, **options
+    )
+
+
+def partition_rows(partition: int) -> pa.RecordBatch:
+    start = partition * PARTITION_ROWS
+    names = [TOO_LONG if i in BAD[partition] else f"n{i % 1000}" for i in range(PARTITION_ROWS)]
+    ids = list(range(start, start + PARTITION_ROWS))
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array(names)], schema=ARROW_SCHEMA)
+
+
+def write(job: SinkJob, partition: int, attempt: int = 0, batch: int = 0) -> TaskResult:
+    return write_partition(
+        job, [partition_rows(partition)], TaskContextInfo(partition, attempt, batch)
+    )
+
+
+def set_aside(rest: bigquery.Client, table: str) -> list[tuple[int, int, str | None, str | None]]:
+    """(partition, offset, key, column) of every row in the dead-letter table."""
+    found = rest.query_and_wait(
+        f"SELECT `partition`, `offset`, `key`, `column`, `row` FROM `{table}` "
+        "ORDER BY `partition`, `offset`"
+    )
+    rows = []
+    for row in found:
+        assert json.loads(row["row"])["name"] == TOO_LONG  # the row as it was sent
+        rows.append((int(row["partition"]), int(row["offset"]), row["key"], row["column"]))
+    return rows
+
+
+EXPECTED_ASIDE = [
+    (p, o, str(p * PARTITION_ROWS + o), "name")
+    for p, offsets in sorted(BAD.items())
+    for o in offsets
+]
+
+
+@pytest.mark.parametrize("mode", ["pending", "buffered", "committed"])
+def test_bad_rows_are_set_aside_once_and_the_rest_land_once_after_a_retry_and_a_crash(
+    mode: str,
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    table: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Partition 0's first attempt dies after some appends (one of them a request with
+    refused rows, sent again without them); its retry writes the partition again. The
+    driver then fails right after its first commit (the dead-letter table's), and the
+    replay of the batch finishes it. Counted in BigQuery: each good row once in the
+    table, each bad row once in the dead-letter table."""
+    dead_letter = f"{dataset}.refused_{mode}"
+    from jobs.sink.dead_letter import ensure_dead_letter_table
+
+    ensure_dead_letter_table(bq_config, dead_letter)  # what the driver does first
+    job = job_for(bq_config, table, tmp_path, mode, dead_letter=dead_letter)
+
+    monkeypatch.setenv(failpoints.ENV, "append.response=error@4")
+    failpoints.reset()
+    with pytest.raises(Exception, match=r"append\.response"):
+        write(job, 0)
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    results = [write(job, 0, attempt=1), write(job, 1)]
+    assert [r.dead_letters.rows if r.dead_letters else 0 for r in results] == [4, 2]
+
+    monkeypatch.setenv(failpoints.ENV, "commit.after=error@1")
+    failpoints.reset()
+    with pytest.raises(Exception, match=r"commit\.after"):
+        BatchCommitter(job, 0).commit(results)
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    assert len(set_aside(rest, dead_letter)) == 6  # the first commit took effect
+
+    replayed = [write(job, 0, attempt=0), write(job, 1, attempt=0)]
+    record = BatchCommitter(job, 0).commit(replayed)
+    assert record.committed
+    assert record.dead_lettered_rows == 6
+    assert record.expected_rows == GOOD_ROWS
+    assert count(rest, table) == (GOOD_ROWS, GOOD_ROWS)
+    assert set_aside(rest, dead_letter) == EXPECTED_ASIDE
+
+
+def test_without_a_dead_letter_table_the_write_fails_naming_each_row(
+    bq_config: BigQueryConfig, rest: bigquery.Client, table: str, tmp_path: Path
+) -> None:
+    job = job_for(bq_config, table, tmp_path, "pending")
+    with pytest.raises(RowsRejectedError) as refused:
+        write(job, 0)
+    message = str(refused.value)
+    assert "partition 0 offset 3 key '3' column name" in message
+    assert "partition 0 offset 250 key '250' column name" in message
+    offsets = [row.offset for row in refused.value.rows]  # the first refused request's
+    assert offsets[0] == 3
+    assert set(offsets) <= set(BAD[0])
+    assert "dead_letter" in message
+    assert count(rest, table) == (0, 0)
+
+
+def test_the_first_twenty_are_named_then_counted() -> None:
+    from jobs.sink.dead_letter import RefusedRow, describe_refused
+
+    rows = [RefusedRow(0, i, str(i), "name", "too long", "{}") for i in range(25)]
+    text = describe_refused(rows, "p.d.t")
+    assert text.startswith("BigQuery refused 25 rows for p.d.t: partition 0 offset 0 key '0'")
+    assert "offset 19 " in text
+    assert "offset 20 " not in text
+    assert text.endswith("; and 5 more")
+
+
+def test_the_column_is_the_longest_name_the_message_holds() -> None:
+    columns = ["name", "address", "address.city", "id", "value", "length"]
+    assert column_named("Field name: STRING(5) value is 7 characters long", columns) == "name"
+    assert column_named("Field address.city: exceeds max length 5", columns) == "address.city"
+    assert column_named("the name is too long", columns) == "name"
+    assert column_named("something else", columns) is None
+    assert column_named("identity", columns) is None  # a word, not a prefix
+
+
+def test_the_dead_letter_table_is_created_with_its_documented_columns(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str
+) -> None:
+    from jobs.sink.dead_letter import ensure_dead_letter_table
+
+    table = f"{dataset}.dead_letters"
+    ensure_dead_letter_table(bq_config, table)
+    ensure_dead_letter_table(bq_config, table)  # found, and fits
+    schema = rest.get_table(table).schema
+    assert [f.name for f in schema] == [name for name, *_ in DEAD_LETTER_FIELDS]
+
+
+def test_a_dead_letter_table_without_the_columns_is_refused_naming_them(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str
+) -> None:
+    from jobs.sink.dead_letter import ensure_dead_letter_table
+    from jobs.sink.errors import SinkOptionError
+
+    table = f"{dataset}.not_dead_letters"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("run_id", "INT64")]))
+    with pytest.raises(
+        SinkOptionError, match=r"dead_letter.*run_id is INT64, not STRING;.*reason missing"
+    ):
+        ensure_dead_letter_table(bq_config, table)
