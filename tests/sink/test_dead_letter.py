@@ -83,9 +83,13 @@ EXPECTED_ASIDE = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["pending", "buffered", "committed"])
+@pytest.mark.parametrize(
+    ("mode", "row_format"),
+    [("pending", "arrow"), ("buffered", "arrow"), ("committed", "arrow"), ("committed", "proto")],
+)
 def test_bad_rows_are_set_aside_once_and_the_rest_land_once_after_a_retry_and_a_crash(
     mode: str,
+    row_format: str,
     bq_config: BigQueryConfig,
     rest: bigquery.Client,
     dataset: str,
@@ -98,11 +102,11 @@ def test_bad_rows_are_set_aside_once_and_the_rest_land_once_after_a_retry_and_a_
     driver then fails right after its first commit (the dead-letter table's), and the
     replay of the batch finishes it. Counted in BigQuery: each good row once in the
     table, each bad row once in the dead-letter table."""
-    dead_letter = f"{dataset}.refused_{mode}"
+    dead_letter = f"{dataset}.refused_{mode}_{row_format}"
     from jobs.sink.dead_letter import ensure_dead_letter_table
 
     ensure_dead_letter_table(bq_config, dead_letter)  # what the driver does first
-    job = job_for(bq_config, table, tmp_path, mode, dead_letter=dead_letter)
+    job = job_for(bq_config, table, tmp_path, mode, dead_letter=dead_letter, row_format=row_format)
 
     monkeypatch.setenv(failpoints.ENV, "append.response=error@4")
     failpoints.reset()
