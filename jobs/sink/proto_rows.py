@@ -22,6 +22,11 @@ Google's "Supported protocol buffer data types" for the Storage Write API::
     DATETIME     timestamp[us]             string        "YYYY-MM-DD HH:MM:SS.ffffff"
     RECORD       struct<...>               message       nested type, fields numbered 1..k
     REPEATED T   list<T> / large_list<T>   repeated T    one tagged value per element
+    JSON         string / large_string     string        the JSON text, parsed by BigQuery
+    GEOGRAPHY    string / large_string     string        the WKT text, parsed by BigQuery
+    RANGE<T>     struct<start, end>        message       nested type with the fields start
+                                                         and end, each encoded as T above;
+                                                         a NULL bound is absent: unbounded
 
 Every field is proto2 ``optional`` (``repeated`` for REPEATED), REQUIRED columns
 too: a NULL is an absent field, and BigQuery rejects it on a REQUIRED column.
@@ -61,6 +66,7 @@ from google.cloud.bigquery_storage_v1 import types
 from google.protobuf import descriptor_pb2
 
 from jobs.sink.errors import SinkOptionError
+from jobs.sink.schema import RANGE_BOUNDS, RANGE_ELEMENTS
 
 __all__ = ["proto_data", "proto_schema", "serialize_rows"]
 
@@ -175,8 +181,39 @@ def _plan(
         if bq_type == "RECORD":
             members = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
             children = _plan(bq_field.fields, members, path=f"{where}.")
+        elif bq_type == "RANGE":
+            children = _range_bounds(bq_field, arrow_type, where)
         plan.append(_Field(name, number, bq_type, repeated, children))
     return tuple(plan)
+
+
+def _range_bounds(
+    bq_field: bigquery.SchemaField, arrow_type: pa.DataType, where: str
+) -> tuple[_Field, ...]:
+    """The fields of a RANGE<T> column's message: ``start`` and ``end``, each a T.
+
+    Planned from the Arrow struct's members, in their order, as a RECORD's are, so that
+    the members line up with the fields when the rows are encoded.
+    """
+    element_type = getattr(bq_field.range_element_type, "element_type", None)
+    element = str(element_type).upper() if element_type is not None else ""
+    if element not in RANGE_ELEMENTS:
+        raise TypeError(f"column {where!r}: a RANGE of {element or 'no element type'}")
+    members = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+    if sorted(m.name.lower() for m in members) != sorted(RANGE_BOUNDS):
+        raise TypeError(
+            f"column {where!r}: RANGE<{element}> wants a struct of start and end, got {arrow_type}"
+        )
+    kind = _KINDS[element]
+    for member in members:
+        if not kind.accepts(member.type):
+            raise TypeError(
+                f"column {where + '.' + member.name!r}: {element} cannot be encoded from "
+                f"{member.type}"
+            )
+    return tuple(
+        _Field(m.name.lower(), number, element, False) for number, m in enumerate(members, 1)
+    )
 
 
 def _descriptor(name: str, plan: Sequence[_Field]) -> descriptor_pb2.DescriptorProto:
@@ -365,6 +402,11 @@ _KINDS: dict[str, _Kind] = {
         _F.TYPE_STRING, _DELIMITED, lambda t: _is_us_timestamp(t, zoned=False), _datetimes
     ),
     "RECORD": _Kind(_F.TYPE_MESSAGE, _DELIMITED, pa.types.is_struct, _records),
+    # Google's proto table: JSON and GEOGRAPHY are strings, RANGE<T> a nested message
+    # whose absent start or end is an unbounded bound, as a NULL member is absent here.
+    "JSON": _Kind(_F.TYPE_STRING, _DELIMITED, _is_text, _blobs),
+    "GEOGRAPHY": _Kind(_F.TYPE_STRING, _DELIMITED, _is_text, _blobs),
+    "RANGE": _Kind(_F.TYPE_MESSAGE, _DELIMITED, pa.types.is_struct, _records),
 }
 
 

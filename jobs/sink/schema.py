@@ -26,6 +26,14 @@ types" for the Storage Write API; ``docs/types.md`` has the same table)::
     timestamp_ntz         timestamp[us]           DATETIME     timestamp[us]
     array<T>              list<T>                 REPEATED T   list<T sent>
     struct<...>           struct<...>             RECORD       struct<...>, recursively
+    map<K,V>              map<K, V>               REPEATED     list<struct<key, value>>
+                                                  RECORD<key,
+                                                  value>
+    string (JSON text)    string / large_string   JSON         string
+    string (WKT)          string / large_string   GEOGRAPHY    string
+    struct<start: T,      struct<start, end>      RANGE<T>     struct<start: T sent,
+      end: T>                                                    end: T sent>
+    (T: date, timestamp_ntz or timestamp for RANGE<DATE>, <DATETIME>, <TIMESTAMP>)
 
 Rules the checks enforce:
 
@@ -42,8 +50,18 @@ Rules the checks enforce:
   has no BigQuery type. A NULL array is sent as an empty one (BigQuery stores NULL
   arrays as empty); a NULL element inside an array cannot be stored and fails the
   batch, naming the column.
-* Columns of other BigQuery types (TIME, JSON, GEOGRAPHY, INTERVAL, RANGE) are not
-  written; maps have no BigQuery type (``map_entries`` makes them arrays of structs).
+* A map goes where Google's spark-bigquery-connector puts one: a REPEATED RECORD with
+  the fields ``key`` and ``value`` (matched like any RECORD's fields), one element per
+  entry in the map's order; a NULL map is sent as an empty array, as NULL arrays are.
+* JSON and GEOGRAPHY columns take text from string columns, which BigQuery parses: JSON
+  text and WKT. The text is not parsed here: a Python parse costs ~200 times the
+  conversion, would fail the whole batch where a dead-letter table sets only the bad
+  rows aside, and could not match BigQuery's rules exactly. BigQuery refuses what does
+  not parse when it is appended, and the sink names refused rows (``row_errors``) and,
+  with a dead-letter table, sets them aside (``jobs.sink.dead_letter``).
+* A RANGE<T> column takes a struct of exactly the fields ``start`` and ``end``, each of
+  a type T takes (the time rules below hold); a NULL bound is an unbounded one.
+* Columns of other BigQuery types (TIME, INTERVAL) are not written.
 """
 
 from __future__ import annotations
@@ -80,7 +98,17 @@ TARGET_TYPES: dict[str, pa.DataType] = {
     "DATE": pa.date32(),
     "TIMESTAMP": pa.timestamp("us", tz="UTC"),
     "DATETIME": pa.timestamp("us"),
+    # Text BigQuery parses itself (Google's Arrow ingestion table: JSON and GEOGRAPHY
+    # as Utf8, the geography as WKT).
+    "JSON": pa.string(),
+    "GEOGRAPHY": pa.string(),
 }
+RANGE_ELEMENTS = ("DATE", "DATETIME", "TIMESTAMP")
+"""The element types a BigQuery RANGE can have."""
+RANGE_BOUNDS = ("start", "end")
+"""A RANGE's fields, as BigQuery's Arrow and proto ingestion name them, in this order."""
+MAP_FIELDS = ("key", "value")
+"""The RECORD fields a map's entries go to (the spark-bigquery-connector's names)."""
 
 # The REST API reports the legacy names (INTEGER, FLOAT, BOOLEAN, RECORD); DDL and
 # users may say either, and DECIMAL/BIGDECIMAL are aliases.
@@ -225,6 +253,16 @@ def _plan_field(
     path: str, source: pa.DataType, column: SchemaField, problems: list[str]
 ) -> pa.DataType | None:
     """The sent type of ``column`` fed by ``source``, or None after adding the problem."""
+    if _mode(column) == "REPEATED" and pa.types.is_map(source):
+        if _bq_type(column) != "RECORD":
+            problems.append(
+                f"column {path!r} is a map ({_describe(source)}) but the table column is "
+                f"REPEATED {_bq_type(column)}; a map goes to a REPEATED RECORD column with "
+                "the fields key and value"
+            )
+            return None
+        # Planned as what it is sent as: its entries, an array of key/value structs.
+        source = _map_entries_type(source)
     if _mode(column) == "REPEATED":
         if not _is_list(source):
             problems.append(
@@ -232,7 +270,7 @@ def _plan_field(
                 f"column is REPEATED {_bq_type(column)}"
             )
             return None
-        if _is_list(source.value_type):
+        if _is_list(source.value_type) or pa.types.is_map(source.value_type):
             problems.append(_array_of_arrays(path, source))
             return None
         element = _plan_value(path, source.value_type, column, problems)
@@ -250,6 +288,8 @@ def _plan_value(
     path: str, source: pa.DataType, column: SchemaField, problems: list[str]
 ) -> pa.DataType | None:
     bq_type = _bq_type(column)
+    if bq_type == "RANGE":
+        return _plan_range(path, source, column, problems)
     if bq_type == "RECORD" and pa.types.is_struct(source):
         members = [source.field(i) for i in range(source.num_fields)]
         if not members:
@@ -262,6 +302,44 @@ def _plan_value(
         problems.append(f"column {path!r}: {_describe(source)} cannot be written to {bq_type}{why}")
         return None
     return TARGET_TYPES[bq_type]
+
+
+def _plan_range(
+    path: str, source: pa.DataType, column: SchemaField, problems: list[str]
+) -> pa.DataType | None:
+    """``struct<start: T, end: T>`` (T sent as BigQuery's T) for a RANGE<T> column."""
+    element = _range_element(column)
+    if element not in RANGE_ELEMENTS:
+        problems.append(
+            f"column {path!r} is a RANGE of {element or 'no element type'}, not of "
+            "DATE, DATETIME or TIMESTAMP"
+        )
+        return None
+    name = f"RANGE<{element}>"
+    members = (
+        [source.field(i) for i in range(source.num_fields)] if pa.types.is_struct(source) else []
+    )
+    bounds = {member.name.casefold(): member for member in members}
+    if len(members) != len(RANGE_BOUNDS) or set(bounds) != set(RANGE_BOUNDS):
+        problems.append(
+            f"column {path!r}: {_describe(source)} cannot be written to {name}: a RANGE is "
+            f"written from a struct of exactly two fields, start and end, of a type "
+            f"{element} takes (a NULL bound is unbounded)"
+        )
+        return None
+    fits = True
+    for bound in RANGE_BOUNDS:
+        member = bounds[bound]
+        why = _unfit(member.type, element)
+        if why is not None:
+            problems.append(
+                f"column {path + '.' + member.name!r}: {_describe(member.type)} cannot be "
+                f"written to the {bound} of {name}{why}"
+            )
+            fits = False
+    if not fits:
+        return None
+    return pa.struct([pa.field(bound, TARGET_TYPES[element]) for bound in RANGE_BOUNDS])
 
 
 _t = pa.types
@@ -278,20 +356,29 @@ _ACCEPTS: dict[str, tuple[Callable[[pa.DataType], bool], ...]] = {
     "DATE": (_t.is_date32, _t.is_date64),
     "TIMESTAMP": (_t.is_timestamp,),
     "DATETIME": (_t.is_timestamp,),
+    "JSON": (_t.is_string, _t.is_large_string),
+    "GEOGRAPHY": (_t.is_string, _t.is_large_string),
 }
-_MAP_HINT = ": BigQuery has no map type; map_entries() makes it an array of key/value structs"
+_MAP_HINT = (
+    ": BigQuery has no map type; a map goes to a REPEATED RECORD column with the fields "
+    "key and value"
+)
+_NEW_MAP_HINT = (
+    ": BigQuery has no map type; create the column as a REPEATED RECORD with the fields "
+    "key and value, which takes the map as it is, or make it an array of key/value "
+    "structs with map_entries()"
+)
+_TEXT_HINTS = {
+    "JSON": ": a JSON column takes JSON text from a string column; to_json() makes it",
+    "GEOGRAPHY": ": a GEOGRAPHY column takes WKT text from a string column",
+}
 
 
 def _unfit(source: pa.DataType, bq_type: str) -> str | None:
     """None when an Arrow ``source`` column can be written to ``bq_type``, else why not
     (an empty string when the types simply differ)."""
-    accepts = _ACCEPTS.get(bq_type)
-    if accepts is None:
-        return (
-            "" if bq_type == "RECORD" else f": Onceover does not write BigQuery {bq_type} columns"
-        )
-    if not any(predicate(source) for predicate in accepts):
-        return _MAP_HINT if _t.is_map(source) else ""
+    if not any(predicate(source) for predicate in _ACCEPTS.get(bq_type, ())):
+        return _mismatch_hint(source, bq_type)
     if _t.is_decimal(source):
         return _decimal_unfit(source, bq_type)
     if bq_type == "TIMESTAMP" and source.tz is None:
@@ -305,6 +392,20 @@ def _unfit(source: pa.DataType, bq_type: str) -> str | None:
             "TIMESTAMP column, or cast it to timestamp_ntz first"
         )
     return None
+
+
+def _mismatch_hint(source: pa.DataType, bq_type: str) -> str:
+    """What to do when ``source`` is not a type ``bq_type`` takes ("" if nothing helps)."""
+    if bq_type not in _ACCEPTS and bq_type != "RECORD":
+        return f": Onceover does not write BigQuery {bq_type} columns"
+    if bq_type == "JSON" and (_t.is_map(source) or _t.is_struct(source)):
+        return (
+            ": Onceover does not write BigQuery JSON columns from a map or struct, only "
+            "from JSON text in a string column; to_json() makes it"
+        )
+    if bq_type in _TEXT_HINTS:
+        return _TEXT_HINTS[bq_type]
+    return _MAP_HINT if _t.is_map(source) else ""
 
 
 def _decimal_unfit(source: pa.DataType, bq_type: str) -> str | None:
@@ -340,8 +441,28 @@ def _convert(array: pa.Array, target: pa.DataType, path: str, table: str) -> pa.
         mask = array.is_null() if array.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if pa.types.is_list(target):
+        if pa.types.is_map(array.type):
+            array = _map_entries(array)
         return _convert_list(array, target, path, table)
     return array if array.type == target else array.cast(target)
+
+
+def _map_entries(array: pa.MapArray) -> pa.ListArray:
+    """``array`` as the list of its entries, structs of ``key`` and ``value``.
+
+    The same buffers seen as a list (a map is a list of entry structs in Arrow): no
+    copy, the slice offset and NULL maps kept, and whatever names the map gave its key
+    and value replaced by BigQuery's.
+    """
+    entries = array.values  # every entry, the array's slice offset not applied
+    list_type = _map_entries_type(array.type)
+    pairs = pa.StructArray.from_arrays(
+        [entries.field(0), entries.field(1)], fields=list(list_type.value_type)
+    )
+    validity, offsets = array.buffers()[:2]
+    return pa.Array.from_buffers(
+        list_type, len(array), [validity, offsets], array.null_count, array.offset, [pairs]
+    )
 
 
 def _convert_list(array: pa.Array, target: pa.DataType, path: str, table: str) -> pa.Array:
@@ -413,7 +534,7 @@ def _schema_field(path: str, field: pa.Field, problems: list[str]) -> SchemaFiel
     if pa.types.is_decimal(value_type):
         why = _unfit(value_type, "BIGNUMERIC") or ""
     elif pa.types.is_map(value_type):
-        why = _MAP_HINT
+        why = _NEW_MAP_HINT
     elif pa.types.is_null(value_type):
         why = ": every value is NULL and Spark gave it no type; cast it to one"
     else:
@@ -430,6 +551,21 @@ def _bq_type(column: SchemaField) -> str:
     return _TYPE_ALIASES.get(name, name)
 
 
+def _range_element(column: SchemaField) -> str | None:
+    """The element type of a RANGE column (``rangeElementType`` in the REST API)."""
+    element = getattr(column.range_element_type, "element_type", None)
+    return None if element is None else str(element).upper()
+
+
+def _map_entries_type(map_type: pa.MapType) -> pa.ListType:
+    """The type a map is sent as: a list of ``struct<key, value>``."""
+    key, value = MAP_FIELDS
+    return pa.list_(
+        pa.struct([pa.field(key, map_type.key_type, nullable=False),
+                   pa.field(value, map_type.item_type)])
+    )  # fmt: skip
+
+
 def _mode(column: SchemaField) -> str:
     return str(column.mode or "NULLABLE").upper()
 
@@ -440,6 +576,12 @@ def _is_list(arrow_type: pa.DataType) -> bool:
 
 
 def _array_of_arrays(path: str, source: pa.DataType) -> str:
+    if pa.types.is_map(source.value_type):
+        return (
+            f"column {path!r} is an array of maps ({_describe(source)}), which BigQuery "
+            "cannot hold: a map is a REPEATED RECORD and a REPEATED field's elements cannot "
+            "be repeated (wrap each map in a struct)"
+        )
     return (
         f"column {path!r} is an array of arrays ({_describe(source)}), which BigQuery "
         "cannot hold: a REPEATED field's elements cannot be arrays (wrap the inner "
