@@ -119,6 +119,19 @@ class RunPublic(BaseModel):
     updated_at: AwareDatetime = Field(description="last change, a reconciliation of it included")
     already_exists: int = Field(0, description="append requests answered ALREADY_EXISTS")
     out_of_range: int = Field(0, description="append requests answered OUT_OF_RANGE")
+    rows_dead_lettered: int = Field(
+        0,
+        description="rows BigQuery refused that committed batches set aside in the "
+        "dead-letter table, each batch once (not in rows_committed)",
+    )
+    dead_letter_table: str | None = Field(
+        None, description="the dead-letter table the run's events last named, if any"
+    )
+    rejected_requests: int = Field(
+        0,
+        description="rows_rejected events: requests BigQuery refused for bad rows (a retried "
+        "task reports its rows again, so this can exceed the batches' count)",
+    )
     reconciliation: VerdictPublic | None = Field(
         None, description="the run's latest reconciliation, if any"
     )
@@ -207,6 +220,26 @@ class BatchStreamPublic(BaseModel):
     attempt: int | None = None
 
 
+class RejectionPublic(BaseModel):
+    """A row BigQuery refused, as the task that sent it named it (``rows_rejected``)."""
+
+    time: AwareDatetime = Field(description="when the task reported it (its latest report)")
+    table: str
+    query_id: str
+    batch_id: int | None
+    write: str | None
+    partition: int
+    attempt: int = Field(description="the task attempt that reported it")
+    stream: str
+    offset: int = Field(description="the row's offset in its partition (0 = first row)")
+    key: str | None = Field(description="the write's key column's value, as text")
+    column: str | None = Field(description="the column BigQuery named")
+    reason: str
+    dead_letter_table: str | None = Field(
+        description="where it was set aside; null: there was none, and the task failed"
+    )
+
+
 class BatchPublic(BaseModel):
     """One batch in the commit history."""
 
@@ -226,6 +259,13 @@ class BatchPublic(BaseModel):
     stamped: bool = Field(description="its rows carry _onceover_run_id and _onceover_batch_id")
     replays: int = Field(description="times a replay of it was skipped as a duplicate")
     rows_rewritten: int
+    dead_lettered_rows: int = Field(
+        description="rows BigQuery refused, set aside in the dead-letter table (not in rows)"
+    )
+    dead_letter_table: str | None
+    dead_letter_streams: list[BatchStreamPublic] = Field(
+        description="the PENDING streams on the dead-letter table committed with the batch"
+    )
     abort_reason: str | None
     commit_ms: float | None
     intent_at: AwareDatetime | None
@@ -273,6 +313,9 @@ class RunDetailPublic(RunPublic):
     )
     streams: list[StreamPublic]
     write_requests: dict[str, int] = Field(description="append requests by response code")
+    rejections: list[RejectionPublic] = Field(
+        description="the latest rows BigQuery refused, at most 20, newest first, each row once"
+    )
 
 
 # -- metrics ------------------------------------------------------------------------
@@ -313,6 +356,10 @@ class TablePublic(BaseModel):
     batches_committed: int
     already_exists: int
     out_of_range: int
+    rows_dead_lettered: int = Field(
+        description="rows committed batches set aside in dead-letter tables, over every run"
+    )
+    rejected_requests: int = Field(description="rows_rejected events over every run")
     first_started_at: AwareDatetime
     last_started_at: AwareDatetime
     key_column: str | None = Field(description="the key column of the latest run naming one")
@@ -422,6 +469,19 @@ class ReconciliationPublic(BaseModel):
     )
     missing_rows: int | None = Field(description="expected rows whose key is absent")
     extra_rows: int | None = Field(description="rows beyond the expected: copies and unknown keys")
+    rows_set_aside: int | None = Field(
+        None,
+        description="rows the committed batches set aside in a dead-letter table: expected, "
+        "never missing (not in expected_rows)",
+    )
+    dead_letter_table: str | None = Field(
+        None, description="the dead-letter table the batches named, if any"
+    )
+    rows_in_dead_letter_table: int | None = Field(
+        None,
+        description="the run's (or table's runs') rows found in the dead-letter table "
+        "(run_id = the run); a count other than the rows set aside there is a mismatch",
+    )
     batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
     runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
     mismatched_batches: list[int | None] = Field(description="batch ids that differ")
@@ -552,6 +612,7 @@ AlertKind = Literal[
     "run_failed",
     "run_stalled",
     "orphan_streams",
+    "rows_dead_lettered",
 ]
 Severity = Literal["critical", "warning", "info"]
 AlertScope = Literal["all", "job", "table"]
@@ -568,14 +629,15 @@ class AlertRuleParams(BaseModel):
         default=None,
         ge=60,
         le=7 * 86400,
-        description="rate kinds (out_of_range, already_exists_rate, error_rate): the "
-        "window looked at, in seconds, rounded to whole minutes (default 300)",
+        description="rate kinds (out_of_range, already_exists_rate, error_rate) and "
+        "rows_dead_lettered: the window looked at, in seconds, rounded to whole minutes "
+        "(default 300)",
     )
     threshold: float | None = Field(
         default=None,
         ge=0,
         description="already_exists_rate and error_rate (required): fires above it; "
-        "out_of_range: fires above it (default 0, any)",
+        "out_of_range, rows_dead_lettered: fires above it (default 0, any)",
     )
     per: Literal["minute", "share"] | None = Field(
         default=None,

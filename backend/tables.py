@@ -77,6 +77,20 @@ class Run(SQLModel, table=True):
     key_column: str | None = Field(
         default=None, max_length=300, description="the column identifying a row, if named"
     )
+    rows_dead_lettered: int = _count(
+        "rows committed batches set aside in a dead-letter table, each batch once"
+    )
+    dead_letter_table: str | None = Field(
+        default=None, max_length=_TABLE, description="the dead-letter table last named"
+    )
+    rejected_requests: int = Field(
+        default=0, description="rows_rejected events: requests BigQuery refused for bad rows"
+    )
+    rejections: list[dict[str, Any]] = Field(
+        default_factory=list,
+        sa_type=JSON,
+        description="the latest rows BigQuery refused (at most 20, newest first)",
+    )
     error: str | None = Field(default=None, sa_type=Text)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
 
@@ -182,6 +196,9 @@ class Batch(SQLModel, table=True):
     stamped: bool = Field(default=False, description="its rows carry the run and batch ids")
     replays: int = Field(default=0, description="replays skipped as duplicates")
     rows_rewritten: int = _count("rows replays wrote on orphaned streams")
+    dead_lettered_rows: int = _count("rows set aside in the dead-letter table, counted once")
+    dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
+    dead_letter_streams: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     abort_reason: str | None = Field(default=None, sa_type=Text)
     commit_ms: float | None = None
     intent_at: datetime | None = _when()
@@ -282,6 +299,9 @@ class Reconciliation(SQLModel, table=True):
     duplicate_rows: int | None = _maybe_count("copies beyond the first of duplicated keys")
     missing_rows: int | None = _maybe_count()
     extra_rows: int | None = _maybe_count()
+    rows_set_aside: int | None = _maybe_count("rows the batches set aside (dead-lettered)")
+    dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
+    rows_in_dead_letter_table: int | None = _maybe_count("the run's rows found there")
     duplicate_keys: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     batches: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     runs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)

@@ -18,7 +18,7 @@ from sqlalchemy import select as select_rows
 from sqlmodel import Session, and_, col, or_, select
 
 from backend.services.alert_rules import DEFAULT_ORPHAN_AGE_S, DEFAULT_WINDOW_S
-from backend.tables import AlertRule, Reconciliation, Run, Stream, WriteRollup
+from backend.tables import AlertRule, Batch, Reconciliation, Run, Stream, WriteRollup
 
 # Codes that are not "other errors": success, deduplication, and the offset alarm.
 NOT_ERRORS = frozenset({"OK", "ALREADY_EXISTS", "OUT_OF_RANGE"})
@@ -250,6 +250,51 @@ def _orphan_streams(session: Session, rule: AlertRule, now: datetime) -> list[Ob
     ]
 
 
+# -- dead letters ----------------------------------------------------------------------
+
+
+def _rows_dead_lettered(session: Session, rule: AlertRule, now: datetime) -> list[Observation]:
+    """Rows set aside by the batches each run committed in the window (by the batch's
+    first commit, each batch once, as the run's ``rows_dead_lettered`` counts them)."""
+    threshold = float(rule.params.get("threshold") or 0)
+    minutes = _window(rule) // 60
+    start = (now - timedelta(seconds=_window(rule))).replace(second=0, microsecond=0)
+    rows = session.execute(
+        select_rows(
+            col(Run.run_id), col(Run.job), col(Run.table_id), col(Run.dead_letter_table),
+            func.sum(Batch.dead_lettered_rows), func.count(),
+        )
+        .select_from(Batch)
+        .join(Run, col(Run.run_id) == col(Batch.run_id))
+        .where(
+            col(Batch.state) == "committed", col(Batch.dead_lettered_rows) > 0,
+            col(Batch.committed_at) >= start, *_in_scope(rule),
+        )
+        .group_by(col(Run.run_id), col(Run.job), col(Run.table_id), col(Run.dead_letter_table))
+    )  # fmt: skip
+    found = []
+    for run_id, job, table, dead_letter_table, summed, batches in rows:
+        set_aside = int(summed or 0)
+        if set_aside <= threshold:
+            continue
+        where = f" in {dead_letter_table}" if dead_letter_table else ""
+        found.append(
+            Observation(
+                run_id,
+                job,
+                table,
+                set_aside,
+                (
+                    f"{set_aside} row(s) BigQuery refused were set aside{where} by {batches} "
+                    f"batch(es) of {_run_name(run_id, job, table)} committed in the last "
+                    f"{minutes} min; the rest of each batch was loaded. Fix the rows and load "
+                    "them again (their reasons are on the run's page)"
+                ),
+            )
+        )
+    return found
+
+
 # -- reconciliation --------------------------------------------------------------------
 
 
@@ -290,6 +335,14 @@ def _reconciliation(session: Session, rule: AlertRule, now: datetime) -> list[Ob
             if check.run_id
             else f"table {check.table_id}"
         )
+        dead_letters = (
+            ""
+            if check.rows_in_dead_letter_table is None
+            else (
+                f"; {check.rows_set_aside} rows set aside, {check.rows_in_dead_letter_table} "
+                f"in the dead-letter table {check.dead_letter_table}"
+            )
+        )
         found.append(
             Observation(
                 check.run_id,
@@ -299,7 +352,7 @@ def _reconciliation(session: Session, rule: AlertRule, now: datetime) -> list[Ob
                 (
                     f"Reconciliation of {what} is a mismatch: expected {check.expected_rows} rows, "
                     f"BigQuery holds {check.actual_rows} ({check.distinct_keys} distinct keys, "
-                    f"{duplicates} duplicated, {check.missing_rows} missing)"
+                    f"{duplicates} duplicated, {check.missing_rows} missing){dead_letters}"
                 ),
             )
         )
@@ -314,4 +367,5 @@ _OBSERVERS = {
     "run_stalled": _run_stalled,
     "orphan_streams": _orphan_streams,
     "reconciliation": _reconciliation,
+    "rows_dead_lettered": _rows_dead_lettered,
 }

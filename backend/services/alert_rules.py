@@ -11,6 +11,8 @@ Kinds (evaluated in :mod:`backend.services.alert_conditions`):
 * ``run_failed``, ``run_stalled`` — the run's status (``silent_s`` adds a deadline of
   its own for running runs).
 * ``orphan_streams`` — PENDING streams left uncommitted longer than ``older_than_s``.
+* ``rows_dead_lettered`` — rows committed batches set aside in a dead-letter table in the
+  window, above a threshold (default 0: any). The load went on; someone has rows to fix.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ PARAMS_OF_KIND: dict[str, frozenset[str]] = {
     "run_failed": frozenset(),
     "run_stalled": frozenset({"silent_s"}),
     "orphan_streams": frozenset({"older_than_s", "include_succeeded"}),
+    "rows_dead_lettered": frozenset({"window_s", "threshold"}),
 }
 REQUIRED_OF_KIND: dict[str, frozenset[str]] = {
     "already_exists_rate": frozenset({"threshold"}),

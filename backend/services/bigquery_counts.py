@@ -28,6 +28,13 @@ from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN, missing_stamp_columns
 
 SAMPLE_LIMIT = 20
 """Duplicate keys listed with their counts (the rest are only counted)."""
+DEAD_LETTER_RUN_COLUMN = "run_id"
+"""The column of a dead-letter table naming the run that set a row aside (the sink
+creates the table: run_id, query_id, batch_id, write, table, partition, offset, key,
+column, reason, row, set_aside_at; docs/sink.md)."""
+DEAD_LETTER_TABLE_COLUMN = "table"
+"""The column naming the table the row was refused for (one dead-letter table may serve
+several); a dead-letter table without it is counted by run only."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,33 @@ class TableCounter:
             ],
             groups={g: GroupCounts(g, **values) for g, values in groups.items()},
         )
+
+    def count_dead_letters(self, table: str, run_ids: list[str], target: str) -> tuple[int, bool]:
+        """Rows of ``run_ids`` refused for ``target`` in the dead-letter table ``table`` (one
+        aggregate query), and whether they could be told apart by target: a table without
+        a ``table`` column is counted by run only."""
+        if not TABLE_ID_RE.match(table):
+            raise ValueError(f"{table!r} is not project.dataset.table")
+        columns = {name.casefold() for name in self.columns(table)}
+        if DEAD_LETTER_RUN_COLUMN not in columns:
+            raise ReconciliationFailedError(
+                f"dead-letter table {table} has no {DEAD_LETTER_RUN_COLUMN} column: is it a "
+                "dead-letter table the sink created?"
+            )
+        column = f"`{DEAD_LETTER_RUN_COLUMN}`"
+        params: list[Any]
+        if len(run_ids) == 1:
+            where = f"{column} = @run_id"
+            params = [bigquery.ScalarQueryParameter("run_id", "STRING", run_ids[0])]
+        else:
+            where = f"{column} IN UNNEST(@run_ids)"
+            params = [bigquery.ArrayQueryParameter("run_ids", "STRING", run_ids)]
+        by_table = DEAD_LETTER_TABLE_COLUMN in columns
+        if by_table:
+            where += f" AND `{DEAD_LETTER_TABLE_COLUMN}` = @target"
+            params.append(bigquery.ScalarQueryParameter("target", "STRING", target))
+        sql = f"SELECT COUNT(*) AS total_rows FROM `{table}` WHERE {where}"
+        return int(self._one(sql, params)["total_rows"]), by_table
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         config = bigquery.QueryJobConfig(query_parameters=params, use_query_cache=False)

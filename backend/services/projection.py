@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from sqlalchemy import func
 from sqlalchemy.dialects import postgresql, sqlite
@@ -154,6 +154,37 @@ class _StreamTally(_Span):
 
 
 _NAMES_PER_QUERY = 500  # bound parameters in one IN (...)
+REJECTIONS_KEPT = 20
+"""Rows a run's page shows of those BigQuery refused: the newest, each row once."""
+
+
+def _rejections(event: ev.RowsRejected) -> list[dict[str, Any]]:
+    """The samples of a ``rows_rejected`` event as a run keeps them (JSON)."""
+    where = {
+        "time": event.time.astimezone(UTC).isoformat(), "table": event.table,
+        "query_id": event.query_id, "batch_id": event.batch_id, "write": event.write,
+        "partition": event.partition, "attempt": event.attempt, "stream": event.stream,
+        "dead_letter_table": event.dead_letter_table,
+    }  # fmt: skip
+    return [{**where, **sample.model_dump(mode="json")} for sample in event.samples]
+
+
+def _rejection_key(sample: dict[str, Any]) -> tuple[Any, ...]:
+    """One row of a write: a retried task names the same rows again."""
+    return tuple(
+        sample.get(name)
+        for name in ("table", "query_id", "batch_id", "write", "partition", "offset", "column")
+    )
+
+
+def merge_rejections(kept: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest :data:`REJECTIONS_KEPT` of ``kept`` and ``new``, newest first, each row
+    once (its latest report)."""
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for sample in sorted([*kept, *new], key=lambda s: s["time"], reverse=True):
+        newest.setdefault(_rejection_key(sample), sample)
+    return list(newest.values())[:REJECTIONS_KEPT]
+
 
 RollupKey = tuple[str, datetime, str, str, str]  # run, minute, table, stream type, code
 
@@ -175,6 +206,8 @@ class Projector:
     _heard_later: set[str] = field(default_factory=set)
     _next_number: dict[str, int] = field(default_factory=dict)
     _complete_before: dict[str, bool] = field(default_factory=dict)
+    _rejected: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _rejected_requests: dict[str, int] = field(default_factory=dict)
     succeeded: set[str] = field(default_factory=set)
     """Runs these events made complete (reconciled automatically once stored)."""
 
@@ -202,7 +235,9 @@ class Projector:
             if isinstance(event, ev.StreamEvent):
                 names.setdefault(event.run_id, set()).add(event.stream)
             elif isinstance(event, ev.BatchCommitted):
-                names.setdefault(event.run_id, set()).update(s.stream for s in event.streams)
+                names.setdefault(event.run_id, set()).update(
+                    s.stream for s in (*event.streams, *event.dead_letter_streams)
+                )
             elif isinstance(event, ev.BatchSkippedDuplicate):
                 names.setdefault(event.run_id, set()).update(event.orphaned_streams)
         for run_id, wanted in names.items():
@@ -238,6 +273,9 @@ class Projector:
             self._apply_batch_event(event)
         else:
             self._apply_stream_event(event)
+        dead_letter_table = getattr(event, "dead_letter_table", None)
+        if dead_letter_table is not None and dead_letter_table != run.dead_letter_table:
+            run.dead_letter_table = dead_letter_table
 
     def finish(self) -> None:
         """Write the tallies, recompute each touched run from its attempts and batches,
@@ -247,6 +285,11 @@ class Projector:
                 self._heard_later.add(run_tally.run.run_id)  # a stalled run is alive after all
         for stream_tally in self._stream_tallies.values():
             stream_tally.write()
+        for run_id, requests in self._rejected_requests.items():
+            run = self.runs[run_id]
+            run.rejected_requests += requests
+            if samples := self._rejected.get(run_id):
+                run.rejections = merge_rejections(run.rejections or [], samples)
         self.session.flush()
         for run in self.runs.values():
             self._recompute(run)
@@ -357,11 +400,16 @@ class Projector:
             reported = [a.rows_reported for a in attempts if a.rows_reported is not None]
             run.rows_reported = max(reported) if reported else None
         committed = self.session.exec(
-            select(func.count(), func.coalesce(func.sum(Batch.rows), 0)).where(
-                Batch.run_id == run.run_id, Batch.state == "committed"
-            )
+            select(
+                func.count(),
+                func.coalesce(func.sum(Batch.rows), 0),
+                func.coalesce(func.sum(Batch.dead_lettered_rows), 0),
+            ).where(Batch.run_id == run.run_id, Batch.state == "committed")
         ).one()
         run.batches_committed, run.rows_committed = int(committed[0]), int(committed[1] or 0)
+        # Like rows_committed: each batch once, from its first commit, however often it
+        # was committed again, replayed or found committed (resolved).
+        run.rows_dead_lettered = int(committed[2] or 0)
         expected = self.session.exec(
             select(
                 func.coalesce(func.sum(func.coalesce(Batch.rows, Batch.expected_rows)), 0)
@@ -408,17 +456,11 @@ class Projector:
                 batch.expected_rows = event.expected_rows
                 if batch.state != "committed":
                     batch.streams = [s.model_dump(mode="json") for s in event.streams]
+                    self._set_aside(batch, event)
             batch.intent_at = _earlier(batch.intent_at, event.time)
             state = "intent"
         elif isinstance(event, ev.BatchCommitted):
-            if batch.committed_at is None or event.time < batch.committed_at:
-                batch.rows = event.rows
-                batch.streams = [s.model_dump(mode="json") for s in event.streams]
-                batch.commit_ms = event.duration_ms
-            batch.committed_at = _earlier(batch.committed_at, event.time)
-            batch.resolved = batch.resolved or event.resolved
-            for rows in event.streams:
-                self._stream_of_batch(event, rows).state = "committed"
+            self._apply_commit(batch, event)
             state = "committed"
         elif isinstance(event, ev.BatchSkippedDuplicate):
             batch.replays += 1
@@ -438,6 +480,32 @@ class Projector:
         if BATCH_RANK[state] > BATCH_RANK[batch.state]:
             batch.state = state
 
+    def _apply_commit(self, batch: Batch, event: ev.BatchCommitted) -> None:
+        if batch.committed_at is None or event.time < batch.committed_at:
+            batch.rows = event.rows
+            batch.streams = [s.model_dump(mode="json") for s in event.streams]
+            batch.commit_ms = event.duration_ms
+            self._set_aside(batch, event)
+        batch.committed_at = _earlier(batch.committed_at, event.time)
+        batch.resolved = batch.resolved or event.resolved
+        for rows in event.streams:
+            self._stream_of_batch(event, rows).state = "committed"
+        if event.dead_letter_table is not None:
+            for rows in event.dead_letter_streams:
+                self._stream_of_batch(event, rows, event.dead_letter_table).state = "committed"
+
+    @staticmethod
+    def _set_aside(batch: Batch, event: ev.BatchIntent | ev.BatchCommitted) -> None:
+        """What the batch set aside in its dead-letter table, as ``event`` says; only
+        assigned when it changes (see _RunTally)."""
+        if batch.dead_lettered_rows != event.dead_lettered_rows:
+            batch.dead_lettered_rows = event.dead_lettered_rows
+        if batch.dead_letter_table != event.dead_letter_table:
+            batch.dead_letter_table = event.dead_letter_table
+        streams = [s.model_dump(mode="json") for s in event.dead_letter_streams]
+        if batch.dead_letter_streams != streams:
+            batch.dead_letter_streams = streams
+
     # -- streams --------------------------------------------------------------------
 
     def _load_stream(self, run_id: str, name: str) -> Stream | None:
@@ -450,7 +518,11 @@ class Projector:
             self._streams[(run_id, name)] = stream
         return stream
 
-    def _stream_of_batch(self, event: ev.BatchCommitted, rows: ev.StreamRows) -> Stream:
+    def _stream_of_batch(
+        self, event: ev.BatchCommitted, rows: ev.StreamRows, dead_letter_table: str | None = None
+    ) -> Stream:
+        """A stream the batch committed: one of its table's, or with ``dead_letter_table``
+        one of the PENDING streams holding the rows it set aside there."""
         stream = self._streams.get((event.run_id, rows.stream)) or self._load_stream(
             event.run_id, rows.stream
         )
@@ -458,8 +530,10 @@ class Projector:
             stream = Stream(
                 run_id=event.run_id,
                 name=rows.stream,
-                stream_type=STREAM_TYPE_OF_MODE[event.mode],
-                table_id=event.table,
+                stream_type=(
+                    "PENDING" if dead_letter_table is not None else STREAM_TYPE_OF_MODE[event.mode]
+                ),
+                table_id=dead_letter_table or event.table,
                 query_id=event.query_id,
                 batch_id=event.batch_id,
                 write=event.write,
@@ -526,6 +600,9 @@ class Projector:
             self._note_error(stream, event, f"orphaned: {event.reason}")
             return
         self._raise_stream(stream, "appending")
+        if isinstance(event, ev.RowsRejected):
+            self._rows_rejected(stream, event)
+            return
         if isinstance(event, ev.AppendAcknowledged):
             tally.appends += 1
             tally.rows += event.rows
@@ -550,6 +627,25 @@ class Projector:
             where = f" at offset {event.offset}" if event.offset is not None else ""
             self._note_error(stream, event, f"{event.code}{where}: {event.message}".rstrip(": "))
             self._count(event, event.code, event.rows, 0)
+
+    def _rows_rejected(self, stream: Stream, event: ev.RowsRejected) -> None:
+        """BigQuery refused rows of a request. Counted per run and kept as samples, not
+        in the rollups: the request is sent again without them (or the task fails, and
+        its append_error is counted there)."""
+        run_id = event.run_id
+        self._rejected_requests[run_id] = self._rejected_requests.get(run_id, 0) + 1
+        self._rejected.setdefault(run_id, []).extend(_rejections(event))
+        where = (
+            f"set aside in {event.dead_letter_table}"
+            if event.dead_letter_table
+            else "no dead-letter table: the task fails"
+        )
+        first = f": {event.samples[0].reason}" if event.samples else ""
+        self._note_error(
+            stream,
+            event,
+            f"{event.rows} row(s) rejected at offset {event.offset} ({where}){first}",
+        )
 
     # -- rollups --------------------------------------------------------------------
 

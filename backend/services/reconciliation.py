@@ -5,6 +5,12 @@ reported; actual rows are counted in BigQuery by :mod:`backend.services.bigquery
 Counts alone hide a lost row paired with a duplicated one, so with a key column the
 check also compares distinct keys and looks for keys held more than once.
 
+Rows BigQuery refused and the sink set aside in a dead-letter table are expected but set
+aside, never missing: the batches' ``rows`` (the expected rows) count the target table's
+rows only, and their ``dead_lettered_rows`` are reported apart, as ``rows_set_aside``, and
+compared with the run's rows counted in the dead-letter table (its ``run_id`` column, and
+its ``table`` column when it has one).
+
 Each check is stored whole, once it has ended (``ok``, ``mismatch``, or ``error`` with the
 reason BigQuery could not answer); a check that cannot start (an unknown run, a table no
 run wrote) raises :class:`~backend.errors.NotFoundError` and stores nothing.
@@ -61,6 +67,15 @@ NO_KEY = (
     "no key column: only rows are counted, so a lost row paired with a duplicated one "
     "would go unseen (name one with the sink's key option)"
 )
+SHARED_DEAD_LETTERS = (
+    "the dead-letter table {dead_letter_table} has no table column and also holds rows set "
+    "aside from other tables ({others}): rows_in_dead_letter_table counts them too, and is "
+    "compared with the rows set aside there from every table"
+)
+SEVERAL_DEAD_LETTER_TABLES = (
+    "the batches named several dead-letter tables ({tables}): rows_in_dead_letter_table "
+    "counts the rows in all of them"
+)
 OTHER_WRITERS = (
     "a table check counts every row of the table: rows written by anything but onceover "
     "count as extra, and rows deleted, expired or truncated since count as missing"
@@ -91,6 +106,31 @@ class _Expected:
     stamped: bool
     key: str | None
     warnings: list[str] = field(default_factory=list)
+    rows_set_aside: int = 0
+    """Rows the committed batches of this table set aside in a dead-letter table."""
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    """Each dead-letter table the batches named -> rows they set aside there."""
+    dead_letters_everywhere: dict[str, int] = field(default_factory=dict)
+    """The same, from every table the runs wrote: what a dead-letter table without a
+    ``table`` column holds of them."""
+    dead_letter_sharers: dict[str, list[str]] = field(default_factory=dict)
+    """Each dead-letter table -> the runs' other tables that set rows aside there."""
+    dead_letter_runs: list[str] = field(default_factory=list)
+    """The runs whose rows are counted in those tables (by their ``run_id`` column)."""
+
+    @property
+    def dead_letter_table(self) -> str | None:
+        """The one a report names: the last the batches named."""
+        return next(reversed(self.dead_letters), None)
+
+
+@dataclass(frozen=True)
+class _DeadLettered:
+    """The scope's runs' rows found in the dead-letter tables, against those expected."""
+
+    found: int
+    expected: int
+    warnings: list[str]
 
 
 def _is_committed(batch: Batch) -> bool:
@@ -195,6 +235,8 @@ class Reconciler:
             stamped=expected.stamped,
             status="error",
             expected_rows=expected.rows,
+            rows_set_aside=expected.rows_set_aside,
+            dead_letter_table=expected.dead_letter_table,
             warnings=expected.warnings,
             trigger=trigger,
             actor=actor,
@@ -205,11 +247,11 @@ class Reconciler:
             record.error = not_checked
         else:
             try:
-                counts = self._count(_scope(kind, run_id, expected))
+                counts, dead_lettered = self._count(_scope(kind, run_id, expected), expected)
             except ReconciliationFailedError as exc:
                 record.error = str(exc)
             else:
-                _compare(record, expected, counts, kind)
+                _compare(record, expected, counts, kind, dead_lettered)
         record.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         with write_transaction(self.engine) as session:
             session.add(record)
@@ -226,7 +268,9 @@ class Reconciler:
         )
         return stored
 
-    def _count(self, scope: Scope) -> Counts:
+    def _count(self, scope: Scope, expected: _Expected) -> tuple[Counts, _DeadLettered | None]:
+        """The scope's counts, and the rows of its runs in the dead-letter tables its
+        batches named (None when they named none)."""
         try:
             client = bigquery_client(self.bigquery)
         except ConfigurationError as exc:
@@ -234,7 +278,33 @@ class Reconciler:
         try:
             counter = TableCounter(client, self.timeout_s)
             counter.check_scope(scope, counter.columns(scope.table))
-            return counter.count(scope)
+            counts = counter.count(scope)
+            if not expected.dead_letters:
+                return counts, None
+            found = wanted = 0
+            warnings = []
+            for table, rows in expected.dead_letters.items():
+                if not TABLE_ID_RE.match(table):  # nothing else may go between backticks
+                    raise ReconciliationFailedError(
+                        f"dead-letter table id {table!r} cannot be checked: it is not "
+                        "project.dataset.table"
+                    )
+                count, by_table = counter.count_dead_letters(
+                    table, expected.dead_letter_runs, expected.table
+                )
+                found += count
+                if by_table:
+                    wanted += rows
+                    continue
+                # Without a table column, the runs' rows from every table are counted.
+                wanted += expected.dead_letters_everywhere[table]
+                if sharers := expected.dead_letter_sharers.get(table):
+                    warnings.append(
+                        SHARED_DEAD_LETTERS.format(
+                            dead_letter_table=table, others=", ".join(sharers)
+                        )
+                    )
+            return counts, _DeadLettered(found, wanted, warnings)
         finally:
             client.close()
 
@@ -293,7 +363,7 @@ def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -
     per_batch: dict[Any, int] = {}
     for batch in committed:  # writes of one micro-batch to one table share its stamp
         per_batch[batch.batch_id] = per_batch.get(batch.batch_id, 0) + _batch_rows(batch)
-    return _Expected(
+    expected = _Expected(
         table=table,
         rows=sum(_batch_rows(b) for b in committed),
         per_group=per_batch if stamped else {},
@@ -301,6 +371,8 @@ def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -
         key=key,
         warnings=warnings,
     )
+    _expect_dead_letters(session, expected, committed)
+    return expected
 
 
 def _expected_of_table(session: Session, table: str, key: str | None) -> _Expected:
@@ -320,7 +392,7 @@ def _expected_of_table(session: Session, table: str, key: str | None) -> _Expect
     warnings = [OTHER_WRITERS]
     if key is None:
         warnings.append(NO_KEY)
-    return _Expected(
+    expected = _Expected(
         table=table,
         rows=sum(_batch_rows(b) for b in committed),
         per_group=per_run if stamped_runs else {},
@@ -328,12 +400,57 @@ def _expected_of_table(session: Session, table: str, key: str | None) -> _Expect
         key=key,
         warnings=warnings,
     )
+    _expect_dead_letters(session, expected, sorted(committed, key=lambda b: b.id or 0))
+    return expected
+
+
+def _expect_dead_letters(session: Session, expected: _Expected, committed: list[Batch]) -> None:
+    """Fill in what ``committed`` (the scope's committed batches, oldest first) set aside:
+    the rows, and for each dead-letter table they named the rows their runs set aside
+    there from every table (the dead-letter table says which run, not which table)."""
+    expected.rows_set_aside = sum(b.dead_lettered_rows for b in committed)
+    named = list(dict.fromkeys(b.dead_letter_table for b in committed if b.dead_letter_table))
+    if not named:
+        return
+    runs = sorted({b.run_id for b in committed if b.dead_letter_table})
+    everywhere = session.exec(
+        select(Batch).where(
+            col(Batch.run_id).in_(runs),
+            Batch.state == "committed",
+            col(Batch.dead_letter_table).in_(named),
+        )
+    )
+    here = dict.fromkeys(named, 0)
+    for batch in committed:
+        if batch.dead_letter_table:
+            here[batch.dead_letter_table] += batch.dead_lettered_rows
+    everywhere_rows = dict.fromkeys(named, 0)
+    others: dict[str, set[str]] = {table: set() for table in named}
+    for batch in everywhere:
+        assert batch.dead_letter_table is not None
+        everywhere_rows[batch.dead_letter_table] += batch.dead_lettered_rows
+        if batch.table_id != expected.table and batch.dead_lettered_rows:
+            others[batch.dead_letter_table].add(batch.table_id)
+    expected.dead_letters = here
+    expected.dead_letters_everywhere = everywhere_rows
+    expected.dead_letter_sharers = {t: sorted(tables) for t, tables in others.items() if tables}
+    expected.dead_letter_runs = runs
+    if len(named) > 1:
+        expected.warnings.append(SEVERAL_DEAD_LETTER_TABLES.format(tables=", ".join(named)))
 
 
 def _compare(
-    record: Reconciliation, expected: _Expected, counts: Counts, kind: Literal["run", "table"]
+    record: Reconciliation,
+    expected: _Expected,
+    counts: Counts,
+    kind: Literal["run", "table"],
+    dead_lettered: _DeadLettered | None = None,
 ) -> None:
-    """Fill ``record`` with the counts and the verdict."""
+    """Fill ``record`` with the counts and the verdict; ``dead_lettered``: the runs' rows
+    found in the dead-letter tables (None: the batches named none)."""
+    if dead_lettered is not None:
+        record.rows_in_dead_letter_table = dead_lettered.found
+        record.warnings = [*record.warnings, *dead_lettered.warnings]
     record.actual_rows = counts.rows
     record.distinct_keys = counts.distinct_keys
     record.rows_without_key = counts.rows_without_key
@@ -360,6 +477,7 @@ def _compare(
         and (counts.distinct_keys is None or counts.distinct_keys == expected.rows)
         and not counts.rows_without_key
         and all(g["status"] == "ok" for g in groups)
+        and (dead_lettered is None or dead_lettered.found == dead_lettered.expected)
     )
     record.status = "ok" if agrees else "mismatch"
 
@@ -440,6 +558,10 @@ def summary(result: ReconciliationPublic) -> str:
         parts.append(f"{result.missing_rows:,} missing")
     if result.mismatched_batches:
         parts.append(f"batches differing: {result.mismatched_batches}")
+    if result.rows_set_aside or result.dead_letter_table:
+        parts.append(f"{result.rows_set_aside or 0:,} set aside")
+    if result.rows_in_dead_letter_table is not None:
+        parts.append(f"{result.rows_in_dead_letter_table:,} in the dead-letter table")
     return f"reconciliation {result.status}, " + ", ".join(parts)
 
 

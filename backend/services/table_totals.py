@@ -20,12 +20,14 @@ def list_tables(
     (only ``table`` when given)."""
     last_started = func.max(Run.started_at)
     only = [col(Run.table_id) == table] if table is not None else []
-    totals = session.execute(  # six columns: more than sqlmodel's select is typed for
+    totals = session.execute(  # eight columns: more than sqlmodel's select is typed for
         select_rows(
             col(Run.table_id),
             func.count(),
             func.sum(Run.rows_committed),
             func.sum(Run.batches_committed),
+            func.sum(Run.rows_dead_lettered),
+            func.sum(Run.rejected_requests),
             func.min(Run.started_at),
             last_started,
         )
@@ -51,12 +53,14 @@ def list_tables(
                 batches_committed=int(batches or 0),
                 already_exists=codes[table_id].get("already_exists", 0),
                 out_of_range=codes[table_id].get("out_of_range", 0),
+                rows_dead_lettered=int(dead_lettered or 0),
+                rejected_requests=int(rejected or 0),
                 first_started_at=first,
                 last_started_at=last,
                 key_column=keys.get(table_id),
                 reconciliation=verdicts.get(table_id),
             )
-            for table_id, runs, rows, batches, first, last in totals
+            for table_id, runs, rows, batches, dead_lettered, rejected, first, last in totals
         ],
         count=int(count),
     )

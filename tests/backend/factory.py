@@ -56,20 +56,41 @@ def _streams(names: list[str], rows: int) -> list[ev.StreamRows]:
     return [ev.StreamRows(stream=name, rows=rows, partition=i) for i, name in enumerate(names)]
 
 
-def intent(run: str, batch: int, t: float, streams: list[str], rows: int) -> ev.BatchIntent:
+def _set_aside(rows: int, table: str | None, streams: Sequence[str]) -> dict[str, Any]:
+    """A batch's dead-letter fields: ``rows`` set aside in ``table`` on ``streams``."""
+    return {
+        "dead_lettered_rows": rows,
+        "dead_letter_table": table,
+        "dead_letter_streams": [
+            ev.StreamRows(stream=name, rows=rows // len(streams), partition=i)
+            for i, name in enumerate(streams)
+        ],
+    }
+
+
+def intent(
+    run: str, batch: int, t: float, streams: list[str], rows: int, *,
+    dead_lettered: int = 0, dead_letter_table: str | None = None,
+    dead_letter_streams: Sequence[str] = (),
+) -> ev.BatchIntent:  # fmt: skip
     return ev.BatchIntent(
         mode="pending",
         query_id="q1",
         batch_id=batch,
         streams=_streams(streams, rows),
         expected_rows=rows * len(streams),
+        **_set_aside(dead_lettered, dead_letter_table, dead_letter_streams),
         **_common(run, "intent", t, batch),
     )
 
 
 def committed(
-    run: str, batch: int, t: float, streams: list[str], rows: int, *, resolved: bool = False
-) -> ev.BatchCommitted:
+    run: str, batch: int, t: float, streams: list[str], rows: int, *, resolved: bool = False,
+    dead_lettered: int = 0, dead_letter_table: str | None = None,
+    dead_letter_streams: Sequence[str] = (),
+) -> ev.BatchCommitted:  # fmt: skip
+    """``rows`` per stream committed to the target table; ``dead_lettered`` rows set aside
+    in ``dead_letter_table`` on ``dead_letter_streams`` (not in ``rows``)."""
     return ev.BatchCommitted(
         mode="pending",
         query_id="q1",
@@ -77,6 +98,7 @@ def committed(
         streams=_streams(streams, rows),
         rows=rows * len(streams),
         resolved=resolved,
+        **_set_aside(dead_lettered, dead_letter_table, dead_letter_streams),
         **_common(run, "committed", t, batch, resolved),
     )
 
@@ -142,6 +164,26 @@ def append_error(run: str, stream: str, t: float, code: str) -> ev.AppendError:
         message="try again",
         **_stream(run, "error", t, stream, code),
     )
+
+
+def rejected(
+    run: str, stream: str, t: float, offset: int,
+    samples: Sequence[tuple[int, str | None, str, str]],
+    *, dead_letter_table: str | None, attempt: int = 0, partition: int = 0,
+) -> ev.RowsRejected:  # fmt: skip
+    """A request of ``len(samples)`` rows at stream ``offset`` refused: each sample is
+    (row offset in the partition, key, column, reason)."""
+    return ev.RowsRejected(
+        offset=offset,
+        rows=len(samples),
+        dead_letter_table=dead_letter_table,
+        samples=[
+            ev.RowRejection(offset=row, key=key, column=column, reason=reason)
+            for row, key, column, reason in samples
+        ],
+        **{**_stream(run, "rejected", t, stream, offset, attempt), "attempt": attempt,
+           "partition": partition},
+    )  # fmt: skip
 
 
 def finalized(run: str, stream: str, t: float, rows: int) -> ev.StreamFinalized:

@@ -87,3 +87,40 @@ def test_attempts_stored_before_0003_are_numbered_in_the_order_they_started(
         engine.dispose()
     assert [tuple(row) for row in numbered] == [("r1", "early", 1), ("r1", "late", 2),
                                                 ("r2", "only", 1)]  # fmt: skip
+
+
+def test_runs_and_batches_stored_before_0007_set_nothing_aside(empty_database: str) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0006")
+    engine = build_engine(empty_database)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text("INSERT INTO run (run_id, table_id, status, started_at, rows_expected, "
+                     "rows_committed, batches_committed, updated_at) VALUES ('r1', 'p.d.t', "
+                     "'succeeded', '2026-11-01 12:00:00+00:00', 5, 5, 1, "
+                     "'2026-11-01 12:00:00+00:00')")
+            )  # fmt: skip
+            connection.execute(
+                text("INSERT INTO batch (run_id, table_id, query_id, batch_id, batch_key, mode, "
+                     "state, rows, streams, resolved, stamped, replays, rows_rewritten) VALUES "
+                     "('r1', 'p.d.t', 'q', 0, '0', 'pending', 'committed', 5, '[]', false, "
+                     "false, 0, 0)")
+            )  # fmt: skip
+
+        command.upgrade(config, "head")
+
+        with engine.connect() as connection:
+            run = connection.execute(
+                text("SELECT rows_dead_lettered, dead_letter_table, rejected_requests, "
+                     "rejections FROM run")
+            ).one()  # fmt: skip
+            batch = connection.execute(
+                text("SELECT dead_lettered_rows, dead_letter_table, dead_letter_streams FROM batch")
+            ).one()
+    finally:
+        engine.dispose()
+    assert tuple(run[:3]) == (0, None, 0)
+    assert run[3] in ("[]", [])  # JSON: text on SQLite, decoded on PostgreSQL
+    assert tuple(batch[:2]) == (0, None)
+    assert batch[2] in ("[]", [])

@@ -483,3 +483,183 @@ def test_a_run_that_writes_two_tables_is_checked_in_each_with_its_own_key(
     assert elsewhere.json()["detail"] == (
         f"run 'fb' wrote no batch to table '{dataset}.other'; it wrote {table}, {summary}"
     )
+
+
+DEAD_LETTER_SCHEMA = [
+    bigquery.SchemaField(name, kind)
+    for name, kind in (
+        ("run_id", "STRING"), ("query_id", "STRING"), ("batch_id", "INT64"), ("write", "STRING"),
+        ("table", "STRING"), ("partition", "INT64"), ("offset", "INT64"), ("key", "STRING"),
+        ("column", "STRING"), ("reason", "STRING"), ("row", "STRING"),
+        ("set_aside_at", "TIMESTAMP"),
+    )
+]  # fmt: skip
+"""The dead-letter table as the sink creates it (docs/sink.md)."""
+
+
+@pytest.fixture
+def dead_letters(rest: bigquery.Client, dataset: str) -> str:
+    table = f"{dataset}.orders_dead_letters"
+    rest.create_table(bigquery.Table(table, schema=DEAD_LETTER_SCHEMA))
+    return table
+
+
+def set_aside(
+    rest: bigquery.Client, dead_letters: str, run: str, batch: int, offsets: list[int],
+    *, table: str | None,
+) -> None:  # fmt: skip
+    """Rows BigQuery refused for ``table``, as the sink sets them aside: one per offset
+    (``table`` None: a dead-letter table without a table column)."""
+    values, params = [], []
+    for i, offset in enumerate(offsets):
+        values.append(f"(@r{i}, 'q1', @b{i}, 0, @o{i}, @k{i}, 'note', @why{i}, @row{i}, "
+                      f"CURRENT_TIMESTAMP(){'' if table is None else ', @t'})")  # fmt: skip
+        params += [
+            bigquery.ScalarQueryParameter(f"r{i}", "STRING", run),
+            bigquery.ScalarQueryParameter(f"b{i}", "INT64", batch),
+            bigquery.ScalarQueryParameter(f"o{i}", "INT64", offset),
+            bigquery.ScalarQueryParameter(f"k{i}", "STRING", str(1000 + offset)),
+            bigquery.ScalarQueryParameter(f"why{i}", "STRING", "value too long for STRING(10)"),
+            bigquery.ScalarQueryParameter(f"row{i}", "STRING", f'{{"order_id": {1000 + offset}}}'),
+        ]
+    if table is not None:
+        params.append(bigquery.ScalarQueryParameter("t", "STRING", table))
+    rest.query(
+        f"INSERT INTO `{dead_letters}` (`run_id`, `query_id`, `batch_id`, `partition`, `offset`, "
+        f"`key`, `column`, `reason`, `row`, `set_aside_at`{'' if table is None else ', `table`'}) "
+        f"VALUES {', '.join(values)}",
+        job_config=bigquery.QueryJobConfig(query_parameters=params),
+    ).result()
+
+
+def run_setting_aside(
+    run: str, table: str, dead_letter_table: str, batches: dict[int, tuple[int, int]]
+) -> list[dict[str, Any]]:
+    """The events of a run whose batches committed (rows, rows set aside) and succeeded."""
+    events = run_events(run, table, {batch: rows for batch, (rows, _) in batches.items()})
+    for event in events:
+        if event["type"] in ("batch_intent", "batch_committed"):
+            event["dead_lettered_rows"] = batches[event["batch_id"]][1]
+            event["dead_letter_table"] = dead_letter_table
+            event["dead_letter_streams"] = [{"stream": f"{run}/dlq{event['batch_id']}", "rows": 1}]
+    return events
+
+
+def test_rows_set_aside_are_expected_but_never_missing_and_counted_in_the_dead_letter_table(
+    client: TestClient, rest: bigquery.Client, table: str, dead_letters: str
+) -> None:
+    """Batch 0 commits 30 rows and sets 2 aside, batch 1 commits 20 and sets 1 aside: the
+    table holds 50 of the run's rows, the dead-letter table 3 of them (and rows of another
+    run, and of the same run for another table, which are not the check's)."""
+    insert(rest, table, [(k, 10, "r1", 0 if k < 30 else 1) for k in range(50)])
+    set_aside(rest, dead_letters, "r1", 0, [7, 12], table=table)
+    set_aside(rest, dead_letters, "r1", 1, [3], table=table)
+    set_aside(rest, dead_letters, "someone-else", 0, [1, 2, 3, 4], table=table)
+    set_aside(rest, dead_letters, "r1", 0, [5], table=f"{table}_summary")
+    events = run_setting_aside("r1", table, dead_letters, {0: (30, 2), 1: (20, 1)})
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    body = reconcile(client, "r1")
+
+    assert body["status"] == "ok", body
+    assert (body["expected_rows"], body["actual_rows"], body["missing_rows"]) == (50, 50, 0)
+    assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (3, 3)
+    assert body["dead_letter_table"] == dead_letters
+    assert [(b["batch_id"], b["status"], b["expected_rows"]) for b in body["batches"]] == [
+        (0, "ok", 30), (1, "ok", 20)
+    ]  # fmt: skip
+    assert body["warnings"] == []
+    automatic = client.get("/api/runs/r1/reconciliations", headers=bearer(VIEWER)).json()["data"]
+    assert [(c["trigger"], c["status"], c["rows_in_dead_letter_table"]) for c in automatic] == [
+        ("api", "ok", 3), ("run_succeeded", "ok", 3)
+    ]  # fmt: skip
+    audit = client.get("/api/audit?action=reconcileRun", headers=bearer(OPERATOR)).json()
+    assert audit["data"][0]["outcome"] == (
+        "ok: reconciliation ok, expected 50 rows, found 50, 50 distinct keys, 3 set aside, "
+        "3 in the dead-letter table"
+    )
+    run = client.get("/api/runs/r1", headers=bearer(VIEWER)).json()
+    assert (run["rows_committed"], run["rows_dead_lettered"]) == (50, 3)
+
+    # A set-aside row lost from the dead-letter table: the target table still agrees,
+    # the dead-letter table does not.
+    rest.query(
+        f"DELETE FROM `{dead_letters}` WHERE run_id = 'r1' AND `offset` = 12 AND `table` = @t",
+        job_config=bigquery.QueryJobConfig(
+            query_parameters=[bigquery.ScalarQueryParameter("t", "STRING", table)]
+        ),
+    ).result()
+    body = reconcile(client, "r1")
+    assert body["status"] == "mismatch"
+    assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (3, 2)
+    assert (body["missing_rows"], body["extra_rows"], body["mismatched_batches"]) == (0, 0, [])
+
+
+def test_a_table_check_counts_the_set_aside_rows_of_every_run(
+    client: TestClient, rest: bigquery.Client, table: str, dead_letters: str
+) -> None:
+    insert(rest, table, [(k, 10, "r1", 0) for k in range(10)])
+    insert(rest, table, [(100 + k, 10, "r2", 0) for k in range(5)])
+    set_aside(rest, dead_letters, "r1", 0, [1], table=table)
+    set_aside(rest, dead_letters, "r2", 0, [2, 3], table=table)
+    set_aside(rest, dead_letters, "r2", 0, [3], table=table)  # set aside twice: one too many
+    for run, rows, aside in (("r1", 10, 1), ("r2", 5, 2)):
+        events = run_setting_aside(run, table, dead_letters, {0: (rows, aside)})
+        assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    body = client.post(f"/api/tables/{table}/reconcile", headers=bearer(OPERATOR)).json()
+
+    assert body["status"] == "mismatch"
+    assert (body["expected_rows"], body["actual_rows"], body["missing_rows"]) == (15, 15, 0)
+    assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (3, 4)
+    assert all(r["status"] == "ok" for r in body["runs"])  # the table itself agrees
+
+
+def test_a_dead_letter_table_without_a_table_column_is_counted_by_run_and_says_so(
+    client: TestClient, rest: bigquery.Client, dataset: str, table: str
+) -> None:
+    """One micro-batch writes the orders table (1 row set aside) and a summary table (2
+    set aside) into one dead-letter table that cannot tell them apart."""
+    dead_letters = f"{dataset}.shared_dead_letters"
+    schema = [field for field in DEAD_LETTER_SCHEMA if field.name != "table"]
+    rest.create_table(bigquery.Table(dead_letters, schema=schema))
+    summary = f"{dataset}.summary"
+    rest.create_table(bigquery.Table(summary, schema=STAMPED_SCHEMA))
+    insert(rest, table, [(k, 10, "fb", 0) for k in range(4)])
+    insert(rest, summary, [(1, 40, "fb", 0)])
+    set_aside(rest, dead_letters, "fb", 0, [1, 2, 3], table=None)
+    events = run_setting_aside("fb", table, dead_letters, {0: (4, 1)})
+    aside: dict[str, Any] = {"dead_lettered": 2, "dead_letter_table": dead_letters,
+                             "dead_letter_streams": ["fb/dlq-summary"]}  # fmt: skip
+    for kind in ("intent", "commit"):
+        maker = f.intent if kind == "intent" else f.committed
+        extra = maker("fb", 0, 1, ["fb/summary"], 1, **aside)
+        update = {"id": ev.event_id("fb", kind, "summary"), "table": summary, "key": KEY,
+                  "stamped": True}  # fmt: skip
+        events.insert(-1, extra.model_copy(update=update).model_dump(mode="json"))
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    body = reconcile(client, "fb")
+
+    assert body["status"] == "ok", body
+    assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (1, 3)
+    assert body["warnings"] == [
+        f"the dead-letter table {dead_letters} has no table column and also holds rows set "
+        f"aside from other tables ({summary}): rows_in_dead_letter_table counts them too, and "
+        "is compared with the rows set aside there from every table"
+    ]
+
+
+def test_a_dead_letter_table_gone_is_a_stored_error(
+    client: TestClient, rest: bigquery.Client, table: str, dead_letters: str
+) -> None:
+    insert(rest, table, [(k, 10, "r1", 0) for k in range(4)])
+    rest.delete_table(dead_letters)
+    events = run_setting_aside("r1", table, dead_letters, {0: (4, 1)})
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+    body = reconcile(client, "r1")
+
+    assert body["status"] == "error"
+    assert body["error"] == f"table {dead_letters} does not exist (was it deleted?)"
+    assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (1, None)

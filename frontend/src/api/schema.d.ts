@@ -733,7 +733,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams";
+            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams" | "rows_dead_lettered";
             /** Name */
             name: string;
             params?: components["schemas"]["AlertRuleParams"];
@@ -799,12 +799,12 @@ export interface components {
             silent_s?: number | null;
             /**
              * Threshold
-             * @description already_exists_rate and error_rate (required): fires above it; out_of_range: fires above it (default 0, any)
+             * @description already_exists_rate and error_rate (required): fires above it; out_of_range, rows_dead_lettered: fires above it (default 0, any)
              */
             threshold?: number | null;
             /**
              * Window S
-             * @description rate kinds (out_of_range, already_exists_rate, error_rate): the window looked at, in seconds, rounded to whole minutes (default 300)
+             * @description rate kinds (out_of_range, already_exists_rate, error_rate) and rows_dead_lettered: the window looked at, in seconds, rounded to whole minutes (default 300)
              */
             window_s?: number | null;
         };
@@ -834,7 +834,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams";
+            kind: "out_of_range" | "already_exists_rate" | "error_rate" | "reconciliation" | "run_failed" | "run_stalled" | "orphan_streams" | "rows_dead_lettered";
             /** Name */
             name: string;
             params?: components["schemas"]["AlertRuleParams"];
@@ -1392,6 +1392,20 @@ export interface components {
              * @description None for a batch write
              */
             batch_id?: number | null;
+            /**
+             * Dead Letter Streams
+             * @description the PENDING streams on the dead-letter table
+             * @default []
+             */
+            dead_letter_streams: components["schemas"]["StreamRows"][];
+            /** Dead Letter Table */
+            dead_letter_table?: string | null;
+            /**
+             * Dead Lettered Rows
+             * @description rows BigQuery refused, written to the dead-letter table
+             * @default 0
+             */
+            dead_lettered_rows: number;
             /** Duration Ms */
             duration_ms?: number | null;
             /**
@@ -1419,7 +1433,10 @@ export interface components {
              * @default false
              */
             resolved: boolean;
-            /** Rows */
+            /**
+             * Rows
+             * @description rows committed to the target table
+             */
             rows: number;
             /** Run Id */
             run_id: string;
@@ -1465,7 +1482,24 @@ export interface components {
              * @description None for a batch write
              */
             batch_id?: number | null;
-            /** Expected Rows */
+            /**
+             * Dead Letter Streams
+             * @description the PENDING streams on the dead-letter table
+             * @default []
+             */
+            dead_letter_streams: components["schemas"]["StreamRows"][];
+            /** Dead Letter Table */
+            dead_letter_table?: string | null;
+            /**
+             * Dead Lettered Rows
+             * @description rows BigQuery refused, written to the dead-letter table
+             * @default 0
+             */
+            dead_lettered_rows: number;
+            /**
+             * Expected Rows
+             * @description rows for the target table (set-aside rows apart)
+             */
             expected_rows: number;
             /**
              * Id
@@ -1538,6 +1572,18 @@ export interface components {
             commit_ms: number | null;
             /** Committed At */
             committed_at: string | null;
+            /**
+             * Dead Letter Streams
+             * @description the PENDING streams on the dead-letter table committed with the batch
+             */
+            dead_letter_streams: components["schemas"]["BatchStreamPublic"][];
+            /** Dead Letter Table */
+            dead_letter_table: string | null;
+            /**
+             * Dead Lettered Rows
+             * @description rows BigQuery refused, set aside in the dead-letter table (not in rows)
+             */
+            dead_lettered_rows: number;
             /** Expected Rows */
             expected_rows: number | null;
             /** Intent At */
@@ -2055,6 +2101,11 @@ export interface components {
              * Format: date-time
              */
             checked_at: string;
+            /**
+             * Dead Letter Table
+             * @description the dead-letter table the batches named, if any
+             */
+            dead_letter_table?: string | null;
             /** Distinct Keys */
             distinct_keys: number | null;
             /**
@@ -2101,6 +2152,16 @@ export interface components {
              */
             missing_rows: number | null;
             /**
+             * Rows In Dead Letter Table
+             * @description the run's (or table's runs') rows found in the dead-letter table (run_id = the run); a count other than the rows set aside there is a mismatch
+             */
+            rows_in_dead_letter_table?: number | null;
+            /**
+             * Rows Set Aside
+             * @description rows the committed batches set aside in a dead-letter table: expected, never missing (not in expected_rows)
+             */
+            rows_set_aside?: number | null;
+            /**
              * Rows Without Key
              * @description rows whose key is NULL
              */
@@ -2143,6 +2204,57 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["ReconciliationPublic"][];
+        };
+        /**
+         * RejectionPublic
+         * @description A row BigQuery refused, as the task that sent it named it (``rows_rejected``).
+         */
+        RejectionPublic: {
+            /**
+             * Attempt
+             * @description the task attempt that reported it
+             */
+            attempt: number;
+            /** Batch Id */
+            batch_id: number | null;
+            /**
+             * Column
+             * @description the column BigQuery named
+             */
+            column: string | null;
+            /**
+             * Dead Letter Table
+             * @description where it was set aside; null: there was none, and the task failed
+             */
+            dead_letter_table: string | null;
+            /**
+             * Key
+             * @description the write's key column's value, as text
+             */
+            key: string | null;
+            /**
+             * Offset
+             * @description the row's offset in its partition (0 = first row)
+             */
+            offset: number;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Reason */
+            reason: string;
+            /** Stream */
+            stream: string;
+            /** Table */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             * @description when the task reported it (its latest report)
+             */
+            time: string;
+            /** Write */
+            write: string | null;
         };
         /**
          * ResumeAcceptedPublic
@@ -2250,6 +2362,107 @@ export interface components {
             warnings: string[];
         };
         /**
+         * RowRejection
+         * @description One row BigQuery refused, named as a user finds it again.
+         */
+        RowRejection: {
+            /**
+             * Column
+             * @description the column BigQuery named
+             */
+            column?: string | null;
+            /**
+             * Key
+             * @description the write's key column's value, as text
+             */
+            key?: string | null;
+            /**
+             * Offset
+             * @description the row's offset in its partition (0 = first row)
+             */
+            offset: number;
+            /** Reason */
+            reason: string;
+        };
+        /** RowsRejected */
+        RowsRejected: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Dead Letter Table
+             * @description where they were set aside; none: no dead-letter table, the task fails
+             */
+            dead_letter_table?: string | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
+            /**
+             * Offset
+             * @description the stream offset of the request BigQuery refused
+             */
+            offset: number;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Rows
+             * @description rows of the request BigQuery refused
+             */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Samples
+             * @default []
+             */
+            samples: components["schemas"]["RowRejection"][];
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "rows_rejected";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
+        };
+        /**
          * RunDetailPublic
          * @description ``GET /api/runs/{run_id}``: the run with its attempts, batches and streams.
          */
@@ -2274,6 +2487,11 @@ export interface components {
             batches_committed: number;
             /** Current Attempt Id */
             current_attempt_id: string | null;
+            /**
+             * Dead Letter Table
+             * @description the dead-letter table the run's events last named, if any
+             */
+            dead_letter_table?: string | null;
             /** Error */
             error: string | null;
             /** Finished At */
@@ -2303,10 +2521,27 @@ export interface components {
             /** @description the run's latest reconciliation, if any */
             reconciliation?: components["schemas"]["VerdictPublic"] | null;
             /**
+             * Rejected Requests
+             * @description rows_rejected events: requests BigQuery refused for bad rows (a retried task reports its rows again, so this can exceed the batches' count)
+             * @default 0
+             */
+            rejected_requests: number;
+            /**
+             * Rejections
+             * @description the latest rows BigQuery refused, at most 20, newest first, each row once
+             */
+            rejections: components["schemas"]["RejectionPublic"][];
+            /**
              * Rows Committed
              * @description rows of committed batches, each batch once
              */
             rows_committed: number;
+            /**
+             * Rows Dead Lettered
+             * @description rows BigQuery refused that committed batches set aside in the dead-letter table, each batch once (not in rows_committed)
+             * @default 0
+             */
+            rows_dead_lettered: number;
             /**
              * Rows Expected
              * @description rows of batches intended or committed
@@ -2496,6 +2731,11 @@ export interface components {
             already_exists: number;
             /** Batches Committed */
             batches_committed: number;
+            /**
+             * Dead Letter Table
+             * @description the dead-letter table the run's events last named, if any
+             */
+            dead_letter_table?: string | null;
             /** Error */
             error: string | null;
             /** Finished At */
@@ -2525,10 +2765,22 @@ export interface components {
             /** @description the run's latest reconciliation, if any */
             reconciliation?: components["schemas"]["VerdictPublic"] | null;
             /**
+             * Rejected Requests
+             * @description rows_rejected events: requests BigQuery refused for bad rows (a retried task reports its rows again, so this can exceed the batches' count)
+             * @default 0
+             */
+            rejected_requests: number;
+            /**
              * Rows Committed
              * @description rows of committed batches, each batch once
              */
             rows_committed: number;
+            /**
+             * Rows Dead Lettered
+             * @description rows BigQuery refused that committed batches set aside in the dead-letter table, each batch once (not in rows_committed)
+             * @default 0
+             */
+            rows_dead_lettered: number;
             /**
              * Rows Expected
              * @description rows of batches intended or committed
@@ -2991,10 +3243,20 @@ export interface components {
             /** @description the table's latest check, if any */
             reconciliation: components["schemas"]["VerdictPublic"] | null;
             /**
+             * Rejected Requests
+             * @description rows_rejected events over every run
+             */
+            rejected_requests: number;
+            /**
              * Rows Committed
              * @description rows of committed batches over every run
              */
             rows_committed: number;
+            /**
+             * Rows Dead Lettered
+             * @description rows committed batches set aside in dead-letter tables, over every run
+             */
+            rows_dead_lettered: number;
             /** Runs */
             runs: number;
             /** Runs By Status */
@@ -3861,7 +4123,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
+                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
             };
         };
         responses: {

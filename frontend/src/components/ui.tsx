@@ -75,11 +75,15 @@ export function QueryState<T>({
   );
 }
 
-export function Stat({ label, value, testId }: { label: string; value: ReactNode; testId?: string }) {
+/** A labelled figure; `note` is what it means, shown on hover (and to screen readers as
+ * the figure's description). */
+export function Stat({ label, value, testId, note }: { label: string; value: ReactNode; testId?: string; note?: string }) {
   return (
     <div className="stat">
       <dt>{label}</dt>
-      <dd data-testid={testId}>{value}</dd>
+      <dd data-testid={testId} title={note} className={note ? "has-note" : undefined}>
+        {value}
+      </dd>
     </div>
   );
 }

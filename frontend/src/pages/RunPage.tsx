@@ -5,6 +5,7 @@ import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
 import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
 import { useIsOperator } from "../lib/auth";
+import { deadLetterNote } from "../lib/deadLetters";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
 import { modeNote } from "../lib/modes";
@@ -12,6 +13,7 @@ import { useQuery } from "../lib/useQuery";
 import { AttemptsPanel } from "./run/AttemptsPanel";
 import { BatchesTable } from "./run/BatchesTable";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
+import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
 import { SpecPanel } from "./run/SpecPanel";
 import { StreamsTable } from "./run/StreamsTable";
@@ -30,6 +32,12 @@ function RunSummary({ run }: { run: RunDetail }) {
         <Stat label="Rows the job reported" value={formatCount(run.rows_reported)} />
         <Stat label="ALREADY_EXISTS" value={formatCount(run.already_exists)} testId="run-already-exists" />
         <Stat label="OUT_OF_RANGE" value={formatCount(run.out_of_range)} testId="run-out-of-range" />
+        <Stat
+          label="Rows set aside"
+          value={formatCount(run.rows_dead_lettered)}
+          testId="run-rows-dead-lettered"
+          note={deadLetterNote(run)}
+        />
         <Stat label="Started" value={formatTime(run.started_at)} />
         <Stat
           label="Duration"
@@ -145,6 +153,7 @@ export function RunPage() {
       )}
       <RunSummary run={detail} />
       <ReconciliationPanel latest={latest} history={checks.data?.data ?? []} />
+      <RejectionsPanel run={detail} />
       <QueryState query={metrics} what="request metrics">
         {(body) => (
           <Suspense fallback={<Loading what="the charts" />}>

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { AlertRule } from "../../api/client";
 import { formFailure } from "./apiErrors";
 import { RuleForm } from "./RuleForm";
-import { buildRule, describeParams, NEW_RULE, valuesOfRule } from "./ruleForm";
+import { buildRule, describeParams, NEW_RULE, PARAM_FIELDS, valuesOfRule } from "./ruleForm";
 import { withParams } from "./urlState";
 
 afterEach(cleanup);
@@ -29,6 +29,16 @@ describe("buildRule", () => {
   it("leaves a missing threshold to the backend, which names it", () => {
     const built = buildRule({ ...NEW_RULE, name: "r", kind: "already_exists_rate" });
     expect(built.body?.params).toEqual({});
+  });
+
+  it("sends a rows_dead_lettered rule's window and threshold, and nothing of other kinds", () => {
+    const values = { ...NEW_RULE, name: "set aside", kind: "rows_dead_lettered" as const, window_s: "600", threshold: "10", silent_s: "5" };
+    const built = buildRule(values);
+    expect(built.body?.kind).toBe("rows_dead_lettered");
+    expect(built.body?.params).toEqual({ window_s: 600, threshold: 10 });
+    expect(PARAM_FIELDS.threshold.help("rows_dead_lettered")).toBe(
+      "fires above this many rows set aside in the window; default 0 (any)",
+    );
   });
 
   it("sends no scope value for scope all, and none when it is left empty", () => {

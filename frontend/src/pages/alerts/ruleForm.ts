@@ -21,6 +21,11 @@ export const KINDS: { kind: RuleKind; label: string; watches: string }[] = [
   { kind: "run_failed", label: "Run failed", watches: "a run's status is failed" },
   { kind: "run_stalled", label: "Run stalled", watches: "a run is stalled (or silent too long)" },
   { kind: "orphan_streams", label: "Orphan streams", watches: "PENDING streams left uncommitted too long" },
+  {
+    kind: "rows_dead_lettered",
+    label: "Rows dead-lettered",
+    watches: "rows BigQuery refused, set aside in a dead-letter table by batches committed in the window",
+  },
 ];
 
 export const SEVERITIES: Severity[] = ["critical", "warning", "info"];
@@ -35,6 +40,7 @@ export const PARAMS_OF_KIND: Record<RuleKind, ParamName[]> = {
   run_failed: [],
   run_stalled: ["silent_s"],
   orphan_streams: ["older_than_s", "include_succeeded"],
+  rows_dead_lettered: ["window_s", "threshold"],
 };
 
 /** How each param reads in the form; `help` says its default, as the backend applies it. */
@@ -45,7 +51,9 @@ export const PARAM_FIELDS: Record<ParamName, { label: string; help: (kind: RuleK
     help: (kind) =>
       kind === "out_of_range"
         ? "fires above this many answers in the window; default 0 (any)"
-        : "required: fires above it (per minute, or a share 0..1)",
+        : kind === "rows_dead_lettered"
+          ? "fires above this many rows set aside in the window; default 0 (any)"
+          : "required: fires above it (per minute, or a share 0..1)",
   },
   per: { label: "Threshold per", help: () => "requests per minute over the window, or a share of all requests" },
   codes: {

@@ -23,6 +23,9 @@ function write(table: string, place: string | null, rows: number, state: Batch["
     stamped: false,
     replays: 0,
     rows_rewritten: 0,
+    dead_lettered_rows: 0,
+    dead_letter_table: null,
+    dead_letter_streams: [],
     abort_reason: null,
     commit_ms: null,
     intent_at: "2026-01-01T00:00:00Z",
@@ -59,6 +62,14 @@ describe("BatchesTable", () => {
       .getAllByRole("cell")
       .find((cell) => cell.textContent === "buffered");
     expect(mode?.getAttribute("title")).toBe(MODE_NOTES.buffered);
+  });
+
+  it("notes the rows a write set aside, naming the dead-letter table on hover", () => {
+    const batch = { ...write("p.d.orders", null, 5, "committed"), dead_lettered_rows: 1200, dead_letter_table: "p.d.dlq" };
+    render(<BatchesTable batches={[batch]} />);
+
+    const note = within(screen.getByTestId("batch-row")).getByText("1,200 rows set aside");
+    expect(note.getAttribute("title")).toBe("dead-letter table p.d.dlq");
   });
 
   it("keeps the streaming sink's table narrow: no table or write column", () => {

@@ -71,9 +71,8 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
                   <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
                   <td className="number">{batch.replays}</td>
                   <td title={MODE_NOTES[batch.mode]}>{batch.mode}</td>
-                  <td className="muted">
-                    {batch.abort_reason ??
-                      (batch.rows_rewritten ? `${formatCount(batch.rows_rewritten)} rows rewritten` : "")}
+                  <td className="muted" title={batch.dead_letter_table ? `dead-letter table ${batch.dead_letter_table}` : undefined}>
+                    {batchNote(batch)}
                   </td>
                 </tr>
               ))}
@@ -83,6 +82,15 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
       )}
     </section>
   );
+}
+
+/** Why a write needs a look: why it was aborted, rows a replay wrote again, rows set aside. */
+export function batchNote(batch: Batch): string {
+  const notes: string[] = [];
+  if (batch.abort_reason) notes.push(batch.abort_reason);
+  else if (batch.rows_rewritten) notes.push(`${formatCount(batch.rows_rewritten)} rows rewritten`);
+  if (batch.dead_lettered_rows) notes.push(`${formatCount(batch.dead_lettered_rows)} rows set aside`);
+  return notes.join("; ");
 }
 
 /** "#1" for the second write of a call to a table, the user's write_id as given. */

@@ -55,5 +55,22 @@ describe("ReconciliationPanel", () => {
 
     expect(screen.queryAllByTestId("reconciliation-table")).toHaveLength(0);
     expect(screen.getByTestId("reconciliation-actual").textContent).toContain("8");
+    expect(screen.queryByTestId("reconciliation-set-aside")).toBeNull(); // no dead-letter table: not shown
+  });
+
+  it("shows the rows set aside apart from the expected rows, and those found in the dead-letter table", () => {
+    const drift = {
+      ...check(4, "p.d.orders", "mismatch", 8),
+      rows_set_aside: 3,
+      dead_letter_table: "p.d.orders_dlq",
+      rows_in_dead_letter_table: 2,
+    };
+    render(<ReconciliationPanel latest={drift} history={[drift]} />);
+
+    expect(screen.getByTestId("reconciliation-expected").textContent).toBe("8");
+    expect(screen.getByTestId("reconciliation-set-aside").textContent).toBe("3");
+    const found = screen.getByTestId("reconciliation-dead-letter-rows");
+    expect(found.textContent).toBe("2");
+    expect(found.getAttribute("title")).toBe("the run's rows in p.d.orders_dlq (run_id = the run)");
   });
 });

@@ -52,6 +52,11 @@ export function ReconciliationPanel({
   );
 }
 
+/** Whether a check has rows set aside or a dead-letter table to show. */
+export function hasDeadLetters(check: Reconciliation): boolean {
+  return Boolean(check.rows_set_aside) || Boolean(check.dead_letter_table);
+}
+
 /** The newest check of each table, newest table first; a heading per table only when
  * the run's checks name more than one. */
 export function latestPerTable(history: Reconciliation[]): Reconciliation[] {
@@ -96,6 +101,22 @@ function Verdict({ check }: { check: Reconciliation }) {
         <Stat label="Duplicate rows" value={formatCount(check.duplicate_rows)} testId="reconciliation-duplicates" />
         <Stat label="Missing rows" value={formatCount(check.missing_rows)} testId="reconciliation-missing" />
         <Stat label="Extra rows" value={formatCount(check.extra_rows)} testId="reconciliation-extra" />
+        {hasDeadLetters(check) && (
+          <>
+            <Stat
+              label="Rows set aside"
+              value={formatCount(check.rows_set_aside)}
+              testId="reconciliation-set-aside"
+              note="rows BigQuery refused that the committed batches set aside: expected, never missing (not in expected rows)"
+            />
+            <Stat
+              label="In the dead-letter table"
+              value={formatCount(check.rows_in_dead_letter_table)}
+              testId="reconciliation-dead-letter-rows"
+              note={check.dead_letter_table ? `the run's rows in ${check.dead_letter_table} (run_id = the run)` : undefined}
+            />
+          </>
+        )}
       </dl>
       {check.warnings.length > 0 && (
         <ul className="muted">

@@ -74,6 +74,10 @@ function CheckCounts({ check }: { check: Reconciliation }) {
     ["Extra rows", check.extra_rows, "extra-rows"],
     ["Rows without key", check.rows_without_key, "rows-without-key"],
   ];
+  if (check.rows_set_aside || check.dead_letter_table) {
+    counts.push(["Rows set aside", check.rows_set_aside ?? null, "rows-set-aside"]);
+    counts.push(["In the dead-letter table", check.rows_in_dead_letter_table ?? null, "rows-in-dead-letter-table"]);
+  }
   return (
     <dl className="tp-check-counts">
       {counts.map(([label, value, id]) => (

@@ -1,6 +1,7 @@
 // A table's totals over every run into it, on its own page.
 import type { TableTotals } from "../../api/client";
 import { Stat } from "../../components/ui";
+import { deadLetterNote } from "../../lib/deadLetters";
 import { formatCount, formatTime } from "../../lib/format";
 import { RunsByStatus, VerdictBadge } from "./TableCells";
 
@@ -20,6 +21,12 @@ export function TableSummary({ totals }: { totals: TableTotals }) {
       <Stat label="Batches committed" testId="table-batches" value={formatCount(totals.batches_committed)} />
       <Stat label="ALREADY_EXISTS" testId="table-already-exists" value={formatCount(totals.already_exists)} />
       <Stat label="OUT_OF_RANGE" testId="table-out-of-range" value={formatCount(totals.out_of_range)} />
+      <Stat
+        label="Rows set aside"
+        testId="table-rows-dead-lettered"
+        value={formatCount(totals.rows_dead_lettered)}
+        note={deadLetterNote(totals)}
+      />
       <Stat label="First loaded" testId="table-first-loaded" value={formatTime(totals.first_started_at)} />
       <Stat label="Last loaded" testId="table-last-loaded" value={formatTime(totals.last_started_at)} />
       <Stat label="Key column" testId="table-key-column" value={totals.key_column ?? "none"} />

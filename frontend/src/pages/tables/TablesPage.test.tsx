@@ -25,6 +25,8 @@ const totals: TableTotals = {
   batches_committed: 7,
   already_exists: 2,
   out_of_range: 0,
+  rows_dead_lettered: 42,
+  rejected_requests: 5,
   first_started_at: "2024-01-01T00:00:00Z",
   last_started_at: "2024-01-02T00:00:00Z",
   key_column: "event_id",
@@ -142,6 +144,16 @@ describe("/tables/:table", () => {
     expect(within(newest).getByTestId("reconciliation-extra-rows").textContent).toBe("2");
     expect(within(newest).getAllByTestId("reconciliation-duplicate-key")).toHaveLength(1);
     expect(screen.getByTestId("reconcile-button").textContent).toBe("Reconcile table");
+  });
+
+  it("shows the rows set aside over every run, with what they are on hover", async () => {
+    stubGets();
+    renderAt(`/tables/${encodeURIComponent(TABLE)}`);
+
+    const setAside = await screen.findByTestId("table-rows-dead-lettered");
+    expect(setAside.textContent).toBe("42");
+    expect(setAside.getAttribute("title")).toContain("42 row(s) BigQuery refused, set aside in a dead-letter table");
+    expect(setAside.getAttribute("title")).toContain("5 refused request(s)");
   });
 
   it("hides the reconcile button from viewers", async () => {
