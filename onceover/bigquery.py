@@ -13,9 +13,12 @@ gets its clients here, configured by three environment variables:
                                 the Application Default Credentials otherwise
 ==============================  ====================================================
 
-Both endpoints unset means real BigQuery with Application Default Credentials;
-set one, set both. A :class:`BigQueryConfig` is a small frozen value, so it can be
-pickled into a Spark task and turned into clients on the executor.
+Both endpoints unset means real BigQuery, with Application Default Credentials unless
+the configuration's :class:`~onceover.connection.Connection` (the sink's connection
+options: a credentials file, impersonation, a quota project, regional or private
+endpoints, a proxy) says otherwise; set one endpoint, set both. A
+:class:`BigQueryConfig` is a small frozen value, so it can be pickled into a Spark task
+and turned into clients on the executor.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from onceover import __version__
+from onceover.connection import Connection
 from onceover.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -55,6 +59,8 @@ class BigQueryConfig:
     rest_endpoint: str | None = None
     grpc_endpoint: str | None = None
     project: str | None = None
+    connection: Connection = field(default_factory=Connection)
+    """How to reach real BigQuery (credentials, endpoints, proxy); unused locally."""
 
     def __post_init__(self) -> None:
         if (self.rest_endpoint is None) != (self.grpc_endpoint is None):
@@ -94,11 +100,10 @@ class BigQueryConfig:
             return self.project
         if self.is_local:
             return LOCAL_PROJECT
-        import google.auth
         from google.auth.exceptions import DefaultCredentialsError
 
         try:
-            _, project = google.auth.default()
+            _, project = self.connection.credentials()
         except DefaultCredentialsError as exc:
             raise ConfigurationError(
                 f"no BigQuery configured: set {REST_ENV} and {GRPC_ENV} for a local "
@@ -141,7 +146,7 @@ def bigquery_client(config: BigQueryConfig | None = None) -> bigquery.Client:
     config = _config(config)
     client_info = ClientInfo(user_agent=f"onceover/{__version__}")
     if not config.is_local:
-        return bigquery.Client(project=config.resolved_project(), client_info=client_info)
+        return _remote_bigquery_client(config, client_info)
     return bigquery.Client(
         project=config.resolved_project(),
         credentials=AnonymousCredentials(),
@@ -161,10 +166,68 @@ def write_client(config: BigQueryConfig | None = None) -> BigQueryWriteClient:
     config = _config(config)
     client_info = ClientInfo(user_agent=f"onceover/{__version__}")
     if not config.is_local:
-        return BigQueryWriteClient(client_info=client_info)
+        return _remote_write_client(config.connection, client_info)
     import grpc
 
     assert config.grpc_endpoint is not None  # is_local guarantees it
     channel = grpc.insecure_channel(config.grpc_endpoint, options=GRPC_OPTIONS)
     transport = BigQueryWriteGrpcTransport(channel=channel)
+    return BigQueryWriteClient(transport=transport, client_info=client_info)
+
+
+def _remote_bigquery_client(config: BigQueryConfig, client_info: Any) -> bigquery.Client:
+    """Real BigQuery's REST client, as the connection says: its credentials, its quota
+    project (billed for jobs), its endpoint, through its proxy."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud import bigquery
+
+    connection = config.connection
+    if connection.is_default:
+        return bigquery.Client(project=config.resolved_project(), client_info=client_info)
+    credentials, named = connection.credentials()
+    session = AuthorizedSession(credentials)
+    proxy = connection.proxy_url()
+    if proxy is not None:
+        session.proxies = {"http": proxy, "https": proxy}
+    options = (
+        ClientOptions(api_endpoint=connection.http_endpoint) if connection.http_endpoint else None
+    )
+    return bigquery.Client(
+        project=connection.parent_project or config.project or named or config.resolved_project(),
+        credentials=credentials,
+        _http=session,
+        client_options=options,
+        client_info=client_info,
+    )
+
+
+def _remote_write_client(connection: Connection, client_info: Any) -> BigQueryWriteClient:
+    """Real BigQuery's Storage Write client, as the connection says: a TLS channel to
+    its endpoint (Google's global one by default) with its credentials and quota
+    project, through its proxy (HTTP CONNECT)."""
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+    from google.cloud.bigquery_storage_v1.services.big_query_write.transports import (
+        BigQueryWriteGrpcTransport,
+    )
+
+    if connection.is_default:
+        return BigQueryWriteClient(client_info=client_info)
+    credentials, _ = connection.credentials()
+    extra: list[tuple[str, str | int]] = list(GRPC_OPTIONS)
+    proxy = connection.proxy_url()
+    if proxy is not None:
+        extra.append(("grpc.http_proxy", proxy))
+
+    def channel(*args: Any, **kwargs: Any) -> Any:
+        # The transport's own channel, with the proxy and message caps added.
+        kwargs["options"] = [*(kwargs.get("options") or []), *extra]
+        return BigQueryWriteGrpcTransport.create_channel(*args, **kwargs)
+
+    transport = BigQueryWriteGrpcTransport(
+        host=connection.storage_endpoint or BigQueryWriteClient.DEFAULT_ENDPOINT,
+        credentials=credentials,
+        quota_project_id=connection.parent_project,
+        channel=channel,
+    )
     return BigQueryWriteClient(transport=transport, client_info=client_info)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -53,7 +53,7 @@ from jobs.sink.identity import WriteIdentity
 from jobs.sink.job import SinkJob, streaming_query_id
 from jobs.sink.ledger import claim_driver, leave_probe
 from jobs.sink.offsets_log import check_not_reset
-from jobs.sink.options import parse_options
+from jobs.sink.options import connection_options, parse_options
 from jobs.sink.requests import request_budget
 from jobs.sink.task import TaskResult, current_task, encoder_for, write_partition
 from onceover.bigquery import BigQueryConfig
@@ -83,7 +83,8 @@ def prepare_job(
         raise SinkOptionError(
             "mode", "onceover only appends; overwrite (or complete output) is not supported"
         )
-    config = BigQueryConfig.from_env()
+    # The connection first: the default project may come from its credentials.
+    config = replace(BigQueryConfig.from_env(), connection=connection_options(raw_options))
     options = parse_options(
         raw_options, default_project=config.resolved_project(), streaming=streaming
     )

@@ -49,6 +49,15 @@ option                      default     meaning
                                         20,000,000 bytes; at most 19,500,000)
 ``append.max_inflight``     4           requests in flight per stream (pipelining)
 ``retry.deadline_s``        300         how long transient errors are retried
+(connection)                none        real BigQuery: ``credentialsFile``,
+                                        ``credentials``, ``gcpAccessToken``,
+                                        ``gcpImpersonationServiceAccount``,
+                                        ``parentProject``,
+                                        ``bigQueryStorageGrpcEndpoint``,
+                                        ``bigQueryHttpEndpoint``, ``proxyAddress``,
+                                        ``proxyUsername``, ``proxyPassword``, named
+                                        as the spark-bigquery-connector names them
+                                        (:mod:`onceover.connection`)
 ``ledger.keep_batches``     100         committed batches the ledger keeps per write;
                                         give Spark's
                                         ``spark.sql.streaming.minBatchesToRetain``
@@ -69,6 +78,8 @@ from urllib.parse import urlsplit
 from jobs.sink.errors import SinkOptionError
 from jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
 from jobs.sink.ledger_retention import DEFAULT_KEEP, how_many_to_keep
+from onceover.connection import OPTIONS as CONNECTION_OPTIONS
+from onceover.connection import Connection, ConnectionOptionError
 from onceover.identifiers import COLUMN_NAME_RE
 
 Mode = Literal["pending", "buffered", "committed", "default"]
@@ -125,6 +136,7 @@ KNOWN = frozenset(
         "checkpointlocation",
         "path",
         "queryname",  # writeStream.queryName(...): Spark passes it to the sink
+        *CONNECTION_OPTIONS,
     }
 )
 
@@ -216,6 +228,15 @@ def _id(options: Mapping[str, str], name: str) -> str | None:
     if text is not None and not _RUN_ID_RE.match(text):
         raise SinkOptionError(name, f"{text!r}: use 1-128 letters, digits, '.', '_', ':' or '-'")
     return text
+
+
+def connection_options(raw: Mapping[str, str]) -> Connection:
+    """How to reach real BigQuery, from the writer's connection options; a wrong one
+    raises :class:`SinkOptionError` naming it."""
+    try:
+        return Connection.from_options({key.lower(): value for key, value in raw.items()})
+    except ConnectionOptionError as exc:
+        raise SinkOptionError(exc.option, str(exc).split(": ", 1)[1]) from None
 
 
 def _table_option(options: Mapping[str, str], name: str, written: str) -> str | None:

@@ -1,0 +1,248 @@
+"""How the sink reaches real BigQuery, beyond Application Default Credentials.
+
+The sink's options name these as Google's spark-bigquery-connector names the same
+things, so a job moving from one to the other keeps its options:
+
+==================================  ==================================================
+option                              meaning
+==================================  ==================================================
+``credentialsFile``                 a credentials file (a service-account key, or any
+                                    file ``gcloud`` writes); on a cluster, at the same
+                                    path on every node
+``credentials``                     the same file's JSON inline, base64-encoded (as the
+                                    connector takes it) or as plain JSON
+``gcpAccessToken``                  an OAuth access token, used as it is (it is not
+                                    refreshed: for jobs shorter than its life)
+``gcpImpersonationServiceAccount``  a service account to act as, with the credentials
+                                    above (or the default ones) as the source
+``parentProject``                   the project billed for and counting the API calls
+                                    (the quota project); tables keep their own project
+``bigQueryStorageGrpcEndpoint``     the Storage Write API endpoint, ``host:port``
+                                    (regional: ``bigquerystorage.<region>.rep.googleapis.com:443``;
+                                    Private Service Connect: your endpoint)
+``bigQueryHttpEndpoint``            the BigQuery REST endpoint, ``https://host[:port]``
+``proxyAddress``                    an HTTP proxy for both, ``http://host:port``
+``proxyUsername``, ``proxyPassword`` the proxy's credentials
+==================================  ==================================================
+
+Secrets (``credentials``, ``gcpAccessToken``, ``proxyPassword``) travel to the executors
+inside the task, as the connector's do, and are never printed: :class:`Connection`
+leaves them out of its ``repr``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from onceover.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
+SCOPES = (
+    "https://www.googleapis.com/auth/bigquery",
+    "https://www.googleapis.com/auth/cloud-platform",
+)
+
+OPTIONS = {
+    "credentialsfile": "credentials_file",
+    "credentials": "credentials_json",
+    "gcpaccesstoken": "access_token",
+    "gcpimpersonationserviceaccount": "impersonate",
+    "parentproject": "parent_project",
+    "bigquerystoragegrpcendpoint": "storage_endpoint",
+    "bigqueryhttpendpoint": "http_endpoint",
+    "proxyaddress": "proxy",
+    "proxyusername": "proxy_username",
+    "proxypassword": "proxy_password",
+}
+"""The sink's option (lower case, as Spark hands them over) → :class:`Connection` field."""
+OPTION_NAMES = {
+    "credentials_file": "credentialsFile",
+    "credentials_json": "credentials",
+    "access_token": "gcpAccessToken",
+    "impersonate": "gcpImpersonationServiceAccount",
+    "parent_project": "parentProject",
+    "storage_endpoint": "bigQueryStorageGrpcEndpoint",
+    "http_endpoint": "bigQueryHttpEndpoint",
+    "proxy": "proxyAddress",
+    "proxy_username": "proxyUsername",
+    "proxy_password": "proxyPassword",
+}
+
+_HOST_PORT_RE = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
+_HTTP_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?/?$")
+_ACCOUNT_RE = re.compile(r"^[^@\s]+@[A-Za-z0-9.-]+$")
+_PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+class ConnectionOptionError(ConfigurationError, ValueError):
+    """A connection option is wrong; the message names it."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        self.option = option
+        super().__init__(f"option {option!r}: {problem}")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach real BigQuery (module docstring); all unset: Application Default
+    Credentials and Google's global endpoints."""
+
+    credentials_file: str | None = None
+    credentials_json: str | None = field(default=None, repr=False)
+    """The credentials file's JSON text (decoded from the option's base64)."""
+    access_token: str | None = field(default=None, repr=False)
+    impersonate: str | None = None
+    parent_project: str | None = None
+    storage_endpoint: str | None = None
+    http_endpoint: str | None = None
+    proxy: str | None = None
+    proxy_username: str | None = None
+    proxy_password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Connection:
+        """The connection the sink's ``options`` (lower-case names) ask for; a wrong
+        value raises :class:`ConnectionOptionError` naming the option."""
+        given = {
+            name: options[key].strip()
+            for key, name in OPTIONS.items()
+            if options.get(key, "").strip()
+        }
+        if "credentials_json" in given:
+            given["credentials_json"] = _decoded_credentials(given["credentials_json"])
+        connection = cls(**given)
+        connection.check()
+        return connection
+
+    def check(self) -> None:
+        """Refuse what cannot work, naming the option."""
+        sources = [
+            n for n in ("credentials_file", "credentials_json", "access_token") if getattr(self, n)
+        ]
+        if len(sources) > 1:
+            named = " and ".join(OPTION_NAMES[n] for n in sources)
+            raise ConnectionOptionError(
+                OPTION_NAMES[sources[1]], f"give one source of credentials, not {named}"
+            )
+        if self.credentials_file is not None and not Path(self.credentials_file).is_file():
+            raise ConnectionOptionError(
+                "credentialsFile",
+                f"{self.credentials_file} is not a readable file here (on a cluster it must "
+                "be at that path on the driver and on every executor)",
+            )
+        if self.impersonate is not None and not _ACCOUNT_RE.match(self.impersonate):
+            raise ConnectionOptionError(
+                "gcpImpersonationServiceAccount",
+                f"{self.impersonate!r} is not a service account (name@project.iam."
+                "gserviceaccount.com)",
+            )
+        if self.parent_project is not None and not _PROJECT_RE.match(self.parent_project):
+            raise ConnectionOptionError(
+                "parentProject", f"{self.parent_project!r} is not a project id"
+            )
+        if self.storage_endpoint is not None and not _HOST_PORT_RE.match(self.storage_endpoint):
+            raise ConnectionOptionError(
+                "bigQueryStorageGrpcEndpoint", f"{self.storage_endpoint!r} is not host:port"
+            )
+        for name in ("http_endpoint", "proxy"):
+            value = getattr(self, name)
+            if value is not None and not _HTTP_URL_RE.match(value):
+                raise ConnectionOptionError(
+                    OPTION_NAMES[name], f"{value!r} is not an http(s)://host[:port] URL"
+                )
+        if (self.proxy_username or self.proxy_password) and self.proxy is None:
+            raise ConnectionOptionError("proxyUsername", "given without proxyAddress")
+        if bool(self.proxy_username) != bool(self.proxy_password):
+            missing = "proxyPassword" if self.proxy_username else "proxyUsername"
+            raise ConnectionOptionError(missing, "give proxyUsername and proxyPassword together")
+
+    @property
+    def is_default(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def proxy_url(self) -> str | None:
+        """The proxy with its credentials, as HTTP clients and gRPC take it."""
+        if self.proxy is None:
+            return None
+        if self.proxy_username is None:
+            return self.proxy
+        scheme, rest = self.proxy.split("://", 1)
+        return f"{scheme}://{self.proxy_username}:{self.proxy_password}@{rest}"
+
+    def credentials(self) -> tuple[Credentials, str | None]:
+        """The credentials to call BigQuery with, and the project they name (if any)."""
+        import google.auth
+        from google.auth import impersonated_credentials
+
+        project: str | None
+        if self.access_token is not None:
+            from google.oauth2.credentials import Credentials as TokenCredentials
+
+            credentials: Any = TokenCredentials(self.access_token)
+            project = None
+        elif self.credentials_json is not None:
+            credentials, project = _from_info(json.loads(self.credentials_json), "credentials")
+        elif self.credentials_file is not None:
+            info = json.loads(Path(self.credentials_file).read_text())
+            credentials, project = _from_info(info, "credentialsFile")
+        else:
+            credentials, project = google.auth.default(scopes=SCOPES)
+        if self.impersonate is not None:
+            credentials = impersonated_credentials.Credentials(
+                source_credentials=credentials,
+                target_principal=self.impersonate,
+                target_scopes=list(SCOPES),
+            )
+        if self.parent_project is not None and hasattr(credentials, "with_quota_project"):
+            credentials = credentials.with_quota_project(self.parent_project)
+        return credentials, project
+
+
+def _from_info(info: dict[str, Any], option: str) -> tuple[Any, str | None]:
+    """Credentials of the two kinds a key file holds: a service account's key, or a
+    user's (``gcloud auth application-default login``). Loaded by kind, never by
+    whatever a file claims to be (Google's advice for configurations from outside)."""
+    from google.oauth2 import credentials as user_credentials
+    from google.oauth2 import service_account
+
+    kind = info.get("type")
+    if kind == "service_account":
+        account = service_account.Credentials.from_service_account_info(info, scopes=SCOPES)
+        return account, info.get("project_id")
+    if kind == "authorized_user":
+        user = user_credentials.Credentials.from_authorized_user_info(info, scopes=list(SCOPES))
+        return user, info.get("quota_project_id")
+    raise ConnectionOptionError(
+        option,
+        f"holds credentials of type {kind!r}; give a service account's key or a user's "
+        "credentials (authorized_user), or impersonate a service account",
+    )
+
+
+def _decoded_credentials(text: str) -> str:
+    """The ``credentials`` option: base64 of the JSON (the connector's form), or the JSON."""
+    if not text.startswith("{"):
+        try:
+            text = base64.b64decode(text, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise ConnectionOptionError(
+                "credentials", "is neither base64-encoded JSON nor JSON"
+            ) from None
+    try:
+        info = json.loads(text)
+    except ValueError:
+        raise ConnectionOptionError("credentials", "does not hold JSON") from None
+    if not isinstance(info, dict) or "type" not in info:
+        raise ConnectionOptionError(
+            "credentials", "is not a credentials file's JSON (it has no 'type')"
+        )
+    return text

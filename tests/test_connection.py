@@ -1,0 +1,244 @@
+"""Reaching real BigQuery the ways the spark-bigquery-connector offers: a credentials
+file or inline key, an access token, impersonation, a quota project, regional or
+private endpoints, a proxy. The clients are built as a job builds them; only Google's
+cloud is missing, so the REST calls go through a local proxy to the local BigQuery and
+the gRPC channel's CONNECT is seen at a local proxy."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.request import Request, urlopen
+
+import pytest
+from google.cloud import bigquery
+
+from jobs.sink.errors import SinkOptionError
+from jobs.sink.options import connection_options
+from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
+from onceover.connection import Connection
+from tests.local_http import LocalServer, TrackedHandler
+from tests.waiting import wait_until
+
+ACCOUNT = "loader@billing-prod.iam.gserviceaccount.com"
+
+
+@pytest.fixture(scope="module")
+def key_info() -> dict[str, str]:
+    """A service-account key as Google issues them (a fresh RSA key, never used)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return {
+        "type": "service_account",
+        "project_id": "billing-prod",
+        "private_key_id": "0" * 40,
+        "private_key": pem,
+        "client_email": ACCOUNT,
+        "client_id": "1",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+
+
+@pytest.fixture
+def key_file(tmp_path: Path, key_info: dict[str, str]) -> Path:
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps(key_info))
+    return path
+
+
+def real(connection: Connection, project: str | None = None) -> BigQueryConfig:
+    """Real BigQuery (no local endpoints) reached through ``connection``."""
+    return BigQueryConfig(project=project, connection=connection)
+
+
+def test_a_key_file_a_quota_project_and_a_regional_endpoint_make_the_write_client(
+    key_file: Path,
+) -> None:
+    connection = connection_options({
+        "credentialsFile": str(key_file),
+        "parentProject": "billing-quota",
+        "bigQueryStorageGrpcEndpoint": "bigquerystorage.europe-west3.rep.googleapis.com:443",
+    })  # fmt: skip
+    client = write_client(real(connection))
+    credentials: Any = client.transport._credentials
+    assert credentials.service_account_email == ACCOUNT
+    assert credentials.quota_project_id == "billing-quota"
+    assert client.transport._host == "bigquerystorage.europe-west3.rep.googleapis.com:443"
+    assert real(connection).resolved_project() == "billing-prod"  # the key's project
+
+
+def test_an_inline_key_base64_as_the_connector_takes_it_or_plain(
+    key_info: dict[str, str],
+) -> None:
+    text = json.dumps(key_info)
+    for given in (base64.b64encode(text.encode()).decode(), text):
+        connection = connection_options({"credentials": given})
+        credentials, project = connection.credentials()
+        assert credentials.service_account_email == ACCOUNT  # type: ignore[attr-defined]
+        assert project == "billing-prod"
+    assert "private_key" not in repr(connection)  # secrets never printed
+
+
+def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
+    key_file: Path,
+) -> None:
+    from google.auth import impersonated_credentials
+
+    connection = connection_options({
+        "credentialsFile": str(key_file),
+        "gcpImpersonationServiceAccount": "writer@data-prod.iam.gserviceaccount.com",
+    })  # fmt: skip
+    credentials, _ = connection.credentials()
+    assert isinstance(credentials, impersonated_credentials.Credentials)
+    assert credentials.service_account_email == "writer@data-prod.iam.gserviceaccount.com"
+    assert credentials._source_credentials.service_account_email == ACCOUNT
+
+
+@pytest.mark.parametrize(
+    ("options", "named", "problem"),
+    [
+        ({"credentialsFile": "/nowhere/key.json"}, "credentialsFile", "not a readable file"),
+        ({"credentials": "not base64 at all!"}, "credentials", "neither base64"),
+        ({"credentials": base64.b64encode(b"[1]").decode()}, "credentials", "no 'type'"),
+        ({"gcpAccessToken": "t", "credentials": "{\"type\": \"x\"}"}, "gcpAccessToken",
+         "one source of credentials"),
+        ({"gcpImpersonationServiceAccount": "writer"}, "gcpImpersonationServiceAccount",
+         "not a service account"),
+        ({"parentProject": "Billing"}, "parentProject", "not a project id"),
+        ({"bigQueryStorageGrpcEndpoint": "https://x"}, "bigQueryStorageGrpcEndpoint",
+         "not host:port"),
+        ({"bigQueryHttpEndpoint": "x:1"}, "bigQueryHttpEndpoint", "not an http"),
+        ({"proxyUsername": "u", "proxyPassword": "p"}, "proxyUsername", "without proxyAddress"),
+        ({"proxyAddress": "http://p:3128", "proxyUsername": "u"}, "proxyPassword", "together"),
+    ],
+)  # fmt: skip
+def test_a_wrong_connection_option_is_refused_naming_it(
+    options: dict[str, str], named: str, problem: str
+) -> None:
+    with pytest.raises(SinkOptionError, match=problem) as refused:
+        connection_options(options)
+    assert refused.value.option == named
+
+
+class _Proxy(TrackedHandler):
+    """A forward HTTP proxy: relays absolute-URI requests, answers CONNECT with 403,
+    and notes every request line with its Authorization and Proxy-Authorization."""
+
+    def _relay(self) -> None:
+        proxy: RecordingProxy = self.owner
+        proxy.seen.append(
+            (self.command, self.path, self.headers.get("Authorization"),
+             self.headers.get("Proxy-Authorization"))
+        )  # fmt: skip
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        request = Request(self.path, data=body, headers=headers, method=self.command)
+        try:
+            answer = urlopen(request, timeout=10)
+            status, data, kind = answer.status, answer.read(), answer.headers.get("Content-Type")
+        except Exception as exc:  # relay the upstream's error answer as it came
+            status = getattr(exc, "code", 502)
+            data = exc.read() if hasattr(exc, "read") else b""
+            kind = "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", kind or "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay  # noqa: N815
+
+    def do_CONNECT(self) -> None:  # noqa: N802 (the name http.server calls)
+        proxy: RecordingProxy = self.owner
+        proxy.seen.append(("CONNECT", self.path, None, self.headers.get("Proxy-Authorization")))
+        self.send_response(403)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.close_connection = True
+
+
+_HOP = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
+
+
+class RecordingProxy(LocalServer):
+    handler = _Proxy
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, str | None, str | None]] = []
+
+
+@pytest.fixture
+def proxy() -> Iterator[RecordingProxy]:
+    server = RecordingProxy()
+    server.up()
+    yield server
+    server.down()
+
+
+def test_rest_calls_go_through_the_proxy_with_the_token_to_the_given_endpoint(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, proxy: RecordingProxy
+) -> None:
+    table = f"{dataset}.through_proxy"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("id", "INT64")]))
+    connection = connection_options({
+        "gcpAccessToken": "token-for-the-test",
+        "bigQueryHttpEndpoint": str(bq_config.rest_endpoint),
+        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+        "proxyUsername": "loader", "proxyPassword": "s3cret",
+    })  # fmt: skip
+    client = bigquery_client(real(connection, project=bq_config.project))
+    assert [f.name for f in client.get_table(table).schema] == ["id"]
+    (method, url, authorization, proxy_authorization) = proxy.seen[-1]
+    assert method == "GET"
+    assert url.startswith(f"{bq_config.rest_endpoint}/bigquery/v2/projects/")
+    assert authorization == "Bearer token-for-the-test"
+    assert proxy_authorization == "Basic " + base64.b64encode(b"loader:s3cret").decode()
+
+
+def test_the_storage_write_channel_opens_through_the_proxy(
+    key_file: Path, proxy: RecordingProxy
+) -> None:
+    """gRPC reaches the endpoint with HTTP CONNECT through the proxy: the proxy sees
+    the endpoint asked for (and refuses it, being a test's)."""
+    connection = connection_options({
+        "credentialsFile": str(key_file),
+        "bigQueryStorageGrpcEndpoint": "bigquerystorage.us-east4.rep.googleapis.com:443",
+        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+    })  # fmt: skip
+    client = write_client(real(connection))
+    transport: Any = client.transport
+    channel = transport.grpc_channel
+    threading.Thread(target=lambda: _try_connect(channel), daemon=True).start()
+    wait_until(
+        "the CONNECT at the proxy",
+        lambda: next((s for s in proxy.seen if s[0] == "CONNECT"), None),
+        20,
+    )
+    assert ("CONNECT", "bigquerystorage.us-east4.rep.googleapis.com:443", None, None) in proxy.seen
+
+
+def _try_connect(channel: Any) -> None:
+    import grpc
+
+    with contextlib.suppress(OSError, grpc.FutureTimeoutError):
+        grpc.channel_ready_future(channel).result(timeout=15)
+
+
+def test_nothing_given_keeps_application_default_credentials() -> None:
+    assert connection_options({}).is_default
+    assert replace(Connection(), proxy=None).is_default
