@@ -23,13 +23,14 @@ RUN apt-get update \
 WORKDIR /app
 ENV UV_PYTHON_DOWNLOADS=never UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy
 COPY pyproject.toml uv.lock README.md ./
-RUN uv sync --frozen --no-dev --no-install-project
+RUN uv sync --frozen --extra server --extra local --no-install-project
 COPY onceover/ onceover/
 COPY jobs/ jobs/
+COPY pyspark_onceover/ pyspark_onceover/
 COPY backend/ backend/
 COPY migrations/ migrations/
 COPY alembic.ini ./
-RUN uv sync --frozen --no-dev
+RUN uv sync --frozen --extra server --extra local
 COPY --from=dashboard /src/frontend/dist /app/frontend/dist
 
 ENV PATH=/app/.venv/bin:$PATH \

@@ -32,7 +32,7 @@ $(UV):
 
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 	@scripts/preflight.sh python $(PYTHON)
-	$(TIMED) "install: python" $(UV) sync --frozen --python $(PYTHON)
+	$(TIMED) "install: python" $(UV) sync --frozen --all-extras --python $(PYTHON)
 	@touch $@
 
 install: $(VENV)/.installed

@@ -1,7 +1,7 @@
 # A Spark worker for Onceover jobs: the official Apache Spark image, plus the Python the
 # jobs' driver uses (3.11: PySpark refuses a worker whose minor version differs) and the
-# third-party packages the sink's writer imports on executors (pyarrow, the Google
-# clients), pinned by the project's uv.lock. The project's own code is not baked in: each
+# third-party packages the sink's writer imports on executors (the base install: pyarrow,
+# the Google clients; no extra), pinned by the project's uv.lock. The project's own code is not baked in: each
 # job ships it with `spark-submit --py-files` (see docs/production.md).
 ARG SPARK_IMAGE=apache/spark:4.3.0-scala2.13-java17-python3-ubuntu
 FROM ${SPARK_IMAGE}
@@ -15,7 +15,7 @@ RUN apt-get update \
 COPY pyproject.toml uv.lock /tmp/onceover/
 RUN python3.11 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir "uv==${UV_VERSION}" \
     && cd /tmp/onceover \
-    && /opt/uv/bin/uv export --frozen --no-dev --no-emit-project --no-hashes -o requirements.txt \
+    && /opt/uv/bin/uv export --frozen --no-emit-project --no-hashes -o requirements.txt \
     && python3.11 -m venv /opt/onceover \
     && /opt/onceover/bin/pip install --no-cache-dir -r requirements.txt \
     && rm -rf /tmp/onceover /opt/uv
