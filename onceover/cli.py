@@ -47,6 +47,9 @@ DEFAULT_REST_PORT = 9050
 DEFAULT_GRPC_PORT = 9060
 STATE_DIR = Path(".onceover")
 
+BENCH_OUT = Path("~/.onceover/bench").expanduser()
+"""Where ``onceover bench`` writes unless told: never the repository's tracked docs."""
+
 
 def _stop_event() -> threading.Event:
     """An event set by SIGINT or SIGTERM (instead of KeyboardInterrupt mid-shutdown)."""
@@ -519,9 +522,10 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,
                        help="PostgreSQL DSN allowed to create the bench's database "
                             "(default %(default)s)")  # fmt: skip
-    bench.add_argument("--out", type=Path, default=Path("docs"),
-                       help="directory for BENCHMARKS.md and benchmarks.json "
-                            "(default %(default)s)")  # fmt: skip
+    bench.add_argument("--out", type=Path, default=BENCH_OUT,
+                       help="directory for BENCHMARKS.md and benchmarks.json (default "
+                            "%(default)s, outside the repository; `--out docs` updates "
+                            "the figures of record)")  # fmt: skip
     bench.set_defaults(handler=cmd_bench)
 
 

@@ -164,3 +164,14 @@ def test_an_old_python_is_one_line_before_make_builds_anything(tmp_path: Path) -
         f"onceover: Python 3.11 or newer is needed, '{old_python}' is Python 3.9.18; "
         "install it or run make PYTHON=/path/to/python3.11"
     ]
+
+
+def test_the_bench_writes_outside_the_repository_unless_told() -> None:
+    """The tracked figures of record change only on purpose (``--out docs``)."""
+    from onceover.cli import build_parser
+
+    parsed = build_parser().parse_args(["bench", "--quick"])
+    repository = Path(__file__).resolve().parents[1]
+    assert parsed.out == Path.home() / ".onceover" / "bench"
+    assert repository not in parsed.out.resolve().parents
+    assert build_parser().parse_args(["bench", "--out", "docs"]).out == Path("docs")
