@@ -322,6 +322,8 @@ class StreamAppender:
         """Rows taken out of earlier requests (row errors): a request given to
         :meth:`append` moves down by as many offsets."""
         self.rows_refused = 0
+        self.end_offset: int | None = None
+        """Where the last request acknowledged (or found applied) ends on the stream."""
         self.inflight: deque[PlannedAppend] = deque()
         self.rows_acknowledged = 0
         self.bytes_acknowledged = 0
@@ -538,6 +540,8 @@ class StreamAppender:
 
     def _acknowledged(self, head: PlannedAppend) -> None:
         self.inflight.popleft()
+        if head.offset is not None:
+            self.end_offset = head.offset + head.rows
         self.rows_acknowledged += head.rows
         self.bytes_acknowledged += head.bytes
         self._failures = 0

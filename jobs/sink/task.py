@@ -495,6 +495,14 @@ def _write_committed(
     base = progress.base
     earlier = record.refused_rows()
     refusals = replace(_refusals(job, encoder, task, events), recorded=record.refused)
+    sent = _sent_before(progress)
+    if sent is not None:
+        # Cut again from the first row at the recorded boundaries, and checked: the
+        # acknowledged rows are not sent again, the ones in flight are re-sent.
+        start = 0
+        recorded = tuple((offset, rows) for offset, (rows, _) in sorted(sent.items()))
+    else:  # recorded before digests were kept: on from the acknowledged offset
+        recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
     appender = _appender(
         job,
         client,
@@ -505,16 +513,10 @@ def _write_committed(
         task=task,
         before_send=record.before_send,
         refusals=refusals,
+        # The rows refused before the first row this attempt reads: those it reads
+        # again, it takes out again itself (counted twice, every offset would be low).
         offset_shift=sum(1 for offset in earlier if offset < start),
     )
-    sent = _sent_before(progress)
-    if sent is not None:
-        # Cut again from the first row at the recorded boundaries, and checked: the
-        # acknowledged rows are not sent again, the ones in flight are re-sent.
-        start = 0
-        recorded = tuple((offset, rows) for offset, (rows, _) in sorted(sent.items()))
-    else:  # recorded before digests were kept: on from the acknowledged offset
-        recorded = tuple((int(o), int(r)) for o, r in progress.inflight)
     try:
         rows = _append_all(
             appender, job, batches, encoder, offsets=True, start_row=start, recorded=recorded,
@@ -536,6 +538,7 @@ def _write_committed(
                 "earlier attempt wrote and BigQuery shows already",
             )
         )
+    _check_stream_end(appender, base + total - len(record.progress.refused), job, telemetry, task)
     on_stream = record.complete(total)
     # Where the partition's next batch goes on (jobs.sink.stream_slots).
     slots.finish(task.partition, progress.stream, batch, base + on_stream)
@@ -550,6 +553,25 @@ def _write_committed(
         base=base,
         dead_letters=dead_letters,
     )
+
+
+def _check_stream_end(
+    appender: StreamAppender,
+    expected: int,
+    job: SinkJob,
+    telemetry: Telemetry,
+    task: TaskContextInfo,
+) -> None:
+    """The stream ends where the record says the partition's rows end (its rows but the
+    refused ones): else an offset was worked out wrong and an ALREADY_EXISTS taken for
+    rows that are not there, and the partition is not recorded complete."""
+    if appender.end_offset is not None and appender.end_offset != expected:
+        raise LedgerError(
+            f"{_context(job, telemetry, task)}: the last request acknowledged on "
+            f"{appender.stream} ends at offset {appender.end_offset}, but the partition's "
+            f"rows end at {expected}; the partition is not recorded complete (a bug: "
+            "report it with this message and the partition's ledger record)"
+        )
 
 
 class _PartitionRecord:

@@ -194,3 +194,44 @@ def test_a_dead_letter_table_without_the_columns_is_refused_naming_them(
         SinkOptionError, match=r"dead_letter.*run_id is INT64, not STRING;.*reason missing"
     ):
         ensure_dead_letter_table(bq_config, table)
+
+
+def test_a_committed_retry_after_rows_were_refused_and_acknowledged_lands_the_rest_once(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    table: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the chaos harness (``bad_rows``, committed mode): the first attempt's
+    first request had a refused row and was acknowledged without it, and the attempt
+    died with later requests in flight. Its retry reads the partition again from the
+    first row: each row's stream offset is lower by the refused rows before it, counted
+    once (counted twice, every request went one offset too low, BigQuery answered
+    ALREADY_EXISTS, and the partition's tail was neither written nor set aside)."""
+    from jobs.sink.dead_letter import ensure_dead_letter_table
+
+    dead_letter = f"{dataset}.refused_after_ack"
+    ensure_dead_letter_table(bq_config, dead_letter)
+    job = streaming_job(
+        bq_config, table, tmp_path, mode="committed", key="id", dead_letter=dead_letter,
+        **{"request.max_bytes": "10000", "append.max_inflight": "1"},
+    )  # fmt: skip
+    # Requests of 416, 416 and 168 rows; the first refused (3 rows), sent again and
+    # acknowledged; the second applied, its answer lost: the attempt fails there.
+    monkeypatch.setenv(failpoints.ENV, "append.response=error@3")
+    failpoints.reset()
+    with pytest.raises(Exception, match=r"append\.response"):
+        write(job, 0)
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    progress = job.ledger().partition(0, 0)
+    assert progress is not None
+    assert [o for o, _, _ in progress.refused] == [3, 250, 251]
+    assert progress.acked_rows == 416  # the first request, acknowledged without them
+
+    results = [write(job, 0, attempt=1), write(job, 1)]
+    BatchCommitter(job, 0).commit(results)
+    assert count(rest, table) == (GOOD_ROWS, GOOD_ROWS)
+    assert set_aside(rest, dead_letter) == EXPECTED_ASIDE
