@@ -4,7 +4,7 @@
         --key COL --checkpoint DIR [--mode pending|committed|default] [--run-id ID]
         [--monitor-url URL --monitor-token T] [--master local[2,4]]
         [--max-files-per-trigger N] [--request-max-bytes N] [--create-table] [--stamp]
-        [--continuous [--interval SECONDS]]
+        [--dead-letter P.D.T] [--continuous [--interval SECONDS]]
         [--auto-resume ATTEMPTS [--auto-resume-backoff SECONDS]]
 
 Runs with ``spark-submit jobs/load_files.py ...`` too. By default the trigger is
@@ -21,7 +21,10 @@ The table's schema is the read schema when the table exists (so ISO timestamps i
 JSON or CSV load into a TIMESTAMP column); with ``--create-table`` a missing table is
 created from the files' inferred schema. ``--stamp`` writes the run id and batch id
 into ``_onceover_run_id`` / ``_onceover_batch_id`` (the sink's ``stamp=true``; a table
-made with ``--create-table --stamp`` gets the two columns). The monitor URL and token also come from
+made with ``--create-table --stamp`` gets the two columns). ``--dead-letter P.D.T`` sets the
+rows BigQuery refuses (a value too long for a ``STRING(n)`` column, ...) aside in that table,
+exactly once, and loads the rest (the sink's ``dead_letter``); without it such a row fails
+the load, named. The monitor URL and token also come from
 ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``; they are never stored in the
 run's spec, which the control plane keeps to resume the run. ``--auto-resume 3`` asks the
 control plane to resume the run by itself after a failure, up to 3 attempts in all
@@ -124,6 +127,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "per batch)",
     )
     parser.add_argument(
+        "--dead-letter",
+        metavar="TABLE",
+        default=None,
+        help="set the rows BigQuery refuses aside in this table (project.dataset.table or "
+        "dataset.table; created if missing) and load the rest (default: a refused row fails "
+        "the load, named)",
+    )
+    parser.add_argument(
         "--continuous",
         action="store_true",
         help="keep polling (processing-time trigger) instead of availableNow",
@@ -177,6 +188,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--source {args.source} is not a directory")
     if args.table.count(".") != 2:
         parser.error(f"--table {args.table!r} is not project.dataset.table")
+    if args.dead_letter is not None and (
+        args.dead_letter.count(".") not in (1, 2) or args.dead_letter == args.table
+    ):
+        parser.error(
+            f"--dead-letter {args.dead_letter!r} is not project.dataset.table or "
+            "dataset.table, other than --table"
+        )
     return args
 
 
@@ -487,6 +505,8 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
         )
         if args.request_max_bytes is not None:
             writer = writer.option("request.max_bytes", str(args.request_max_bytes))
+        if args.dead_letter is not None:
+            writer = writer.option("dead_letter", args.dead_letter)
         if args.monitor_url:
             writer = writer.option("monitor.url", args.monitor_url)
         if args.monitor_token:

@@ -547,7 +547,7 @@ def _add_chaos_parser(commands: Any) -> None:
                        help="sink modes, taken in turn (default pending,buffered,committed; "
                             "default mode is the at-least-once baseline)")  # fmt: skip
     chaos.add_argument("--workloads", type=_workloads, default=None,
-                       help="jobs, taken in turn with the modes (default all five; each "
+                       help="jobs, taken in turn with the modes (default all six; each "
                             "skips the modes its job does not take)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
                        help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip

@@ -20,8 +20,11 @@ The load job's six (three pending, two buffered, one committed) cost about 15 jo
 runs (a driver fault costs a restart; an executor fault is retried by Spark within
 the run), where 20 random schedules cost about 34. Four more run users' own jobs
 (``foreach_batch``, ``two_tables``, in pending and buffered mode), one races a second
-driver against the load job (``racing_drivers``, buffered), and one submits the load
-job to a standalone cluster of two workers (``cluster``, committed).
+driver against the load job (``racing_drivers``, buffered), one submits the load
+job to a standalone cluster of two workers (``cluster``, committed), and two load
+rows of which BigQuery refuses a few into a dead-letter table (``bad_rows``, buffered
+and committed: the modes where the dead-letter commit is the batch's only
+BatchCommitWriteStreams).
 """
 
 from __future__ import annotations
@@ -189,6 +192,35 @@ _CLUSTER: tuple[str, tuple[Fault, ...]] = (
 )
 
 
+# Bad rows (about 15 of 3,000, in every file): BigQuery refuses them, the sink sends the
+# rest of their request again and sets them aside on a PENDING stream of the task's own on
+# the dead-letter table, finalized (finalize.after) and committed by the driver
+# (BatchCommitWriteStreams, commit.after) before it flushes the batch (buffered) or marks
+# it (committed): 3 such commits, 6 such finalizes in a clean run. In each, the driver
+# dies just after a dead-letter commit took effect (its batch not yet published or
+# marked: the replay must not set those rows aside again, and must publish the rest), a
+# task is killed mid-append and another fails (its retry takes out the same rows again,
+# and only one attempt's dead letters are committed), and a dead-letter finalize or
+# commit answer is lost or empty.
+_BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
+    ("buffered", (
+        _fp("commit.after", "crash", 1),
+        _fp("finalize.after", "drop", 3),
+        _fp("append.before", "error", 9),
+        _wire("drop_response", _COMMIT, 2),
+        _wire("unavailable", _FLUSH, 2),
+        Fault("spark/kill_task", nth=15),
+    )),
+    ("committed", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.response", "crash", 6),
+        _wire("uncommitted", _COMMIT, 1),
+        _wire("unavailable", _FINALIZE, 2),
+        Fault("spark/kill_task", nth=12),
+    )),
+)  # fmt: skip
+
+
 def curated_schedules() -> list[Schedule]:
     """The curated set, in the order it runs."""
     load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
@@ -205,4 +237,9 @@ def curated_schedules() -> list[Schedule]:
     cluster = Schedule(
         seed=CURATED_SEED, index=len(schedules) + 1, mode=mode, faults=faults, workload="cluster"
     )
-    return [*schedules, racing, cluster]
+    first = len(schedules) + 2
+    bad_rows = [
+        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload="bad_rows")
+        for index, (mode, faults) in enumerate(_BAD_ROWS, start=first)
+    ]
+    return [*schedules, racing, cluster, *bad_rows]

@@ -2,8 +2,10 @@
 
 For a schedule, in order:
 
-1. write the source files (``rows`` unique keys) and fresh tables (the orders table;
-   a summary table for the user-code workloads);
+1. write the source files (``rows`` unique keys; for ``bad_rows`` a few of them bad)
+   and fresh tables (the orders table; a summary table for the user-code workloads;
+   for ``bad_rows`` an orders table whose ``currency`` is ``STRING(3)``, and no
+   dead-letter table: the sink creates it);
 2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
    with the schedule's wire faults and task kills;
 3. run the workload's job (``python -m jobs.load_files``, or a user's script in
@@ -12,9 +14,11 @@ For a schedule, in order:
    while a timer takes the control plane down and up again for each outage fault;
 4. while the job fails, run it again on the same checkpoint, at most
    ``max_restarts`` times;
-5. ask BigQuery (every workload: the orders table holds each source key once; the
-   summary table one row per group, summing to the source's rows) and, for the
-   load job that reports to it, the control plane (:mod:`onceover.chaos.verify`).
+5. ask BigQuery (every workload: the orders table holds each source key once, but
+   the bad ones, which it must not hold; the summary table one row per group,
+   summing to the source's rows; the dead-letter table each bad key once for the
+   run, and nothing else) and, for the load job that reports to it, the control
+   plane (:mod:`onceover.chaos.verify`).
 
 The stack (local BigQuery, control plane) is shared by every schedule of a chaos
 session: :class:`ChaosStack`.
@@ -48,8 +52,12 @@ from onceover.chaos.schedule import Fault, Schedule
 from onceover.chaos.task_kill import KILLED, kill_sender
 from onceover.chaos.verify import (
     KeyAggregate,
+    bad_keys_problems,
     compare_keys,
     control_plane_view,
+    dead_letter_problems,
+    dead_letter_view,
+    keys_present,
     summary_problems,
     table_aggregate,
 )
@@ -85,6 +93,16 @@ ORDER_SCHEMA = [
     bigquery.SchemaField("currency", "STRING"),
     bigquery.SchemaField("event_time", "TIMESTAMP"),
 ]
+BAD_COLUMN = "currency"
+"""``bad_rows``: the column whose rule the bad rows break."""
+BAD_COLUMN_MAX_LENGTH = 3
+BAD_ROWS_SCHEMA = [
+    bigquery.SchemaField(f.name, f.field_type, max_length=BAD_COLUMN_MAX_LENGTH)
+    if f.name == BAD_COLUMN
+    else f
+    for f in ORDER_SCHEMA
+]
+"""``bad_rows``' orders table: ``currency`` is ``STRING(3)``, which the bad rows break."""
 _FIRED_RE = re.compile(r"failpoint (?P<point>\S+) fired: (?P<action>\w+) \(hit (?P<hit>\d+)\)")
 
 
@@ -215,10 +233,12 @@ def run_schedule(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     schedule.save(work / "schedule.json")
-    write_files(work / "source", schedule.rows, schedule.files, "json", seed=schedule.seed)
+    write_files(
+        work / "source", schedule.rows, schedule.files, "json", seed=schedule.seed,
+        bad=schedule.bad_keys(),
+    )  # fmt: skip
     client = bigquery_client(stack.bigquery)
     table = _fresh_tables(client, schedule)
-    summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
 
     outcomes = {id(f): FaultOutcome(f) for f in schedule.faults}
     assert stack.bigquery.grpc_endpoint is not None
@@ -240,8 +260,8 @@ def run_schedule(
     _count_failpoints(schedule, work / "failpoints", outcomes)
 
     violations = _run_problems(runs)
-    actual = table_aggregate(client, table, KEY)
-    violations += compare_keys(KeyAggregate.of(range(schedule.rows)), actual)
+    counts, problems = _table_problems(client, schedule, table)
+    violations += problems
     cluster: dict[str, Any] = {}
     if schedule.workload == "cluster":
         assert stack.cluster is not None
@@ -249,20 +269,17 @@ def run_schedule(
         violations += problems
     control_plane: dict[str, Any] = {}
     run_id_path = work / "checkpoint" / "onceover" / "run_id"
-    if summary_schema is not None:
+    if (summary_schema := SUMMARY_SCHEMAS.get(schedule.workload)) is not None:
         group = summary_schema[0].name
         violations += summary_problems(client, f"{table}_summary", group, schedule.rows)
     elif run_id_path.exists():
         run_id = run_id_path.read_text().strip()
-        view = control_plane_view(stack.url, stack.tokens["viewer"], run_id, schedule.rows)
-        violations += view.problems
-        control_plane = {
-            "run_id": run_id,
-            "status": view.status,
-            "rows_committed": view.rows_committed,
-            "attempts": view.attempts,
-            "write_requests": view.write_requests,
-        }
+        if schedule.workload == "bad_rows":
+            set_aside, problems = _dead_letter_problems(client, schedule, table, run_id)
+            counts |= set_aside
+            violations += problems
+        control_plane, problems = _control_plane_problems(schedule, stack, run_id)
+        violations += problems
     else:
         violations.append("the job never recorded a run id")
     return ScheduleResult(
@@ -271,18 +288,70 @@ def run_schedule(
         faults=[outcomes[id(f)] for f in schedule.faults],
         violations=violations,
         seconds=time.monotonic() - started,
-        bigquery={"rows": actual.rows, "distinct_keys": actual.distinct},
+        bigquery=counts,
         control_plane=control_plane,
         work_dir=work,
         cluster=cluster,
     )
 
 
+def _table_problems(
+    client: bigquery.Client, schedule: Schedule, table: str
+) -> tuple[dict[str, int], list[str]]:
+    """BigQuery's counts of the orders table, and what is wrong with them: each source
+    key once, but the bad ones (``bad_rows``), none of which may be there."""
+    bad = schedule.bad_keys()
+    actual = table_aggregate(client, table, KEY)
+    good = sorted(set(range(schedule.rows)) - set(bad))
+    problems = compare_keys(KeyAggregate.of(good), actual)
+    if bad:
+        problems += bad_keys_problems(table, keys_present(client, table, KEY, bad))
+    return {"rows": actual.rows, "distinct_keys": actual.distinct}, problems
+
+
+def _dead_letter_problems(
+    client: bigquery.Client, schedule: Schedule, table: str, run_id: str
+) -> tuple[dict[str, int], list[str]]:
+    """``bad_rows``: BigQuery's counts of the dead-letter table for the run and the
+    table, and what is wrong with them: each bad key once, nothing else."""
+    bad = schedule.bad_keys()
+    where = dead_letter_table(table)
+    view = dead_letter_view(client, where, run_id=run_id, target=table, column=BAD_COLUMN)
+    problems = dead_letter_problems(KeyAggregate.of(bad), view, table=where, column=BAD_COLUMN)
+    counts = {
+        "bad_rows": len(bad),
+        "dead_letter_rows": view.ours.rows,
+        "dead_letter_distinct_keys": view.ours.distinct,
+        "dead_letter_other_rows": view.rows - view.ours.rows,
+    }
+    return counts, problems
+
+
+def _control_plane_problems(
+    schedule: Schedule, stack: ChaosStack, run_id: str
+) -> tuple[dict[str, Any], list[str]]:
+    """What the control plane says of the run, and what is wrong with it: it must say
+    succeeded with every row committed (but the bad ones, which were set aside)."""
+    good = schedule.rows - len(schedule.bad_keys())
+    view = control_plane_view(stack.url, stack.tokens["viewer"], run_id, good)
+    said = {
+        "run_id": run_id,
+        "status": view.status,
+        "rows_committed": view.rows_committed,
+        "attempts": view.attempts,
+        "write_requests": view.write_requests,
+    }
+    return said, view.problems
+
+
 def _fresh_tables(client: bigquery.Client, schedule: Schedule) -> str:
     """Create the schedule's orders table (and summary table) anew; the orders table."""
     table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
     client.delete_table(table, not_found_ok=True)
-    client.create_table(bigquery.Table(table, schema=ORDER_SCHEMA))
+    schema = BAD_ROWS_SCHEMA if schedule.workload == "bad_rows" else ORDER_SCHEMA
+    client.create_table(bigquery.Table(table, schema=schema))
+    if schedule.workload == "bad_rows":  # the sink creates it (jobs.sink.dead_letter)
+        client.delete_table(dead_letter_table(table), not_found_ok=True)
     summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
     if summary_schema is not None:
         client.delete_table(f"{table}_summary", not_found_ok=True)
@@ -483,11 +552,19 @@ def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
             "--summary-table", f"{table}_summary", "--ledger", str(work / "ledger"),
             "--run-id", f"chaos-{schedule.name}",
         ]  # fmt: skip
-    return [
+    load = [
         sys.executable, "-m", "jobs.load_files", *common, "--format", "json", "--key", KEY,
         "--checkpoint", str(work / "checkpoint"), "--job", job_name(schedule),
         "--max-files-per-trigger", str(schedule.files_per_batch),
     ]  # fmt: skip
+    if schedule.workload == "bad_rows":
+        return [*load, "--dead-letter", dead_letter_table(table)]
+    return load
+
+
+def dead_letter_table(table: str) -> str:
+    """``bad_rows``: where the job sets aside the rows BigQuery refuses for ``table``."""
+    return f"{table}_dead_letters"
 
 
 def job_name(schedule: Schedule) -> str:

@@ -22,6 +22,11 @@ Workloads:
                     to a local standalone cluster of two workers, each in its own
                     working directory: a failed task is retried there, maybe on
                     the other worker (:mod:`onceover.chaos.on_cluster`)
+``bad_rows``        ``jobs.load_files --dead-letter T``: about 0.5 % of the rows
+                    (:data:`BAD_FRACTION`, which ones drawn from the schedule:
+                    :meth:`Schedule.bad_keys`) carry a currency too long for the
+                    table's ``STRING(3)``; BigQuery refuses them, the sink sets
+                    them aside in a dead-letter table and loads the rest
 ==================  ===============================================================
 
 Each runs in a sink mode its job takes (:data:`WORKLOAD_MODES`): ``pending``,
@@ -29,7 +34,10 @@ Each runs in a sink mode its job takes (:data:`WORKLOAD_MODES`): ``pending``,
 flushed at each commit) and ``committed`` for every workload; ``default`` (the
 at-least-once baseline) for ``load_files`` only. A mode is armed only with the faults
 its streams pass (:func:`kinds_for`): finalize and batch-commit points in pending
-mode, flush points in buffered mode.
+mode, flush points in buffered mode. ``bad_rows`` commits PENDING streams on its
+dead-letter table in every mode, so it meets ``commit.after``, ``wire/uncommitted`` and
+wire faults on FinalizeWriteStream and BatchCommitWriteStreams in buffered and
+committed mode too, and ``finalize.after`` (a dead-letter stream is finalized).
 
 The same seed draws the same schedules; a schedule's JSON re-runs it
 (``onceover chaos --replay FILE``).
@@ -61,13 +69,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from jobs.generate import bad_keys, file_bounds
 from jobs.sink.failpoints import POINTS, Action
 from jobs.sink.options import MODES as SINK_MODES
 from jobs.sink.options import SLOTTED_MODES
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
-WORKLOADS = ("load_files", "foreach_batch", "two_tables", "racing_drivers", "cluster")
+WORKLOADS = (
+    "load_files",
+    "foreach_batch",
+    "two_tables",
+    "racing_drivers",
+    "cluster",
+    "bad_rows",
+)
 RACER_AT_S = (2.0, 20.0)
 """When the racing driver starts, drawn: from both planning at once to mid-run."""
 MODES: tuple[str, ...] = SINK_MODES
@@ -81,6 +97,7 @@ WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     "two_tables": ("pending", "buffered", "committed"),
     "racing_drivers": ("pending", "buffered", "committed"),
     "cluster": ("pending", "buffered", "committed"),
+    "bad_rows": ("pending", "buffered", "committed"),
 }
 """The modes each workload's job takes; ``default`` is the load job's baseline only."""
 SCHEMA_VERSION = 1
@@ -93,6 +110,8 @@ REQUEST_MAX_BYTES = 10_000
 MAX_RESTARTS = 6
 BYTES_PER_ROW = 58
 """Measured: one generated order event in Arrow IPC (``jobs.generate``), for sizing draws."""
+BAD_FRACTION = 0.005
+"""``bad_rows``: the share of the source's rows BigQuery refuses (15 of 3,000)."""
 
 FAILPOINT_KINDS = tuple(
     f"failpoint/{name}/{action}"
@@ -127,16 +146,32 @@ _UNARY_BY_MODE = {
     "committed": ("CreateWriteStream",),
     "default": (),
 }
+# bad_rows: each task with refused rows creates, fills and finalizes a PENDING stream on
+# the dead-letter table (passing finalize.after), and the driver commits those with
+# BatchCommitWriteStreams (passing commit.after, not commit.before) before it publishes
+# the batch, in every mode.
+_DEAD_LETTER_POINTS = frozenset({"finalize.after", "commit.after"})
+_DEAD_LETTER_UNARY = ("FinalizeWriteStream", "BatchCommitWriteStreams")
 
 
-def kinds_for(mode: str) -> tuple[str, ...]:
-    """The fault kinds a run in ``mode`` can meet."""
+def kinds_for(mode: str, workload: str = "load_files") -> tuple[str, ...]:
+    """The fault kinds a run of ``workload`` in ``mode`` can meet."""
+    dead_letters = workload == "bad_rows" and mode != "default"
+    not_passed = _POINTS_NOT_IN[mode] - (_DEAD_LETTER_POINTS if dead_letters else frozenset())
     return tuple(
         k
         for k in KINDS
-        if (mode == "pending" or k not in _PENDING_ONLY_WIRE)
-        and not (k.startswith("failpoint/") and k.split("/")[1] in _POINTS_NOT_IN[mode])
+        if (mode == "pending" or dead_letters or k not in _PENDING_ONLY_WIRE)
+        and not (k.startswith("failpoint/") and k.split("/")[1] in not_passed)
     )
+
+
+def unary_methods(mode: str, workload: str = "load_files") -> tuple[str, ...]:
+    """The unary Storage Write calls a run of ``workload`` in ``mode`` makes."""
+    own = _UNARY_BY_MODE[mode]
+    if workload != "bad_rows" or mode == "default":
+        return own
+    return (*own, *(m for m in _DEAD_LETTER_UNARY if m not in own))
 
 
 @dataclass(frozen=True)
@@ -220,6 +255,13 @@ class Schedule:
     def name(self) -> str:
         return f"seed{self.seed}-{self.index:04d}"
 
+    def bad_keys(self) -> tuple[int, ...]:
+        """``bad_rows``: the keys (``event_id``) of the rows BigQuery refuses, drawn
+        from the schedule's seed and index; none for other workloads."""
+        if self.workload != "bad_rows":
+            return ()
+        return tuple(bad_keys(self.rows, BAD_FRACTION, self.seed * 100_000 + self.index))
+
     def failpoint_spec(self) -> str:
         """``ONCEOVER_FAILPOINTS`` for this schedule's failpoint faults."""
         parts = []
@@ -275,6 +317,12 @@ class Shape:
     between: int | None = None
     """``flush.between``: buffered commits with two streams or more to flush (the point
     passed after the first); None: ``batches``."""
+    commits: int | None = None
+    """BatchCommitWriteStreams calls (``commit.after`` hits); None: ``batches``
+    (``bad_rows`` adds one per batch with refused rows, its dead-letter commit)."""
+    finalizes: int | None = None
+    """FinalizeWriteStream calls (``finalize.after`` hits); None: ``tasks``
+    (``bad_rows`` adds a dead-letter stream per task with refused rows)."""
 
     @classmethod
     def of(cls, rows: int, files: int, files_per_batch: int, request_max_bytes: int) -> Shape:
@@ -305,24 +353,52 @@ class Shape:
             # Three writes, one commit each: two over three shuffle partitions, one
             # summary (a single stream: no flush.between in buffered mode).
             return cls(3, 7, 7, None, 2)
+        if s.workload == "bad_rows":
+            return shape.with_dead_letters(s, slotted=slotted)
         if slotted:  # the streaming sink: one stream per partition, once
             return replace(shape, streams=s.files_per_batch)
         return shape
 
+    def with_dead_letters(self, schedule: Schedule, *, slotted: bool) -> Shape:
+        """The load job's shape with the dead-letter streams its bad rows add: one per
+        task (a file) holding a bad row, created, finalized and committed, a commit per
+        batch holding one (in that batch's commit, before its own streams')."""
+        s = schedule
+        bounds = file_bounds(s.rows, s.files)
+        files = {next(i for i in range(s.files) if k < bounds[i + 1]) for k in s.bad_keys()}
+        batches = {f // s.files_per_batch for f in files}
+        streams = s.files_per_batch if slotted else self.tasks
+        if slotted:  # nothing of its own is finalized or batch-committed
+            return replace(
+                self, streams=streams + len(files), commits=len(batches), finalizes=len(files)
+            )
+        return replace(
+            self,
+            streams=streams + len(files),
+            commits=self.batches + len(batches),
+            finalizes=self.tasks + len(files),
+        )
+
     def hits(self, kind: str, method: str | None = None) -> int:
         """Hits of ``kind``'s failpoint or wire method in one clean run."""
         point_or_method = method or kind.split("/")[1]
-        per_batch = ("ledger.after_intent", "commit.before", "commit.after")
-        if point_or_method in per_batch or point_or_method == "BatchCommitWriteStreams":
+        counted = {
+            "commit.after": self.commits,
+            "BatchCommitWriteStreams": self.commits,
+            "finalize.after": self.finalizes,
+            "FinalizeWriteStream": self.finalizes,
+            "flush.between": self.between,
+            "CreateWriteStream": self.streams,
+        }.get(point_or_method)
+        if counted is not None:
+            return counted
+        per_batch = ("ledger.after_intent", "commit.before", "commit.after", "flush.between")
+        if point_or_method in (*per_batch, "BatchCommitWriteStreams"):
             return self.batches
-        if point_or_method == "flush.between":
-            return self.batches if self.between is None else self.between
-        if point_or_method == "CreateWriteStream":
-            return self.tasks if self.streams is None else self.streams
-        # Every task's partition has rows: a finalize per task (pending), a flush per
-        # partition and batch (buffered), which is a task too.
+        # Every task's partition has rows: a stream and a finalize per task (pending), a
+        # flush per partition and batch (buffered), which is a task too.
         per_task = ("finalize.after", "FinalizeWriteStream", "flush.after", "FlushRows")
-        if point_or_method in per_task:
+        if point_or_method in (*per_task, "CreateWriteStream"):
             return self.tasks
         return self.appends
 
@@ -359,8 +435,9 @@ def draw_schedules(
     evenly."""
     rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
     # Kinds only some modes can meet are dealt more often there, so they are not much
-    # rarer than the rest over a session that alternates modes (_weighted_kinds).
-    decks = {mode: _Deck(_weighted_kinds(mode, modes), rng) for mode in modes}
+    # rarer than the rest over a session that alternates modes (_weighted_kinds). One
+    # deck per set of kinds: workloads that meet the same kinds in a mode share it.
+    decks: dict[tuple[str, tuple[str, ...]], _Deck] = {}
     pairs = [(w, m) for w in workloads for m in modes if m in WORKLOAD_MODES[w]]
     if not pairs:
         raise ValueError("no workload runs in the modes asked for")
@@ -374,9 +451,11 @@ def draw_schedules(
         shape = Shape.for_schedule(base)
         faults: list[Fault] = []
         taken: set[str] = set()
+        weighted = tuple(_weighted_kinds(mode, modes, workload))
+        deck = decks.setdefault((mode, weighted), _Deck(weighted, rng))
         for _ in range(rng.randint(*faults_per_schedule)):
-            kind = decks[mode].deal(taken)
-            faults.append(_draw_fault(kind, mode, shape, rng))
+            kind = deck.deal(taken)
+            faults.append(_draw_fault(kind, unary_methods(mode, workload), shape, rng))
             taken.add(kind)
             if kind.startswith("failpoint/"):  # one arming per point
                 point = kind.split("/")[1]
@@ -384,22 +463,23 @@ def draw_schedules(
         yield replace(base, faults=tuple(faults))
 
 
-def _weighted_kinds(mode: str, modes: Sequence[str]) -> list[str]:
+def _weighted_kinds(mode: str, modes: Sequence[str], workload: str = "load_files") -> list[str]:
     """``mode``'s kinds, each once more for every other mode drawn that cannot meet it:
     with pending and committed, pending's own kinds twice; with buffered as well,
-    pending's and buffered's own kinds three times each."""
-    mine = kinds_for(mode)
-    others = [set(kinds_for(other)) for other in dict.fromkeys(modes) if other != mode]
+    pending's and buffered's own kinds three times each (for ``workload``: ``bad_rows``
+    meets ``commit.after`` in every mode)."""
+    mine = kinds_for(mode, workload)
+    others = [set(kinds_for(other, workload)) for other in dict.fromkeys(modes) if other != mode]
     return [*mine, *(k for unable in others for k in mine if k not in unable)]
 
 
-def _draw_fault(kind: str, mode: str, shape: Shape, rng: random.Random) -> Fault:
+def _draw_fault(kind: str, unary: Sequence[str], shape: Shape, rng: random.Random) -> Fault:
     if kind == "backend/outage":
         return Fault(kind, at_s=round(rng.uniform(1.0, 12.0), 1), for_s=round(rng.uniform(2, 8), 1))
     if kind == "wire/uncommitted":
-        return Fault(kind, nth=rng.randint(1, shape.batches), method=BATCH_COMMIT)
+        return Fault(kind, nth=rng.randint(1, shape.hits(kind, BATCH_COMMIT)), method=BATCH_COMMIT)
     if kind.startswith("wire/"):
-        unary = () if kind == "wire/cut" else _UNARY_BY_MODE[mode]
+        unary = () if kind == "wire/cut" else unary
         method = APPEND_ROWS if not unary or rng.random() < 0.6 else rng.choice(unary)
         delay = round(rng.uniform(0.2, 3.0), 2) if kind == "wire/delay" else 0.0
         return Fault(kind, nth=rng.randint(1, shape.hits(kind, method)), method=method,

@@ -3,11 +3,11 @@
 The curated test is the CI's share of the proof: the schedules that arm every fault
 kind in the three exactly-once modes, on the load job and on users' own jobs
 (foreachBatch, two tables under one run id), with a second driver racing the load job
-on its checkpoint, and with the load job on a standalone cluster of two workers, each
-fault asked to have fired (``make chaos`` runs 200 random ones). The replay test shows
-the harness is able to fail: the at-least-once ``default`` mode under a lost append
-response duplicates rows, and the verifier says so, with the seed and the schedule, and
-exits non-zero.
+on its checkpoint, with the load job on a standalone cluster of two workers, and with
+rows BigQuery refuses set aside in a dead-letter table, each fault asked to have fired
+(``make chaos`` runs 200 random ones). The replay test shows the harness is able to
+fail: the at-least-once ``default`` mode under a lost append response duplicates rows,
+and the verifier says so, with the seed and the schedule, and exits non-zero.
 """
 
 from __future__ import annotations
@@ -57,10 +57,17 @@ def test_the_curated_schedules_fire_every_fault_kind_without_a_violation(
     results = report["results"]
     assert [r["schedule"]["name"] for r in results] == [s.name for s in schedules]
     for result in results:
-        rows = result["schedule"]["rows"]
+        schedule = Schedule.from_json(result["schedule"])
+        bad = len(schedule.bad_keys())  # bad_rows: refused by BigQuery, set aside
+        rows = schedule.rows - bad
         assert result["verdict"] == "ok", result
-        assert result["bigquery"] == {"rows": rows, "distinct_keys": rows}
-        if result["schedule"]["workload"] in ("load_files", "racing_drivers", "cluster"):
+        assert result["bigquery"]["rows"] == result["bigquery"]["distinct_keys"] == rows
+        if schedule.workload == "bad_rows":
+            assert bad > 0
+            assert result["bigquery"]["dead_letter_rows"] == bad, result["bigquery"]
+            assert result["bigquery"]["dead_letter_distinct_keys"] == bad
+            assert result["bigquery"]["dead_letter_other_rows"] == 0
+        if schedule.workload in ("load_files", "racing_drivers", "cluster", "bad_rows"):
             # they report to the control plane (a refused second driver leaves the run
             # to the first: not failed)
             assert result["control_plane"]["status"] == "succeeded"

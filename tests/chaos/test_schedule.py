@@ -24,6 +24,7 @@ from onceover.chaos.schedule import (
     draw_schedules,
     kinds_for,
     load_schedule,
+    unary_methods,
 )
 
 
@@ -75,12 +76,25 @@ def test_buffered_and_pending_schedules_arm_only_the_points_their_streams_pass()
     armed: collections.Counter[tuple[str, bool]] = collections.Counter()
     for schedule in draw_schedules(3, 120, workloads=WORKLOADS):
         for fault in schedule.faults:
-            assert fault.kind in kinds_for(schedule.mode), (schedule.name, fault)
+            assert fault.kind in kinds_for(schedule.mode, schedule.workload), (schedule.name, fault)
             armed[schedule.mode, fault.kind in flush] += 1
-            if schedule.mode == "buffered":
+            if schedule.mode == "buffered" and schedule.workload != "bad_rows":
+                assert fault.kind in kinds_for("buffered")
                 assert fault.method in (None, "AppendRows", "CreateWriteStream", "FlushRows")
     assert armed["buffered", True] > 0
     assert armed["pending", True] == armed["committed", True] == 0
+    # bad_rows finalizes and batch-commits its dead-letter streams in every mode: it
+    # meets finalize.after, commit.after and those calls' wire faults, never commit.before
+    for mode in ("buffered", "committed"):
+        extra = set(kinds_for(mode, "bad_rows")) - set(kinds_for(mode))
+        assert {k.rsplit("/", 1)[0] for k in extra} == {
+            "failpoint/finalize.after", "failpoint/commit.after", "wire"
+        }, extra  # fmt: skip
+        assert extra >= {"wire/uncommitted", "failpoint/commit.after/crash"}
+        assert set(unary_methods(mode, "bad_rows")) - set(unary_methods(mode)) == {
+            "FinalizeWriteStream", "BatchCommitWriteStreams"
+        }  # fmt: skip
+    assert kinds_for("pending", "bad_rows") == kinds_for("pending")
 
 
 def test_nth_is_drawn_within_what_one_clean_run_hits() -> None:
@@ -184,22 +198,27 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
     # cluster's); the racing driver in buffered only (what it races for, the driver's
     # claim, does not depend on the mode), the cluster in committed only (where a task
     # retried on another worker meets visible rows); draws take the others.
+    # Bad rows in buffered and committed mode, where the dead-letter commit is the
+    # batch's only BatchCommitWriteStreams (pending mode commits the same way, twice).
     assert {(s.workload, s.mode) for s in schedules} == {
         *(("load_files", m) for m in ("pending", "buffered", "committed")),
         *((w, m) for w in ("foreach_batch", "two_tables") for m in ("pending", "buffered")),
         ("racing_drivers", "buffered"),
         ("cluster", "committed"),
+        ("bad_rows", "buffered"),
+        ("bad_rows", "committed"),
     }
     assert set(WORKLOADS) == {s.workload for s in schedules}
     assert len({s.name for s in schedules}) == len(schedules)
     for schedule in schedules:
         shape = Shape.for_schedule(schedule)
         for fault in schedule.faults:
-            assert fault.kind in kinds_for(schedule.mode), (schedule.name, fault)
+            assert fault.kind in kinds_for(schedule.mode, schedule.workload), (schedule.name, fault)
             if fault.kind == "backend/outage":
                 continue
             if fault.method is not None:
-                assert fault.method in (APPEND_ROWS, *_UNARY_BY_MODE[schedule.mode]), fault
+                takes = unary_methods(schedule.mode, schedule.workload)
+                assert fault.method in (APPEND_ROWS, *takes), fault
             hits = (
                 shape.appends
                 if fault.kind == "spark/kill_task"
@@ -207,17 +226,19 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
             )
             # within one clean run's hits, so it fires however the restarts fall
             assert 1 <= fault.nth <= hits, (schedule.name, fault, hits)
-    # each mode meets every wire method it calls
+    # each mode meets every wire method it calls (bad_rows the dead-letter calls, too)
     for mode, unary in _UNARY_BY_MODE.items():
         if mode == "default":
             continue
         methods = {f.method for s in schedules if s.mode == mode for f in s.faults if f.method}
-        assert methods == {APPEND_ROWS, *unary}, mode
+        assert methods >= {APPEND_ROWS, *unary}, mode
+        assert methods <= {APPEND_ROWS, *unary_methods(mode, "bad_rows")}, mode
 
 
 def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -> None:
-    drawn = list(draw_schedules(5, 12, workloads=WORKLOADS, modes=("pending", "committed")))
-    assert [(s.workload, s.mode) for s in drawn[:10]] == [
+    pairs = 2 * len(WORKLOADS)
+    drawn = list(draw_schedules(5, pairs + 2, workloads=WORKLOADS, modes=("pending", "committed")))
+    assert [(s.workload, s.mode) for s in drawn[:pairs]] == [
         (w, m) for w in WORKLOADS for m in ("pending", "committed")
     ]
     racers = [s.racer_at_s for s in drawn if s.workload == "racing_drivers"]
@@ -239,7 +260,7 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
     ):
         Schedule(seed=1, index=0, mode="default", faults=(), workload="foreach_batch")
     # every workload in each exactly-once mode, in turn
-    three = list(draw_schedules(5, 15, workloads=WORKLOADS))
+    three = list(draw_schedules(5, 3 * len(WORKLOADS), workloads=WORKLOADS))
     assert [(s.workload, s.mode) for s in three] == [
         (w, m) for w in WORKLOADS for m in DEFAULT_MODES if m in WORKLOAD_MODES[w]
     ]
@@ -271,7 +292,7 @@ def test_each_workload_runs_in_the_modes_its_job_takes(
         return tuple(re.findall(r"[a-z]+", refused.split("choose from", 1)[1]))
 
     assert takes(load_files.parse_args) == MODES == WORKLOAD_MODES["load_files"]
-    for workload in ("racing_drivers", "cluster"):  # the load job; default is its baseline
+    for workload in ("racing_drivers", "cluster", "bad_rows"):  # the load job, exactly once
         assert WORKLOAD_MODES[workload] == tuple(m for m in MODES if m != "default")
     for workload in ("foreach_batch", "two_tables"):  # jobs.examples: one --mode for both
         examples = parser_for(f"jobs.examples.{workload}").parse_args
