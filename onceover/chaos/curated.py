@@ -216,7 +216,7 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
         _fp("append.response", "crash", 6),
         _wire("uncommitted", _COMMIT, 1),
         _wire("unavailable", _FINALIZE, 2),
-        Fault("spark/kill_task", nth=12),
+        Fault("spark/kill_task", nth=9),
     )),
 )  # fmt: skip
 
