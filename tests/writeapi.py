@@ -26,6 +26,25 @@ def create_table(rest: bigquery.Client, dataset: str, name: str = "t") -> str:
     return table_id
 
 
+def create_refusing_table(rest: bigquery.Client, table_id: str, key: str = "id") -> str:
+    """``key INT64 REQUIRED, name STRING(5)``: BigQuery (and the local one, launcher
+    patch ``row_errors``) refuses a row whose name is longer than 5 characters."""
+    schema = [
+        bigquery.SchemaField(key, "INT64", mode="REQUIRED"),
+        bigquery.SchemaField("name", "STRING", max_length=5),
+    ]
+    rest.create_table(bigquery.Table(table_id, schema=schema))
+    return table_id
+
+
+def count_distinct(rest: bigquery.Client, table_id: str, key: str) -> tuple[int, int]:
+    """``COUNT(*)`` and ``COUNT(DISTINCT key)`` of ``table_id``, asked of BigQuery."""
+    row = next(iter(rest.query_and_wait(
+        f"SELECT COUNT(*) AS n, COUNT(DISTINCT `{key}`) AS k FROM `{table_id}`"
+    )))  # fmt: skip
+    return int(row["n"]), int(row["k"])
+
+
 def table_path(write: BigQueryWriteClient, table_id: str) -> str:
     project, dataset, table = table_id.split(".")
     return write.table_path(project, dataset, table)
@@ -84,10 +103,7 @@ def commit(
 
 def count(rest: bigquery.Client, table_id: str) -> tuple[int, int]:
     """``COUNT(*)`` and ``COUNT(DISTINCT id)`` of ``table_id``, asked of BigQuery."""
-    row = next(iter(rest.query_and_wait(
-        f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM `{table_id}`"
-    )))  # fmt: skip
-    return int(row["n"]), int(row["ids"])
+    return count_distinct(rest, table_id, "id")
 
 
 def streaming_job(

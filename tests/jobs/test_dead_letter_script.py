@@ -23,6 +23,7 @@ from onceover.processes import job_environment
 from tests.backend.conftest import INGEST, TOKENS, VIEWER, bearer
 from tests.backend.live import serving
 from tests.waiting import wait_until
+from tests.writeapi import count, create_refusing_table
 
 pytestmark = pytest.mark.spark
 
@@ -64,13 +65,7 @@ writer.save()
 
 @pytest.fixture
 def table(rest: bigquery.Client, dataset: str) -> str:
-    table_id = f"{dataset}.names"
-    schema = [
-        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
-        bigquery.SchemaField("name", "STRING", max_length=5),
-    ]
-    rest.create_table(bigquery.Table(table_id, schema=schema))
-    return table_id
+    return create_refusing_table(rest, f"{dataset}.names")
 
 
 def run_script(
@@ -93,13 +88,6 @@ def run_script(
         timeout=300,
         check=False,
     )
-
-
-def counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
-    row = next(iter(rest.query_and_wait(
-        f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM `{table}`"
-    )))  # fmt: skip
-    return int(row["n"]), int(row["ids"])
 
 
 def test_bad_rows_set_aside_once_after_a_crash_between_the_two_commits(
@@ -138,7 +126,7 @@ def _run_twice(
         ONCEOVER_FAILPOINTS_STATE=str(tmp_path / "failpoints"),
     )  # fmt: skip
     assert crashed.returncode != 0, crashed.stderr[-3000:]
-    assert counted(rest, table) == (0, 0)
+    assert count(rest, table) == (0, 0)
 
     again = run_script(
         bq_config, tmp_path, table, dead_letter, monitor,
@@ -146,7 +134,7 @@ def _run_twice(
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     good = ROWS - len(BAD_IDS)
-    assert counted(rest, table) == (good, good)
+    assert count(rest, table) == (good, good)
     aside = rest.query_and_wait(
         f"SELECT `key`, `column`, run_id, `table` FROM `{dead_letter}` "
         "ORDER BY CAST(`key` AS INT64)"
@@ -171,4 +159,4 @@ def test_without_a_dead_letter_table_the_script_fails_naming_the_rows(
     assert failed.returncode != 0
     assert "RowsRejectedError" in failed.stderr
     assert "offset 5 key '5' column name" in failed.stderr, failed.stderr[-3000:]
-    assert counted(rest, table) == (0, 0)
+    assert count(rest, table) == (0, 0)

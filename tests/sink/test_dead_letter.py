@@ -9,6 +9,7 @@ between its two commits and replayed) and count rows in both tables in BigQuery.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from jobs.sink.errors import RowsRejectedError
 from jobs.sink.job import SinkJob
 from jobs.sink.task import TaskContextInfo, TaskResult, write_partition
 from onceover.bigquery import BigQueryConfig
-from tests.writeapi import ARROW_SCHEMA, count, streaming_job
+from tests.writeapi import ARROW_SCHEMA, count, create_refusing_table, streaming_job
 
 PARTITION_ROWS = 1_000
 BAD = {0: (3, 250, 251, 999), 1: (0, 640)}
@@ -33,13 +34,22 @@ GOOD_ROWS = 2 * PARTITION_ROWS - sum(len(v) for v in BAD.values())
 
 @pytest.fixture
 def table(rest: bigquery.Client, dataset: str) -> str:
-    table_id = f"{dataset}.refusing"
-    schema = [
-        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
-        bigquery.SchemaField("name", "STRING", max_length=5),
-    ]
-    rest.create_table(bigquery.Table(table_id, schema=schema))
-    return table_id
+    return create_refusing_table(rest, f"{dataset}.refusing")
+
+
+def fails_at(
+    monkeypatch: pytest.MonkeyPatch, spec: str, pattern: str, call: Callable[[], object]
+) -> None:
+    """``call`` with the failpoints of ``spec`` armed fails at the one named ``pattern``;
+    they are disarmed after."""
+    monkeypatch.setenv(failpoints.ENV, spec)
+    failpoints.reset()
+    try:
+        with pytest.raises(Exception, match=pattern):
+            call()
+    finally:
+        monkeypatch.delenv(failpoints.ENV)
+        failpoints.reset()
 
 
 def job_for(
@@ -108,21 +118,12 @@ def test_bad_rows_are_set_aside_once_and_the_rest_land_once_after_a_retry_and_a_
     ensure_dead_letter_table(bq_config, dead_letter)  # what the driver does first
     job = job_for(bq_config, table, tmp_path, mode, dead_letter=dead_letter, row_format=row_format)
 
-    monkeypatch.setenv(failpoints.ENV, "append.response=error@4")
-    failpoints.reset()
-    with pytest.raises(Exception, match=r"append\.response"):
-        write(job, 0)
-    monkeypatch.delenv(failpoints.ENV)
-    failpoints.reset()
+    fails_at(monkeypatch, "append.response=error@4", r"append\.response", lambda: write(job, 0))
     results = [write(job, 0, attempt=1), write(job, 1)]
     assert [r.dead_letters.rows if r.dead_letters else 0 for r in results] == [4, 2]
 
-    monkeypatch.setenv(failpoints.ENV, "commit.after=error@1")
-    failpoints.reset()
-    with pytest.raises(Exception, match=r"commit\.after"):
-        BatchCommitter(job, 0).commit(results)
-    monkeypatch.delenv(failpoints.ENV)
-    failpoints.reset()
+    commit = BatchCommitter(job, 0).commit
+    fails_at(monkeypatch, "commit.after=error@1", r"commit\.after", lambda: commit(results))
     assert len(set_aside(rest, dead_letter)) == 6  # the first commit took effect
 
     replayed = [write(job, 0, attempt=0), write(job, 1, attempt=0)]
@@ -220,12 +221,7 @@ def test_a_committed_retry_after_rows_were_refused_and_acknowledged_lands_the_re
     )  # fmt: skip
     # Requests of 416, 416 and 168 rows; the first refused (3 rows), sent again and
     # acknowledged; the second applied, its answer lost: the attempt fails there.
-    monkeypatch.setenv(failpoints.ENV, "append.response=error@3")
-    failpoints.reset()
-    with pytest.raises(Exception, match=r"append\.response"):
-        write(job, 0)
-    monkeypatch.delenv(failpoints.ENV)
-    failpoints.reset()
+    fails_at(monkeypatch, "append.response=error@3", r"append\.response", lambda: write(job, 0))
     progress = job.ledger().partition(0, 0)
     assert progress is not None
     assert [o for o, _, _ in progress.refused] == [3, 250, 251]

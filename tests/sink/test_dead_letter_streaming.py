@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.generate import write_files
 from tests.sink.test_streaming import SOURCE_SCHEMA
+from tests.writeapi import count_distinct, create_refusing_table
 
 pytestmark = pytest.mark.spark
 
@@ -25,20 +26,7 @@ NAMES = (
 
 
 def names_table(rest: bigquery.Client, dataset: str, name: str) -> str:
-    table_id = f"{dataset}.{name}"
-    schema = [
-        bigquery.SchemaField("event_id", "INT64", mode="REQUIRED"),
-        bigquery.SchemaField("name", "STRING", max_length=5),
-    ]
-    rest.create_table(bigquery.Table(table_id, schema=schema))
-    return table_id
-
-
-def counted(rest: bigquery.Client, table: str) -> tuple[int, int]:
-    row = next(iter(rest.query_and_wait(
-        f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{table}`"
-    )))  # fmt: skip
-    return int(row["n"]), int(row["ids"])
+    return create_refusing_table(rest, f"{dataset}.{name}", key="event_id")
 
 
 def set_aside(rest: bigquery.Client, dead_letter: str, table: str) -> list[tuple[int, int]]:
@@ -100,7 +88,7 @@ def test_bad_rows_of_every_micro_batch_are_set_aside_once_by_write_stream_and_fo
 
     good = ROWS - len(BAD)
     for table in (streamed, per_batch):
-        assert counted(rest, table) == (good, good)
+        assert count_distinct(rest, table, "event_id") == (good, good)
         aside = set_aside(rest, dead_letter, table)
         assert [key for key, _ in aside] == BAD
         assert {batch for _, batch in aside} == {0, 1, 2}  # each micro-batch set its own aside
