@@ -55,6 +55,7 @@ from jobs.sink.options import (
 )
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.checkpoint_layout import ledger_root, run_id_path
 from onceover.console import run
 from onceover.errors import ConfigurationError
 from onceover.job_env import (
@@ -224,7 +225,7 @@ def attempt_id() -> str:
 
 def run_id_for(checkpoint: Path, given: str | None) -> str:
     """``given``, else the id this checkpoint was first run with (kept beside the ledger)."""
-    path = checkpoint / "onceover" / "run_id"
+    path = run_id_path(checkpoint)
     if given:
         return given
     if path.exists():
@@ -384,7 +385,7 @@ class RunReporter:
             module=MODULE,
             args=spec_args(self.argv, self.args),
             checkpoint=str(self.args.checkpoint.resolve()),
-            ledger=str((self.args.checkpoint / "onceover").resolve()),
+            ledger=str(ledger_root(self.args.checkpoint).resolve()),
             cwd=os.getcwd(),
             auto_resume=None
             if auto is None
@@ -402,7 +403,7 @@ class RunReporter:
 
         with self._totals_lock:  # the heartbeat thread and the main thread both ask
             if self._ledger_totals is None or self._ledger_totals.scope != self.query_id:
-                self._ledger_totals = ScopeTotals(self.args.checkpoint / "onceover", self.query_id)
+                self._ledger_totals = ScopeTotals(ledger_root(self.args.checkpoint), self.query_id)
             reader = self._ledger_totals
         totals = reader.read()
         return totals.rows, totals.batches
@@ -465,12 +466,12 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
         else []
     )
     committed = {
-        r.batch_id for r in scope_records(checkpoint / "onceover", query_id) if r.committed
+        r.batch_id for r in scope_records(ledger_root(checkpoint), query_id) if r.committed
     }
     # Spark's commits log may still list batches the ledger pruned (it keeps one more, or
     # more where the ledger keeps fewer: jobs.sink.ledger_retention); only a committed batch
     # is pruned. Read after the records: a prune writes its summary before it removes them.
-    pruned = scope_summaries(checkpoint / "onceover", query_id).values()
+    pruned = scope_summaries(ledger_root(checkpoint), query_id).values()
     return [b for b in done if b not in committed and not any(s.covers(b) for s in pruned)]
 
 

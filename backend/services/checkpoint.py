@@ -18,6 +18,7 @@ from backend.errors import UnresumableError
 from jobs.sink.errors import LedgerError
 from jobs.sink.ledger import BatchRecord, scope_records, scopes
 from jobs.sink.ledger_retention import Totals, scope_totals
+from onceover.checkpoint_layout import ledger_root as checkpoint_ledger
 from onceover.events import JobSpec
 
 RUN_ID_FILE = "run_id"
@@ -73,7 +74,7 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
     if spec.ledger:
         ledger_root = Path(spec.ledger)
     elif checkpoint is not None:
-        ledger_root = checkpoint / "onceover"
+        ledger_root = checkpoint_ledger(checkpoint)
     else:
         raise UnresumableError(
             "the run's spec names no checkpoint or ledger, so nothing says where to resume from"

@@ -78,6 +78,7 @@ from urllib.parse import urlsplit
 from jobs.sink.errors import SinkOptionError
 from jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
 from jobs.sink.ledger_retention import DEFAULT_KEEP, how_many_to_keep
+from onceover.checkpoint_layout import ledger_root
 from onceover.connection import OPTIONS as CONNECTION_OPTIONS
 from onceover.connection import Connection, ConnectionOptionError
 from onceover.identifiers import COLUMN_NAME_RE
@@ -314,7 +315,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
                 "write_id", "a streaming query writes one table: its batches are its writes"
             )
         checkpoint = _local_path(checkpoint)
-        ledger = os.path.join(checkpoint, "onceover")
+        ledger = str(ledger_root(checkpoint))
     else:
         # Not the working directory: a driver restarted in cluster deploy mode runs in
         # a new one, and would find no ledger there.

@@ -61,6 +61,7 @@ from onceover.chaos.verify import (
     summary_problems,
     table_aggregate,
 )
+from onceover.checkpoint_layout import run_id_path as checkpoint_run_id
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 from onceover.spark_cluster import SparkCluster
@@ -268,7 +269,7 @@ def run_schedule(
         cluster, problems = cluster_outcome(stack.cluster, f"onceover-{job_name(schedule)}")
         violations += problems
     control_plane: dict[str, Any] = {}
-    run_id_path = work / "checkpoint" / "onceover" / "run_id"
+    run_id_path = checkpoint_run_id(work / "checkpoint")
     if (summary_schema := SUMMARY_SCHEMAS.get(schedule.workload)) is not None:
         group = summary_schema[0].name
         violations += summary_problems(client, f"{table}_summary", group, schedule.rows)

@@ -18,6 +18,7 @@ from jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 from onceover.bigquery import BigQueryConfig
 from onceover.chaos.proxy import APPEND_ROWS, FaultProxy, WireFault
+from onceover.checkpoint_layout import run_id_path
 from onceover.demo.waiting import poll
 from onceover.errors import OnceoverError
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
@@ -143,7 +144,7 @@ class LoadJob:
 
     def run_id(self) -> str:
         """The run id the job keeps in its checkpoint (written before Spark starts)."""
-        path = self.work / "checkpoint" / "onceover" / "run_id"
+        path = run_id_path(self.work / "checkpoint")
         if not path.exists():
             raise OnceoverError(
                 f"the {self.load.name} load recorded no run id; see {self.log_path}"

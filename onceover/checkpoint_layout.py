@@ -1,0 +1,31 @@
+"""What Onceover keeps inside a Spark checkpoint directory: the one spelling of it that
+the sink, the jobs and their readers (the control plane's resume and reconciliation,
+``onceover demo``, ``onceover chaos``) share.
+
+::
+
+    <checkpointLocation>/            Spark's own (offsets/, commits/, metadata, ...)
+    <checkpointLocation>/onceover/   the sink's ledger for the streaming query
+                                     (jobs.sink.ledger)
+    <checkpointLocation>/onceover/run_id
+                                     the run id ``jobs.load_files`` chose on its first
+                                     launch, so a re-run or resume goes on as that run
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LEDGER_DIR = "onceover"
+RUN_ID_FILE = "run_id"
+
+
+def ledger_root(checkpoint: str | os.PathLike[str]) -> Path:
+    """The streaming sink's ledger inside ``checkpoint``."""
+    return Path(checkpoint) / LEDGER_DIR
+
+
+def run_id_path(checkpoint: str | os.PathLike[str]) -> Path:
+    """The file holding the run id of the job on ``checkpoint``."""
+    return ledger_root(checkpoint) / RUN_ID_FILE
