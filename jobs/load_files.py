@@ -51,7 +51,6 @@ from jobs.sink.options import (
     DEFAULT_MAX_REQUEST_BYTES,
     MAX_REQUEST_BYTES_LIMIT,
     MIN_REQUEST_BYTES,
-    MODES,
 )
 from onceover.argv import without_options
 from onceover.bigquery import BigQueryConfig, bigquery_client
@@ -65,6 +64,7 @@ from onceover.job_env import (
     MONITOR_URL_ENV,
     SPARK_MASTER_ENV,
 )
+from onceover.modes import MODES
 from onceover.stamp import STAMP_COLUMNS
 
 if TYPE_CHECKING:

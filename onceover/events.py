@@ -61,13 +61,11 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from onceover.identifiers import COLUMN_NAME_RE
+from onceover.modes import Mode as Mode  # noqa: PLC0414 - part of the event schema
+from onceover.modes import StreamType as StreamType  # noqa: PLC0414 - likewise
 
 SCHEMA_VERSION = 1
 
-Mode = Literal["pending", "buffered", "committed", "default"]
-"""The sink's write mode (the table above)."""
-StreamType = Literal["PENDING", "BUFFERED", "COMMITTED", "DEFAULT"]
-"""The BigQuery write stream type of a mode (the table above)."""
 
 _ID = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="deterministic event id")]
 _NAME = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/=+-]+$")]

@@ -60,13 +60,13 @@ from jobs.sink.job import SinkJob, table_parent
 from jobs.sink.ledger import BatchRecord, StreamCommit, batch_name, renew_driver
 from jobs.sink.ledger_retention import prune
 from jobs.sink.offsets_log import check_same_offsets, fingerprint
-from jobs.sink.options import STREAM_TYPES
 from jobs.sink.stream_slots import StreamSlots
 from jobs.sink.task import TaskResult, finalize_stream
 from jobs.sink.telemetry import Telemetry
 from jobs.sink.unary import call_with_retry, gapic
 from onceover import events
 from onceover.events import StreamRows, event_id
+from onceover.modes import STREAM_TYPES, UNSEEN_UNTIL_COMMIT
 
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
@@ -79,9 +79,6 @@ INTENT_RACES = 3
 
 # StorageError codes after which the streams can never be committed, by anyone.
 _UNCOMMITTABLE = frozenset({3, 4, 5})  # STREAM_NOT_FOUND, INVALID_STREAM_TYPE, _STATE
-_UNSEEN_UNTIL_COMMIT = frozenset({"pending", "buffered"})
-"""Modes whose rows nobody sees before the batch's commit: a replay's extra streams are
-orphans, never part of the table."""
 
 
 def _timestamp_text(value: Any) -> str | None:
@@ -258,7 +255,7 @@ class BatchCommitter:
         )
         failpoints.hit("ledger.after_intent")
         commit_time: str | None = None
-        publishes = job.options.mode in _UNSEEN_UNTIL_COMMIT and bool(streams)
+        publishes = job.options.mode in UNSEEN_UNTIL_COMMIT and bool(streams)
         if publishes or dead_letters:
             intent = self.ledger.mark_commit_started(intent, at=_now_text())
         if dead_letters:
@@ -575,7 +572,7 @@ class BatchCommitter:
 
     def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
         replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
-        unseen = record.mode in _UNSEEN_UNTIL_COMMIT
+        unseen = record.mode in UNSEEN_UNTIL_COMMIT
         if unseen:
             for stream in replay:
                 self._orphaned(stream, "replay of a committed batch; never committed")

@@ -82,21 +82,10 @@ from onceover.checkpoint_layout import ledger_root
 from onceover.connection import OPTIONS as CONNECTION_OPTIONS
 from onceover.connection import Connection, ConnectionOptionError
 from onceover.identifiers import COLUMN_NAME_RE
+from onceover.modes import MODES, STREAMING_DEFAULT_MODE, Mode
 
-Mode = Literal["pending", "buffered", "committed", "default"]
 RowFormat = Literal["arrow", "proto"]
 
-MODES: tuple[Mode, ...] = ("pending", "buffered", "committed", "default")
-STREAMING_DEFAULT_MODE: Mode = "buffered"
-STREAM_TYPES: dict[Mode, str] = {
-    "pending": "PENDING",
-    "buffered": "BUFFERED",
-    "committed": "COMMITTED",
-    "default": "DEFAULT",
-}
-"""The Storage Write API stream type each mode writes on."""
-SLOTTED_MODES: frozenset[Mode] = frozenset({"buffered", "committed"})
-"""Modes whose partitions keep a stream from batch to batch (jobs.sink.stream_slots)."""
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
 BIGQUERY_MAX_REQUEST_BYTES = 20_000_000
 """BigQuery's limit on one ``AppendRowsRequest``: "less than 20 MB" (the AppendRowsRequest

@@ -43,12 +43,12 @@ from jobs.sink.flush import stream_exists
 from jobs.sink.identity import SparkCall, WriteIdentity
 from jobs.sink.job import SinkJob
 from jobs.sink.ledger import Ledger, PartitionProgress, StreamCommit, batch_name
-from jobs.sink.options import STREAM_TYPES
 from jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from jobs.sink.stream_rate import stream_creations
 from jobs.sink.stream_slots import READ_RACES, StreamSlot, StreamSlots, continuation
 from jobs.sink.telemetry import QUIET, StreamTelemetry, Telemetry
 from jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
+from onceover.modes import STREAM_TYPES
 
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient

@@ -486,7 +486,7 @@ class Goal:
 
 def default_mode() -> str:
     """The mode of a ``writeStream`` with no ``mode`` option."""
-    from jobs.sink.options import STREAMING_DEFAULT_MODE
+    from onceover.modes import STREAMING_DEFAULT_MODE
 
     return STREAMING_DEFAULT_MODE
 

@@ -71,10 +71,10 @@ from typing import Any
 
 from jobs.generate import bad_keys, file_bounds
 from jobs.sink.failpoints import POINTS, Action
-from jobs.sink.options import MODES as SINK_MODES
-from jobs.sink.options import SLOTTED_MODES
 from jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 from onceover.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
+from onceover.modes import EXACTLY_ONCE_MODES, SLOTTED_MODES
+from onceover.modes import MODES as SINK_MODES
 
 WORKLOADS = (
     "load_files",
@@ -89,7 +89,7 @@ RACER_AT_S = (2.0, 20.0)
 MODES: tuple[str, ...] = SINK_MODES
 """The sink's modes. ``default`` is the at-least-once baseline: the harness is expected to
 catch its duplicates."""
-DEFAULT_MODES = ("pending", "buffered", "committed")
+DEFAULT_MODES = EXACTLY_ONCE_MODES
 WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     "load_files": MODES,
     # jobs.examples' --mode (parser_for) takes every exactly-once mode
