@@ -7,4 +7,5 @@ BigQuery through the Storage Write API exactly once. Read top to bottom:
 4. :mod:`jobs.sink.requests`    requests under the size cap (invariant 2)
 5. :mod:`jobs.sink.committer`   ledger → BatchCommit → ledger (invariants 3-5)
 6. :mod:`jobs.sink.ledger`      the durable record of intents and commits
+7. :mod:`jobs.sink.dead_letter` rows BigQuery refuses: named, or set aside (invariant 9)
 """
