@@ -102,8 +102,9 @@ class RequestRows:
     """The rows of one append request, and where each sits in its partition."""
 
     batch: pa.RecordBatch
-    offsets: list[int]
-    """The partition offset of each row of ``batch``, in order."""
+    offsets: Sequence[int]
+    """The partition offset of each row of ``batch``, in order: a ``range`` until rows
+    are taken out, so a request no row of which is refused costs no list."""
     span: tuple[int, int]
     """The partition's rows the request was cut from, ``[start, end)``: refused rows
     taken out leave it as it was (committed mode records requests by it)."""
@@ -111,7 +112,7 @@ class RequestRows:
     @classmethod
     def starting_at(cls, batch: pa.RecordBatch, first: int) -> RequestRows:
         end = first + batch.num_rows
-        return cls(batch, list(range(first, end)), (first, end))
+        return cls(batch, range(first, end), (first, end))
 
     def without(self, offsets: set[int]) -> RequestRows | None:
         """These rows but those at ``offsets``; None when none is left."""

@@ -322,7 +322,7 @@ def _append_all(
         rows += encoded.rows
         source: RequestRows | None = RequestRows.starting_at(request.rows, request.offset)
         assert source is not None
-        refused = {o: earlier[o] for o in source.offsets if o in earlier} if earlier else {}
+        refused = {o: why for o, why in (earlier or {}).items() if o in source.offsets}
         if refused:
             assert refusals is not None
             source = refusals.again(source, refused)
