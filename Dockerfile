@@ -26,6 +26,7 @@ COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --frozen --extra server --extra local --no-install-project
 COPY onceover/ onceover/
 COPY jobs/ jobs/
+COPY tools/ tools/
 COPY pyspark_onceover/ pyspark_onceover/
 COPY backend/ backend/
 COPY migrations/ migrations/

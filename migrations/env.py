@@ -6,17 +6,16 @@ from logging.config import fileConfig
 from typing import Any, Literal
 
 from alembic import context
+from onceover_backend.core.config import get_settings
+from onceover_backend.core.db import build_engine
 from sqlmodel import SQLModel
-
-from backend.core.config import get_settings
-from backend.core.db import build_engine
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name)
 
-import backend.tables  # noqa: E402,F401  (registers the tables on SQLModel.metadata)
-from backend.core.types import UTCDateTime  # noqa: E402
+import onceover_backend.tables  # noqa: E402,F401  (registers the tables on SQLModel.metadata)
+from onceover_backend.core.types import UTCDateTime  # noqa: E402
 
 target_metadata = SQLModel.metadata
 

@@ -3,7 +3,7 @@ reconcile and resume.
 
 This package holds what both planes share: the one place that builds BigQuery
 clients (:mod:`onceover.bigquery`), the local BigQuery launcher
-(:mod:`onceover.localbq`) and the ``onceover`` command line (:mod:`onceover.cli`).
+(:mod:`onceover_tools.localbq`) and the ``onceover`` command line (:mod:`onceover_tools.cli`).
 The data plane lives in :mod:`jobs`, the control plane in :mod:`backend`.
 """
 

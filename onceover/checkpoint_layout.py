@@ -6,9 +6,9 @@ the sink, the jobs and their readers (the control plane's resume and reconciliat
 
     <checkpointLocation>/            Spark's own (offsets/, commits/, metadata, ...)
     <checkpointLocation>/onceover/   the sink's ledger for the streaming query
-                                     (jobs.sink.ledger)
+                                     (onceover_jobs.sink.ledger)
     <checkpointLocation>/onceover/run_id
-                                     the run id ``jobs.load_files`` chose on its first
+                                     the run id ``onceover_jobs.load_files`` chose on its first
                                      launch, so a re-run or resume goes on as that run
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Callable
@@ -33,3 +34,19 @@ def run(main: Callable[[], int], prog: str = "onceover") -> NoReturn:
         print(f"{prog}: interrupted", file=sys.stderr)
         status = INTERRUPTED
     sys.exit(status)
+
+
+def port_number(value: str) -> int:
+    """An argparse type: a TCP port, 0 meaning "pick a free one"."""
+    port = int(value) if value.isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port (0-65535)")
+    return port
+
+
+def positive_number(value: str) -> int:
+    """An argparse type: a whole number above zero."""
+    number = int(value) if value.isdigit() else 0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
+    return number

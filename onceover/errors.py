@@ -6,8 +6,10 @@ The tree::
     ├── ConfigurationError        a setting or environment variable is wrong (names it)
     ├── PreflightError            the machine cannot run this (Java, Python, a busy port)
     │   └── PortInUseError
-    └── LocalBigQueryError        the local BigQuery could not start or stop
-        └── LocalBigQueryVersionError   installed bqemulator is not the pinned version
+    ├── LocalBigQueryError        the local BigQuery could not start or stop
+    │   └── LocalBigQueryVersionError   installed bqemulator is not the pinned version
+    └── LedgerError               the ledger is unreadable (onceover.ledger_files); the
+                                  sink raises it and its subclasses (onceover_jobs.sink.errors)
 
 Every message is one line a person can act on: the command line prints it as
 ``onceover: <message>`` and exits with status 2, no traceback.
@@ -45,3 +47,10 @@ class LocalBigQueryError(OnceoverError):
 
 class LocalBigQueryVersionError(LocalBigQueryError):
     """The installed bqemulator is not the version the launcher's patches target."""
+
+
+class LedgerError(OnceoverError):
+    """The ledger cannot be read or written, or disagrees with what BigQuery says.
+
+    Raised by the readers of :mod:`onceover.ledger_files`; the sink's
+    ``onceover_jobs.sink.errors.LedgerError`` is this class, and its refusals subclass it."""

@@ -58,7 +58,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from onceover.identifiers import COLUMN_NAME_RE
 from onceover.modes import Mode as Mode  # noqa: PLC0414 - part of the event schema
@@ -143,6 +143,10 @@ class AutoResume(BaseModel):
     )
 
 
+LEGACY_JOB_PACKAGES = {"jobs.": "onceover_jobs."}
+"""Old job module prefixes and the names they have now."""
+
+
 class JobSpec(BaseModel):
     """How to launch the job again: ``python -m <module> <args...>`` in ``cwd``."""
 
@@ -156,6 +160,16 @@ class JobSpec(BaseModel):
         default=None, description="the directory the job was started in (relative arguments)"
     )
     auto_resume: AutoResume | None = None
+
+    @field_validator("module")
+    @classmethod
+    def _current_module_name(cls, module: str) -> str:
+        # Runs recorded before the data plane's package was named onceover_jobs name
+        # their job ``jobs.<name>``; they stay resumable as the same module.
+        for old, new in LEGACY_JOB_PACKAGES.items():
+            if module.startswith(old):
+                return new + module[len(old) :]
+        return module
 
 
 class StreamRows(BaseModel):

@@ -1,5 +1,5 @@
 """Environment variables a job reads and whoever starts it sets: the contract between
-the jobs (:mod:`jobs.load_files`) and their launchers (the control plane's resume,
+the jobs (:mod:`onceover_jobs.load_files`) and their launchers (the control plane's resume,
 ``onceover demo``, the tests)."""
 
 MONITOR_URL_ENV = "ONCEOVER_MONITOR_URL"

@@ -30,7 +30,7 @@ STREAM_TYPES: dict[Mode, StreamType] = {
 }
 """The Storage Write API stream type each mode writes on."""
 SLOTTED_MODES: frozenset[Mode] = frozenset({"buffered", "committed"})
-"""Modes whose partitions keep a stream from batch to batch (jobs.sink.stream_slots)."""
+"""Modes whose partitions keep a stream from batch to batch (onceover_jobs.sink.stream_slots)."""
 UNSEEN_UNTIL_COMMIT: frozenset[Mode] = frozenset({"pending", "buffered"})
 """Modes whose rows nobody sees before the batch's commit: a replay's extra streams are
 orphans, never part of the table."""

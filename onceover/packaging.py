@@ -1,6 +1,6 @@
 """The project's own code as one zip for Spark executors (``spark-submit --py-files``).
 
-On a cluster the executors run the sink's writer, so they must import ``jobs`` (the
+On a cluster the executors run the sink's writer, so they must import ``onceover_jobs`` (the
 data source and the job) and ``onceover`` (events, the BigQuery helpers). Third-party
 packages (pyarrow, the Google clients) come from the executors' Python environment;
 our code comes in this zip, so a new version of it needs no new worker image.
@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("jobs", "onceover")
+PACKAGES = ("onceover_jobs", "onceover")
 """The top-level packages executors import from this project."""
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 

@@ -9,9 +9,9 @@ project::
     df.write.format("onceover").option("table", "p.d.t").option("run_id", "day-1").save()
 
 A session started before the package was installed does not look again: call
-``jobs.sink.datasource.register(spark)`` there.
+``onceover_jobs.sink.datasource.register(spark)`` there.
 """
 
-from jobs.sink.datasource import OnceoverDataSource as DefaultSource
+from onceover_jobs.sink.datasource import OnceoverDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

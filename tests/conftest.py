@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+from onceover_tools.localbq import LocalBigQuery
 from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.localbq import LocalBigQuery
 from onceover.processes import with_quick_jvm
 from tests.receiver import Receiver
 from tests.webhook_receiver import WebhookReceiver
@@ -129,9 +129,9 @@ def spark(
     the first session starts; so the local BigQuery is named in os.environ first, and
     the default ledger of writes that name none is the session's own.
     """
-    from jobs.sink.datasource import register
-    from jobs.sink.options import LEDGER_ENV
-    from jobs.spark import spark_session
+    from onceover_jobs.sink.datasource import register
+    from onceover_jobs.sink.options import LEDGER_ENV
+    from onceover_jobs.spark import spark_session
 
     os.environ.update(bq_config.env())
     os.environ[LEDGER_ENV] = str(tmp_path_factory.mktemp("default-ledger"))

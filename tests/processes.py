@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-ONCEOVER = [sys.executable, "-m", "onceover"]
+ONCEOVER = [sys.executable, "-m", "onceover_tools"]
 
 
 class LineReader:

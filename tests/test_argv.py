@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from onceover_jobs.load_files import parse_args, spec_args
 
-from jobs.load_files import parse_args, spec_args
 from onceover.argv import without_options
 
 

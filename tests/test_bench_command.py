@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from onceover_tools.bench.writers import CONTENDERS
 
-from onceover.bench.writers import CONTENDERS
 from tests.processes import run_onceover
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,7 @@ from tests.conftest import POSTGRES_ADMIN_DSN
 
 def _bench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "onceover.bench.control_plane", *args],
+        [sys.executable, "-m", "onceover_tools.bench.control_plane", *args],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onceover.bench.control_plane import Figures
-from onceover.bench.run import BenchPlan, render
-from onceover.bench.writers import CONTENDERS, WriterFigure
+from onceover_tools.bench.control_plane import Figures
+from onceover_tools.bench.run import BenchPlan, render
+from onceover_tools.bench.writers import CONTENDERS, WriterFigure
 
 N = 1_000
 HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}

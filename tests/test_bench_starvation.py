@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from onceover.bench.control_plane import Figures
-from onceover.bench.run import BenchPlan, render
-from onceover.bench.starvation import Phase, Starvation
-from onceover.bench.writers import CONTENDERS, WriterFigure
+from onceover_tools.bench.control_plane import Figures
+from onceover_tools.bench.run import BenchPlan, render
+from onceover_tools.bench.starvation import Phase, Starvation
+from onceover_tools.bench.writers import CONTENDERS, WriterFigure
 
 TARGET = "ingest, BigQuery hanging and /api/health flooded / quiet"
 
@@ -21,7 +21,7 @@ TARGET = "ingest, BigQuery hanging and /api/health flooded / quiet"
 def test_every_phase_posts_every_event(subprocess_env: dict[str, str], tmp_path: Path) -> None:
     figures = tmp_path / "starvation.json"
     done = subprocess.run(
-        [sys.executable, "-m", "onceover.bench.starvation", "--events", "3000",
+        [sys.executable, "-m", "onceover_tools.bench.starvation", "--events", "3000",
          "--clients", "2", "--batch", "250", "--flood", "4", "--json", str(figures)],
         env=subprocess_env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

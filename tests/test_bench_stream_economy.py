@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from onceover.bench.control_plane import Figures
-from onceover.bench.run import BenchPlan, render
-from onceover.bench.stream_economy import (
+from onceover_tools.bench.control_plane import Figures
+from onceover_tools.bench.run import BenchPlan, render
+from onceover_tools.bench.stream_economy import (
     JSON_NAME,
     MARKDOWN_NAME,
     MODES,
@@ -27,7 +26,7 @@ from onceover.bench.stream_economy import (
     StreamCount,
     schedule,
 )
-from onceover.bench.writers import CONTENDERS, WriterFigure
+from onceover_tools.bench.writers import CONTENDERS, WriterFigure
 
 BATCHES = 2  # each mode's first batch in turn, then one round of one batch each
 ROWS = 100  # per micro-batch: every one of the 8 partitions gets rows
@@ -50,7 +49,7 @@ def test_every_mode_is_counted_and_its_streams_listed(
 ) -> None:
     out = tmp_path / "economy"
     done = subprocess.run(
-        [sys.executable, "-m", "onceover.bench.stream_economy", "--batches", str(BATCHES),
+        [sys.executable, "-m", "onceover_tools.bench.stream_economy", "--batches", str(BATCHES),
          "--rows-per-batch", str(ROWS), "--warmup-batches", "0", "--soak-minutes", "0.05",
          "--sample-seconds", "1", "--out", str(out)],
         env=subprocess_env, capture_output=True, text=True, timeout=300, check=False,

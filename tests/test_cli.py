@@ -168,7 +168,7 @@ def test_an_old_python_is_one_line_before_make_builds_anything(tmp_path: Path) -
 
 def test_the_bench_writes_outside_the_repository_unless_told() -> None:
     """The tracked figures of record change only on purpose (``--out docs``)."""
-    from onceover.cli import build_parser
+    from onceover_tools.cli import build_parser
 
     parsed = build_parser().parse_args(["bench", "--quick"])
     repository = Path(__file__).resolve().parents[1]

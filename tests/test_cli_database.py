@@ -6,12 +6,12 @@ from pathlib import Path
 
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import alembic_config
+from onceover_backend.main import create_app
+from onceover_backend.tables import AuditLog
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.core.migrate import alembic_config
-from backend.main import create_app
-from backend.tables import AuditLog
 from onceover.bigquery import BigQueryConfig
 from tests.processes import run_onceover
 

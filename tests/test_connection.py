@@ -18,9 +18,9 @@ from urllib.request import Request, urlopen
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.options import connection_options
 
-from jobs.sink.errors import SinkOptionError
-from jobs.sink.options import connection_options
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.connection import Connection
 from tests.local_http import LocalServer, TrackedHandler

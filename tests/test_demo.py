@@ -13,12 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from onceover_backend.services.webhook_signing import headers, new_secret
+from onceover_tools.demo.progress import DemoStepError, Steps
+from onceover_tools.demo.receiver import WebhookReceiver
+from onceover_tools.demo.waiting import poll
 
-from backend.services.webhook_signing import headers, new_secret
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig, bigquery_client
-from onceover.demo.progress import DemoStepError, Steps
-from onceover.demo.receiver import WebhookReceiver
-from onceover.demo.waiting import poll
 from onceover.errors import OnceoverError
 from onceover.preflight import check_port_free
 from tests.processes import ONCEOVER, LineReader, running
@@ -78,7 +78,7 @@ def _check_stories(api: httpx.Client, printed: str) -> dict[str, Any]:
     plan = api.post(f"/api/runs/{crashed['run_id']}/resume", params={"dry_run": "true"})
     assert plan.status_code == 200, plan.text
     assert plan.json()["pending_intents"], plan.json()  # a batch to settle with BigQuery
-    assert plan.json()["module"] == "jobs.load_files"
+    assert plan.json()["module"] == "onceover_jobs.load_files"
 
     tampered = runs["orders-tampered"]
     checks = _get(api, f"/api/runs/{tampered['run_id']}/reconciliations")["data"]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from onceover_backend.core.config import Settings
 
-from backend.core.config import Settings
 from tests.conftest import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"

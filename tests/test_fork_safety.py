@@ -17,7 +17,7 @@ import sys
 if sys.argv[1] == "grpc-first":
     import grpc  # before onceover: its fork policy comes too late
 import json, os, signal, subprocess, time
-from onceover.localbq import LocalBigQuery
+from onceover_tools.localbq import LocalBigQuery
 
 def like_launch_gateway():
     signal.signal(signal.SIGINT, signal.SIG_IGN)

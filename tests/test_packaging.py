@@ -9,7 +9,8 @@ import zipfile
 import zipimport
 from pathlib import Path
 
-from backend.services.launcher import with_py_files
+from onceover_backend.services.launcher import with_py_files
+
 from onceover.packaging import PACKAGES, build_py_files, package_dir
 
 
@@ -29,8 +30,8 @@ def test_the_zip_holds_every_module_of_both_packages_and_is_stable(tmp_path: Pat
             if "__pycache__" not in p.parts
         }
         assert expected <= names, sorted(expected - names)[:5]
-    assert "jobs/sink/__init__.py" in names
-    assert "jobs/load_files.py" in names
+    assert "onceover_jobs/sink/__init__.py" in names
+    assert "onceover_jobs/load_files.py" in names
     assert not [n for n in names if not n.endswith(".py")]
 
 
@@ -75,7 +76,7 @@ def test_our_zip_joins_the_operators_py_files() -> None:
 
 def test_the_command_prints_the_zip_it_built(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "onceover", "py-files", "--out", str(tmp_path)],
+        [sys.executable, "-m", "onceover_tools", "py-files", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,12 @@ def test_the_wheel_installs_the_sink_alone_and_format_onceover_works_without_cod
     }
     assert "onceover" in installed
     assert not installed & CONTROL_PLANE_AND_LOCAL, installed & CONTROL_PLANE_AND_LOCAL
+    # Every import name the wheel puts into site-packages is this project's own.
+    with zipfile.ZipFile(wheel) as archive:
+        top_level = {name.split("/", 1)[0] for name in archive.namelist()}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {
+        "onceover", "onceover_jobs", "onceover_backend", "onceover_tools", "pyspark_onceover"
+    }, top_level  # fmt: skip
 
     table = f"{dataset}.plain"
     rest.create_table(bigquery.Table(table, schema=[

@@ -9,11 +9,11 @@ from typing import Any
 import pyarrow as pa
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+from onceover_jobs.sink.identity import WriteIdentity
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.options import parse_options
+from onceover_jobs.sink.schema import plan_write
 
-from jobs.sink.identity import WriteIdentity
-from jobs.sink.job import SinkJob
-from jobs.sink.options import parse_options
-from jobs.sink.schema import plan_write
 from onceover.bigquery import BigQueryConfig
 
 SCHEMA = [bigquery.SchemaField("id", "INT64"), bigquery.SchemaField("name", "STRING")]

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.core.db import build_engine
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
 from sqlalchemy import Engine
 
-from backend.core.config import Settings
-from backend.core.db import build_engine
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
 from onceover.bigquery import BigQueryConfig
 
 INGEST = "ingest-token-0123456789"

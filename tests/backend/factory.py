@@ -24,7 +24,9 @@ def _common(run: str, kind: str, t: float, *facts: object) -> dict[str, Any]:
 
 
 def started(run: str, attempt: str, t: float, mode: ev.Mode = "pending") -> ev.RunStarted:
-    spec = ev.JobSpec(module="jobs.load_files", args=["--table", TABLE], checkpoint="/tmp/c")
+    spec = ev.JobSpec(
+        module="onceover_jobs.load_files", args=["--table", TABLE], checkpoint="/tmp/c"
+    )
     return ev.RunStarted(
         attempt_id=attempt, mode=mode, spec=spec, **_common(run, "started", t, attempt)
     )

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.tables import AlertTransition, WebhookDelivery
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from backend.services.alert_evaluator import evaluate
-from backend.services.ingest import ingest_events
-from backend.tables import AlertTransition, WebhookDelivery
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, TOKENS, bearer

@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
+from onceover_backend.models import AlertRuleCreate
+from onceover_backend.services import alert_rules
+from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.tables import Alert, AlertTransition, Reconciliation
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from backend.models import AlertRuleCreate
-from backend.services import alert_rules
-from backend.services.alert_evaluator import evaluate
-from backend.services.ingest import ingest_events
-from backend.tables import Alert, AlertTransition, Reconciliation
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 

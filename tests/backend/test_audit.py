@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from onceover_backend.core.logging import configure_backend_logging
 
-from backend.core.logging import configure_backend_logging
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.main import create_app
+from onceover_backend.tables import Reconciliation, utcnow
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from backend.core.config import Settings
-from backend.main import create_app
-from backend.tables import Reconciliation, utcnow
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.models import AlertRuleCreate
+from onceover_backend.services import alert_rules
+from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.tables import Alert, Batch, Event, Reconciliation, Run, Stream
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.models import AlertRuleCreate
-from backend.services import alert_rules
-from backend.services.alert_evaluator import evaluate
-from backend.tables import Alert, Batch, Event, Reconciliation, Run, Stream
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer

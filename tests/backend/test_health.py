@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.main import create_app
 
-from backend.core.config import Settings
-from backend.main import create_app
 from onceover.bigquery import BigQueryConfig
 from onceover.preflight import free_port
 

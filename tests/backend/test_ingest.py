@@ -8,12 +8,12 @@ from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.projection import STREAM_TYPE_OF_MODE
+from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
-from backend.services.ingest import ingest_events
-from backend.services.projection import STREAM_TYPE_OF_MODE
-from backend.tables import Batch, Event, Run, Stream, WriteRollup
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, VIEWER, bearer
@@ -49,7 +49,7 @@ def test_a_batch_is_stored_and_applied(client: TestClient, engine: Engine) -> No
     assert run["rows_expected"] == 100
     assert run["table"] == f.TABLE
     assert run["job"] == "orders"
-    assert run["spec"]["module"] == "jobs.load_files"
+    assert run["spec"]["module"] == "onceover_jobs.load_files"
     assert [b["state"] for b in run["batches"]] == ["committed"]
     assert {s["name"]: s["state"] for s in run["streams"]} == {
         "r1/s1": "committed",

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.services.auto_resume import resume_due
+from onceover_backend.services.resume import Resumer
+from onceover_backend.tables import AuditLog, Launch
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from backend.core.config import Settings
-from backend.services.auto_resume import resume_due
-from backend.services.resume import Resumer
-from backend.tables import AuditLog, Launch
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
@@ -70,14 +70,15 @@ def spec_for(ckpt: Path, *extra: str, cwd: Path | None = None, **fields: Any) ->
     args = ["--source", "/no/such/dir", "--format", "json", "--table", f.TABLE, "--key", "id",
             "--checkpoint", str(ckpt), *extra]  # fmt: skip
     return ev.JobSpec(
-        module="jobs.load_files", args=args, checkpoint=str(ckpt), ledger=str(ckpt / "onceover"),
+        module="onceover_jobs.load_files", args=args, checkpoint=str(ckpt),
+        ledger=str(ckpt / "onceover"),
         cwd=None if cwd is None else str(cwd), **fields,
     )  # fmt: skip
 
 
 def planted(folder: Path, marker: Path) -> None:
-    """A ``jobs`` package that, imported from ``folder``, leaves ``marker`` behind."""
-    package = folder / "jobs"
+    """An ``onceover_jobs`` package that, imported from ``folder``, leaves ``marker`` behind."""
+    package = folder / "onceover_jobs"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "load_files.py").write_text(
@@ -100,7 +101,7 @@ def test_a_jobs_package_planted_in_the_specs_folder_never_runs(
     body = failed_again(client, "r1")
     # The installed job ran (and refused the missing --source), in the backend's folder.
     assert "exited with status 2" in body["attempts"][1]["error"]
-    assert not marker.exists(), "the planted jobs/load_files.py ran"
+    assert not marker.exists(), "the planted jobs/onceover_jobs/load_files.py ran"
     work = Path(answer.json()["plan"]["cwd"])
     assert work.is_relative_to(tmp_path / "logs")
     assert work.stat().st_mode & 0o077 == 0
@@ -114,16 +115,17 @@ def test_a_later_run_started_does_not_change_what_resume_launches(
     mine = spec_for(ckpt)
     post(client, started("r1", "a1", 0, mine), f.failed("r1", "a1", 5, "crash"))
     # Another ingest token's holder reports the same run with a spec of their own.
-    theirs = ev.JobSpec(module="jobs.generate", args=["--out", "/etc"], checkpoint=str(ckpt),
+    theirs = ev.JobSpec(module="onceover_jobs.generate", args=["--out", "/etc"],
+                        checkpoint=str(ckpt),
                         auto_resume=ev.AutoResume(max_attempts=5, backoff_s=0))  # fmt: skip
     post(client, started("r1", "evil", 6, theirs), f.failed("r1", "evil", 7, "crash"))
 
     state = run_of(client, "r1")["spec_state"]
-    assert state["spec"]["module"] == "jobs.load_files"
-    assert state["proposed"]["module"] == "jobs.generate"
+    assert state["spec"]["module"] == "onceover_jobs.load_files"
+    assert state["proposed"]["module"] == "onceover_jobs.generate"
     assert state["proposed_by_attempt"] == "evil"
     plan = resume(client, "r1", dry_run="true").json()
-    assert plan["command"][3] == "jobs.load_files"
+    assert plan["command"][3] == "onceover_jobs.load_files"
     assert any("reported a different spec" in w for w in plan["warnings"])
     # Approving "the spec" with the proposal's digest launches nothing.
     wrong = resume(client, "r1", approve=False, approve_spec=state["proposed_digest"])
@@ -136,7 +138,7 @@ def test_a_later_run_started_does_not_change_what_resume_launches(
     failed_again(client, "r1")
     with Session(engine) as session:
         (launch,) = session.exec(select(Launch).where(Launch.run_id == "r1"))
-    assert launch.command[3] == "jobs.load_files"
+    assert launch.command[3] == "onceover_jobs.load_files"
     assert "/etc" not in launch.command
     assert launch.spec_digest == state["digest"]
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onceover_backend.tables  # noqa: F401  (the models, registered on SQLModel.metadata)
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from onceover_backend.core.db import build_engine
+from onceover_backend.core.migrate import alembic_config, upgrade_to_head
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
-
-import backend.tables  # noqa: F401  (the models, registered on SQLModel.metadata)
-from backend.core.db import build_engine
-from backend.core.migrate import alembic_config, upgrade_to_head
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from backend.openapi import openapi_schema
+from onceover_backend.openapi import openapi_schema
+
 from tests.conftest import REPO_ROOT
 
 

@@ -14,10 +14,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from google.cloud import bigquery
+from onceover_backend.core.config import Settings
+from onceover_backend.main import create_app
+from onceover_backend.services.reconciliation import Reconciler
 
-from backend.core.config import Settings
-from backend.main import create_app
-from backend.services.reconciliation import Reconciler
 from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
 from onceover.preflight import free_port

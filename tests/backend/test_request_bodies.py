@@ -1,4 +1,4 @@
-"""What a request body must get past (backend/api/body_guard.py), tried as an attacker
+"""What a request body must get past (onceover_backend/api/body_guard.py), tried as an attacker
 would: without a token, too large, too many events, values JSON cannot carry.
 
 Each of these answered otherwise before: the body was read and parsed before the
@@ -20,11 +20,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.tables import AuditLog, Event
+from onceover_jobs.sink.emitter import REJECTED_FILE, EventEmitter
 from sqlalchemy import Engine
 from sqlmodel import Session, func, select
 
-from backend.tables import AuditLog, Event
-from jobs.sink.emitter import REJECTED_FILE, EventEmitter
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, bearer

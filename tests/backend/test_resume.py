@@ -1,8 +1,8 @@
 """Resume through the API, on SQLite and PostgreSQL, with real launched processes.
 
 The runs here are made of events; their checkpoints are real directories with ledger
-records written by the sink's own :class:`~jobs.sink.ledger.Ledger`. The job a resume
-launches is the real ``python -m jobs.load_files`` with the run's stored arguments,
+records written by the sink's own :class:`~onceover_jobs.sink.ledger.Ledger`. The job a resume
+launches is the real ``python -m onceover_jobs.load_files`` with the run's stored arguments,
 whose ``--source`` is missing: it exits 2 within a second or two, without Spark, which
 is what the launcher's bookkeeping (exit status, log, the run failing again) needs.
 Resumes of real crashed jobs that end ``succeeded``: tests/jobs/test_resume_job.py.
@@ -23,19 +23,20 @@ import httpx2
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.core.db import write_transaction
+from onceover_backend.services.auto_resume import resume_due
+from onceover_backend.services.launcher import HOST
+from onceover_backend.services.resume import Resumer
+from onceover_backend.services.stalled import mark_stalled
+from onceover_backend.tables import Attempt, AuditLog, Launch, Run, utcnow
+from onceover_jobs.sink.ledger import Ledger
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.core.db import write_transaction
-from backend.services.auto_resume import resume_due
-from backend.services.launcher import HOST
-from backend.services.resume import Resumer
-from backend.services.stalled import mark_stalled
-from backend.tables import Attempt, AuditLog, Launch, Run, utcnow
-from jobs.sink.ledger import BatchRecord, Ledger, StreamCommit
 from onceover import events as ev
+from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import serving
@@ -114,7 +115,7 @@ def failed_run(
 ) -> Path:
     ckpt = ckpt or checkpoint(tmp_path, run_id)
     spec = spec or ev.JobSpec(
-        module="jobs.load_files",
+        module="onceover_jobs.load_files",
         args=job_args(tmp_path, ckpt),
         checkpoint=str(ckpt),
         ledger=str(ckpt / "onceover"),
@@ -219,7 +220,7 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
     ]  # fmt: skip
     assert (plan["spark_last_planned_batch"], plan["spark_last_finished_batch"]) == (1, 0)
     assert plan["command"] == [
-        sys.executable, "-P", "-m", "jobs.load_files", *job_args(tmp_path, ckpt)
+        sys.executable, "-P", "-m", "onceover_jobs.load_files", *job_args(tmp_path, ckpt)
     ]  # fmt: skip
     assert plan["cwd"] == str(tmp_path / "logs" / "r1" / "work")
     assert plan["log_path"].endswith("r1/attempt-2.log")
@@ -283,7 +284,7 @@ def test_a_resume_launches_attempt_2_which_fails_again_with_its_exit_status_and_
     assert entry.outcome.startswith(
         f"ok: attempt 2 launched on the approval of env:operator (spec {digest}): "
     )
-    assert "jobs.load_files" in entry.outcome
+    assert "onceover_jobs.load_files" in entry.outcome
     assert launch["approved_by"] == "env:operator"
 
     again = resume(client, "r1")  # failed again: resumable again, as attempt 3
@@ -309,9 +310,9 @@ def test_the_launched_job_gets_bigquery_and_monitor_settings_but_no_backend_secr
 
 
 def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app: FastAPI) -> None:
-    from backend.services.launcher import Launcher
+    from onceover_backend.services.launcher import Launcher
 
-    spec = ev.JobSpec(module="jobs.load_files", args=["--master", "local[1]", "--x", "y"])
+    spec = ev.JobSpec(module="onceover_jobs.load_files", args=["--master", "local[1]", "--x", "y"])
     cluster = settings.model_copy(
         update={"spark_master": "spark://m:7077", "launch_with": "spark-submit",
                 "spark_submit": "/opt/spark/bin/spark-submit",
@@ -326,7 +327,7 @@ def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app
     assert command[5] == "--py-files"
     assert Path(command[6]).name.startswith("onceover-py-files-")
     assert Path(command[6]).is_file()
-    assert command[7].endswith("jobs/load_files.py")
+    assert command[7].endswith("jobs/onceover_jobs/load_files.py")
     assert command[8:] == ["--x", "y"]
     assert app.state.launcher.command(spec)[4:] == ["--master", "local[1]", "--x", "y"]
 

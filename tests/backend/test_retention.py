@@ -12,16 +12,17 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import ValidationError
-from sqlalchemy import Engine
-from sqlmodel import Session, col, func, select
-
-from backend.core.config import Settings
-from backend.core.db import write_transaction
-from backend.services import ingest
-from backend.services.ingest import ingest_events
-from backend.services.retention import Retention, retention_forever, sweep, sweep_and_record
-from backend.tables import (
+from onceover_backend.core.config import Settings
+from onceover_backend.core.db import write_transaction
+from onceover_backend.services import ingest
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.retention import (
+    Retention,
+    retention_forever,
+    sweep,
+    sweep_and_record,
+)
+from onceover_backend.tables import (
     AuditLog,
     DeliveryAttempt,
     Event,
@@ -29,6 +30,10 @@ from backend.tables import (
     WebhookEndpoint,
     WriteRollup,
 )
+from pydantic import ValidationError
+from sqlalchemy import Engine
+from sqlmodel import Session, col, func, select
+
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.processes import run_onceover

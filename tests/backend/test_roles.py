@@ -18,13 +18,13 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
+from onceover_backend.api.deps import ANY_ROLE, RoleCheck, ViewerDep
+from onceover_backend.core.config import Settings
+from onceover_backend.main import create_app
+from onceover_backend.tables import Event
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
-from backend.api.deps import ANY_ROLE, RoleCheck, ViewerDep
-from backend.core.config import Settings
-from backend.main import create_app
-from backend.tables import Event
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer

@@ -75,7 +75,7 @@ def test_a_run_has_attempts_batches_and_streams(client: TestClient) -> None:
     assert run["table"] == f.TABLE
     assert run["rows_committed"] == 100
     assert [a["attempt_id"] for a in run["attempts"]] == ["a1"]
-    assert run["attempts"][0]["spec"]["module"] == "jobs.load_files"
+    assert run["attempts"][0]["spec"]["module"] == "onceover_jobs.load_files"
     assert [(b["batch_id"], b["state"], b["rows"]) for b in run["batches"]] == [
         (0, "committed", 100)
     ]

@@ -22,6 +22,7 @@ import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, settings
+from onceover_backend.openapi import openapi_schema
 from schemathesis.specs.openapi.checks import (
     negative_data_rejection,
     positive_data_acceptance,
@@ -29,7 +30,6 @@ from schemathesis.specs.openapi.checks import (
 )
 from starlette.types import Receive, Scope, Send
 
-from backend.openapi import openapi_schema
 from tests.backend.conftest import INGEST, OPERATOR, bearer
 
 EXCLUDED_PATHS = ["/api/changes", "/api/health"]

@@ -48,7 +48,7 @@ def served(
     }
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "onceover", "serve", "--workers", str(WORKERS),
+        [sys.executable, "-m", "onceover_tools", "serve", "--workers", str(WORKERS),
          "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -135,7 +135,7 @@ def test_two_workers_deliver_each_alert_transition_once(
 
 def test_more_than_one_worker_on_sqlite_is_refused(subprocess_env: dict[str, str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "onceover", "serve", "--workers", "2", "--port", "0"],
+        [sys.executable, "-m", "onceover_backend", "serve", "--workers", "2", "--port", "0"],
         env={**subprocess_env, "ONCEOVER_TOKENS": TOKENS}, capture_output=True, text=True,
         timeout=60, check=False,
     )  # fmt: skip

@@ -6,16 +6,16 @@ from datetime import timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.core.db import build_engine
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.stalled import ADVISORY_LOCK_KEY, mark_stalled
+from onceover_backend.tables import Attempt, Run
 from sqlalchemy import Engine, text
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.core.db import build_engine
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from backend.services.ingest import ingest_events
-from backend.services.stalled import ADVISORY_LOCK_KEY, mark_stalled
-from backend.tables import Attempt, Run
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import VIEWER, bearer

@@ -1,7 +1,7 @@
 """Background work keeps its pace while BigQuery hangs and ``/api/health`` is flooded.
 
 "Hangs" is the hard case: a listener that accepts connections and never answers
-(:mod:`onceover.bench.hanging`), so only the backend's own deadlines end its calls. A
+(:mod:`onceover_tools.bench.hanging`), so only the backend's own deadlines end its calls. A
 refused connection fails at once and hides what waits on what.
 
 Each wait here has a deadline and fails naming what did not happen; nothing sleeps, and
@@ -22,14 +22,14 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_backend.services.bigquery_counts import Scope, TableCounter
+from onceover_backend.services.health import ClientPacing
+from onceover_backend.services.periodic import every
+from onceover_tools.bench.hanging import HangingBigQuery
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from backend.services.bigquery_counts import Scope, TableCounter
-from backend.services.health import ClientPacing
-from backend.services.periodic import every
-from onceover.bench.hanging import HangingBigQuery
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer

@@ -25,13 +25,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.services import deliveries
+from onceover_backend.services.webhook_dispatch import Dispatcher
+from onceover_backend.services.webhook_urls import CheckedTransport
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from backend.core.config import Settings
-from backend.services import deliveries
-from backend.services.webhook_dispatch import Dispatcher
-from backend.services.webhook_urls import CheckedTransport
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.local_http import LocalServer, TrackedHandler
 from tests.webhook_receiver import WebhookReceiver

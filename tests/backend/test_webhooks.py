@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from onceover_backend.core.config import Settings
+from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.webhook_dispatch import backoff
 from sqlalchemy import Engine
 
-from backend.core.config import Settings
-from backend.services.alert_evaluator import evaluate
-from backend.services.ingest import ingest_events
-from backend.services.webhook_dispatch import backoff
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.waiting import wait_until

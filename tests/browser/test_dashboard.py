@@ -1,6 +1,6 @@
 """The dashboard in a real Chromium against a real backend holding real job runs.
 
-Jobs are ``python -m jobs.load_files`` (Spark local, the local BigQuery), the backend is
+Jobs are ``python -m onceover_jobs.load_files`` (Spark local, the local BigQuery), the backend is
 the app on a socket serving the built dashboard, and BigQuery's rows are counted with our
 own queries. The must-show: a run crashed at ``commit.after`` is resumed from its page
 with the Resume button, and the page shows it ``succeeded`` with reconciliation ``ok``
@@ -20,9 +20,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
 from playwright.sync_api import Browser, Page, expect
 
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status

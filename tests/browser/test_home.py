@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from onceover_tools.stack import BackendProcess
 from playwright.sync_api import Page, expect
 
 from onceover.bigquery import BigQueryConfig
 from onceover.preflight import free_port
-from onceover.stack import BackendProcess
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.browser

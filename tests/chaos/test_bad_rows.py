@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 from google.cloud import bigquery
-
-from jobs import load_files
-from jobs.generate import BAD_CURRENCIES, CURRENCIES, bad_keys, file_bounds, write_files
-from jobs.sink.dead_letter import DEAD_LETTER_FIELDS
-from onceover.chaos.runner import (
+from onceover_jobs import load_files
+from onceover_jobs.generate import BAD_CURRENCIES, CURRENCIES, bad_keys, file_bounds, write_files
+from onceover_jobs.sink.dead_letter import DEAD_LETTER_FIELDS
+from onceover_tools.chaos.runner import (
     BAD_COLUMN,
     BAD_ROWS_SCHEMA,
     KEY,
@@ -31,7 +30,7 @@ from onceover.chaos.runner import (
     dead_letter_table,
     job_argv,
 )
-from onceover.chaos.schedule import (
+from onceover_tools.chaos.schedule import (
     BAD_FRACTION,
     KINDS,
     Schedule,
@@ -40,7 +39,7 @@ from onceover.chaos.schedule import (
     kinds_for,
     unary_methods,
 )
-from onceover.chaos.verify import DeadLetterView, KeyAggregate, dead_letter_problems
+from onceover_tools.chaos.verify import DeadLetterView, KeyAggregate, dead_letter_problems
 
 ROWS = 1_000
 SCHEDULE = Schedule(seed=3, index=7, mode="buffered", faults=(), rows=ROWS, workload="bad_rows")
@@ -122,7 +121,7 @@ def test_bad_rows_draws_arm_the_dead_letter_commit_in_every_mode() -> None:
 def test_the_job_sets_refused_rows_aside_in_a_table_of_its_own(tmp_path: Path) -> None:
     table = "p.onceover_chaos.seed3_0007"
     argv = job_argv(SCHEDULE, table, tmp_path)
-    assert argv[1:3] == ["-m", "jobs.load_files"]
+    assert argv[1:3] == ["-m", "onceover_jobs.load_files"]
     assert argv[argv.index("--dead-letter") + 1] == dead_letter_table(table)
     assert argv[argv.index("--mode") + 1] == "buffered"
     (tmp_path / "source").mkdir()
@@ -182,7 +181,7 @@ def _dead_letters(rest: bigquery.Client, target: str, rows: Sequence[dict[str, A
 
 
 def _set_aside(target: str, key: object, **change: object) -> dict[str, Any]:
-    """A dead-letter row as the sink writes one (jobs.sink.dead_letter), changed."""
+    """A dead-letter row as the sink writes one (onceover_jobs.sink.dead_letter), changed."""
     return {
         "run_id": RUN, "query_id": "q-1", "batch_id": 0, "write": "0", "table": target,
         "partition": 0, "offset": 3, "key": None if key is None else str(key),

@@ -20,16 +20,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from onceover.chaos.curated import curated_schedules
-from onceover.chaos.schedule import KINDS, Fault, Schedule
+from onceover_tools.chaos.curated import curated_schedules
+from onceover_tools.chaos.schedule import KINDS, Fault, Schedule
 
 pytestmark = pytest.mark.spark
 
 
 def _chaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "onceover", "chaos", *args],
+        [sys.executable, "-m", "onceover_tools", "chaos", *args],
         env=env,
         capture_output=True,
         text=True,

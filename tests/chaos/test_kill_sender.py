@@ -10,8 +10,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-
-from onceover.chaos.task_kill import kill_sender
+from onceover_tools.chaos.task_kill import kill_sender
 
 HOLD_A_CONNECTION = (
     "import socket, sys, time\n"

@@ -1,19 +1,19 @@
 """The cluster workload's command: what a driver in a directory of its own, and
-executors in the workers' own directories, need to find (onceover/chaos/on_cluster.py)."""
+executors in the workers' own directories, need to find (onceover_tools/chaos/on_cluster.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from onceover_jobs.sink.failpoints import ENV as FAILPOINTS_ENV
+from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
+from onceover_tools.chaos.on_cluster import submit_argv
+from onceover_tools.chaos.runner import ChaosStack, job_argv
+from onceover_tools.chaos.schedule import Schedule
+from onceover_tools.spark_cluster import SparkCluster
 
-from jobs.sink.failpoints import ENV as FAILPOINTS_ENV
-from jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 from onceover.bigquery import BigQueryConfig
-from onceover.chaos.on_cluster import submit_argv
-from onceover.chaos.runner import ChaosStack, job_argv
-from onceover.chaos.schedule import Schedule
-from onceover.spark_cluster import SparkCluster
 
 
 def test_the_submit_names_every_path_absolutely_and_ships_the_failpoints(
@@ -43,7 +43,7 @@ def test_the_submit_names_every_path_absolutely_and_ships_the_failpoints(
     assert shipped.is_file()
     assert shipped.name.startswith("onceover-py-files-")
     script = Path(argv[argv.index("--py-files") + 2])
-    assert script.parts[-2:] == ("jobs", "load_files.py")
+    assert script.parts[-2:] == ("onceover_jobs", "load_files.py")
     assert script.is_file()
     for option in ("--source", "--checkpoint"):
         assert Path(argv[argv.index(option) + 1]).is_absolute(), option

@@ -15,9 +15,9 @@ import pytest
 from google.api_core.exceptions import ServiceUnavailable
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+from onceover_tools.chaos.proxy import FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig, write_client
-from onceover.chaos.proxy import FaultProxy, WireFault
 from tests.writeapi import append_request, create_stream, create_table, rows, table_path
 
 PENDING = types.WriteStream.Type.PENDING

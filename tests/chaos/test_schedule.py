@@ -9,10 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from jobs.sink import failpoints
-from onceover.chaos.proxy import APPEND_ROWS, WireFault
-from onceover.chaos.schedule import (
+from onceover_jobs.sink import failpoints
+from onceover_tools.chaos.proxy import APPEND_ROWS, WireFault
+from onceover_tools.chaos.schedule import (
     DEFAULT_MODES,
     KINDS,
     MODES,
@@ -187,8 +186,8 @@ def test_a_bad_schedule_is_refused_saying_what_is_wrong(
 
 
 def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> None:
-    from onceover.chaos.curated import curated_schedules
-    from onceover.chaos.schedule import _UNARY_BY_MODE
+    from onceover_tools.chaos.curated import curated_schedules
+    from onceover_tools.chaos.schedule import _UNARY_BY_MODE
 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
@@ -280,8 +279,8 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
 def test_each_workload_runs_in_the_modes_its_job_takes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from jobs import load_files
-    from jobs.examples.daily_tables import parser_for
+    from onceover_jobs import load_files
+    from onceover_jobs.examples.daily_tables import parser_for
 
     def takes(parse: Callable[[list[str]], object]) -> tuple[str, ...]:
         """The --mode choices, as the job's own parser lists them when refusing one."""
@@ -294,8 +293,8 @@ def test_each_workload_runs_in_the_modes_its_job_takes(
     assert takes(load_files.parse_args) == MODES == WORKLOAD_MODES["load_files"]
     for workload in ("racing_drivers", "cluster", "bad_rows"):  # the load job, exactly once
         assert WORKLOAD_MODES[workload] == tuple(m for m in MODES if m != "default")
-    for workload in ("foreach_batch", "two_tables"):  # jobs.examples: one --mode for both
-        examples = parser_for(f"jobs.examples.{workload}").parse_args
+    for workload in ("foreach_batch", "two_tables"):  # onceover_jobs.examples: one --mode for both
+        examples = parser_for(f"onceover_jobs.examples.{workload}").parse_args
         assert takes(examples) == WORKLOAD_MODES[workload], (
             f"{workload}: its job's --mode changed; update WORKLOAD_MODES and the curated set"
         )

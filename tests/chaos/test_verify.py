@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 from google.cloud import bigquery
-
-from onceover.chaos.verify import BUCKETS, KeyAggregate, compare_keys, table_aggregate
+from onceover_tools.chaos.verify import BUCKETS, KeyAggregate, compare_keys, table_aggregate
 
 SOURCE = range(200)
 

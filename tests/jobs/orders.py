@@ -1,4 +1,4 @@
-"""The load job as a user runs it: ``python -m jobs.load_files`` on generated order
+"""The load job as a user runs it: ``python -m onceover_jobs.load_files`` on generated order
 files, posting to a control plane, with failpoints armed from the environment."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from google.cloud import bigquery
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_jobs.generate import write_files
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
 from tests.backend.conftest import INGEST, TOKENS, VIEWER
@@ -40,7 +40,8 @@ def load_orders(
     if failpoints:
         env["ONCEOVER_FAILPOINTS"] = failpoints
     return subprocess.run(
-        [sys.executable, "-m", "jobs.load_files", "--source", str(source), "--format", "json",
+        [sys.executable, "-m", "onceover_jobs.load_files", "--source", str(source),
+         "--format", "json",
          "--table", table, "--key", "event_id", "--checkpoint", str(work / "ckpt"),
          "--create-table", "--max-files-per-trigger", "2", "--job", "orders",
          "--monitor-url", url, "--monitor-token", INGEST, *extra],

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 from google.cloud import bigquery
+from onceover_tools.spark_cluster import SparkCluster
 
 from onceover.bigquery import BigQueryConfig
-from onceover.spark_cluster import SparkCluster
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import post_resume, wait_for_status
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served

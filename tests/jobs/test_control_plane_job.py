@@ -18,14 +18,14 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import bigquery
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_backend.tables import Event
+from onceover_jobs.generate import write_files
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from backend.tables import Event
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import INGEST, TOKENS, VIEWER, bearer
 from tests.backend.live import serving, wait_for_status

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import bigquery
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
 from tests.backend.conftest import INGEST, TOKENS, VIEWER, bearer
@@ -37,7 +37,7 @@ import sys
 
 from pyspark.sql import SparkSession, functions as F
 
-from jobs.sink.datasource import register
+from onceover_jobs.sink.datasource import register
 
 table, dead_letter, ledger, monitor = sys.argv[1:5]
 spark = (

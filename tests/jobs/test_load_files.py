@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
 
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
 from tests.receiver import TOKEN, Receiver
@@ -55,7 +55,7 @@ class Load:
         if failpoints:
             env["ONCEOVER_FAILPOINTS"] = failpoints
         return subprocess.run(
-            [sys.executable, "-m", "jobs.load_files", "--source", str(self.source),
+            [sys.executable, "-m", "onceover_jobs.load_files", "--source", str(self.source),
              "--format", "json", "--table", self.table, "--key", "event_id",
              "--checkpoint", str(self.checkpoint), "--create-table",
              "--monitor-url", self.receiver.url, "--monitor-token", TOKEN, *extra],
@@ -100,7 +100,7 @@ def test_each_mode_lands_every_row(load: Load, mode: str) -> None:
 
     started = load.receiver.of_type("run_started")
     assert len(started) == 1
-    assert started[0]["spec"]["module"] == "jobs.load_files"
+    assert started[0]["spec"]["module"] == "onceover_jobs.load_files"
     assert TOKEN not in started[0]["spec"]["args"]  # secrets never enter the stored spec
     assert "--monitor-token" not in started[0]["spec"]["args"]
     finished = load.receiver.of_type("run_finished")
@@ -184,7 +184,7 @@ def test_committed_mode_continues_a_crashed_partition_from_the_ledger(load: Load
 def test_a_missing_table_without_create_table_is_one_clear_line(load: Load) -> None:
     env = job_environment(load.bq_config)
     result = subprocess.run(
-        [sys.executable, "-m", "jobs.load_files", "--source", str(load.source),
+        [sys.executable, "-m", "onceover_jobs.load_files", "--source", str(load.source),
          "--format", "json", "--table", f"{load.table}_absent", "--key", "event_id",
          "--checkpoint", str(load.checkpoint)],
         env=env, capture_output=True, text=True, timeout=300, check=False,
@@ -198,7 +198,7 @@ def test_a_missing_table_without_create_table_is_one_clear_line(load: Load) -> N
 def test_a_request_cap_outside_the_sinks_range_is_refused_naming_it(
     value: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jobs.load_files import parse_args
+    from onceover_jobs.load_files import parse_args
 
     argv = ["--source", str(source), "--format", "json", "--table", "p.d.t", "--key", "k",
             "--checkpoint", str(tmp_path), "--request-max-bytes", value]  # fmt: skip

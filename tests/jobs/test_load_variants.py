@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
+from onceover_jobs.sink.driver import parent_of
 
-from jobs.generate import write_files
-from jobs.sink.driver import parent_of
 from onceover.bigquery import BigQueryConfig
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
@@ -56,9 +56,9 @@ def test_csv_and_parquet_sources_proto_rows_and_spark_submit(
     if launcher == "spark-submit":  # the job file, as a cluster user submits it
         spark_submit = Path(sys.executable).parent / "spark-submit"
         command = [str(spark_submit), "--master", "local[2]",
-                   str(REPO_ROOT / "jobs" / "load_files.py"), *args]  # fmt: skip
+                   str(REPO_ROOT / "jobs" / "onceover_jobs" / "load_files.py"), *args]  # fmt: skip
     else:
-        command = [sys.executable, "-m", "jobs.load_files", *args]
+        command = [sys.executable, "-m", "onceover_jobs.load_files", *args]
     result = subprocess.run(
         command, env=job_environment(bq_config), capture_output=True, text=True, timeout=400,
         check=False, cwd=tmp_path,
@@ -91,7 +91,7 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
     write_files(source, ROWS, 1, "json")
     table = f"{dataset}.orders"
     job = subprocess.Popen(
-        [sys.executable, "-m", "jobs.load_files",
+        [sys.executable, "-m", "onceover_jobs.load_files",
          *job_args(source, "json", table, tmp_path / "ckpt"), "--continuous", "--interval", "1"],
         env=job_environment(bq_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -103,7 +103,7 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
         os.kill(jvm, signal.SIGSTOP)  # alive, but it plans nothing: the file below waits
         write_files(source, ROWS, 1, "json", start=ROWS)  # a file arriving later
         second = subprocess.run(
-            [sys.executable, "-m", "jobs.load_files",
+            [sys.executable, "-m", "onceover_jobs.load_files",
              *job_args(source, "json", table, tmp_path / "ckpt")],
             env={**job_environment(bq_config), MONITOR_URL_ENV: receiver.url,
                  MONITOR_TOKEN_ENV: TOKEN},

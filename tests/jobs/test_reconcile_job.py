@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import bigquery
+from onceover_backend.core.config import Settings
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_jobs.generate import write_files
 
-from backend.core.config import Settings
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, TOKENS, VIEWER, bearer
 from tests.backend.live import automatic_check, serving, wait_for_status

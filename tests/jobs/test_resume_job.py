@@ -2,7 +2,7 @@
 
 (One case resumes through ``spark-submit``, the others through ``python -m``.)
 
-A real job (``python -m jobs.load_files``, Spark ``local``, the local BigQuery) crashes
+A real job (``python -m onceover_jobs.load_files``, Spark ``local``, the local BigQuery) crashes
 at a failpoint; the run becomes ``failed``. One ``POST /api/runs/{id}/resume`` makes
 the control plane launch attempt 2 from the run's stored spec, with no failpoints (the
 backend never passes its own ``ONCEOVER_*`` variables on). The run ends ``succeeded``,
@@ -25,8 +25,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
+from onceover_backend.services.alert_evaluator import evaluate
 
-from backend.services.alert_evaluator import evaluate
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import automatic_check, post_resume, wait_for_status

@@ -21,7 +21,7 @@ def test_the_smoke_job_lands_every_row_once(
     table_id = f"{dataset}.smoke"
 
     result = subprocess.run(
-        [sys.executable, "-m", "jobs.smoke", "--table", table_id, "--rows", "5000",
+        [sys.executable, "-m", "onceover_jobs.smoke", "--table", table_id, "--rows", "5000",
          "--rows-per-request", "1000"],
         env=job_environment(bq_config), capture_output=True, text=True, timeout=300,
         check=False,
@@ -34,7 +34,7 @@ def test_the_smoke_job_lands_every_row_once(
 
 def test_a_bad_table_name_is_refused_before_spark_starts(bq_config: BigQueryConfig) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "jobs.smoke", "--table", "demo.smoke`; DROP TABLE x"],
+        [sys.executable, "-m", "onceover_jobs.smoke", "--table", "demo.smoke`; DROP TABLE x"],
         env=job_environment(bq_config), capture_output=True, text=True, timeout=60,
         check=False,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""A user's own batch script (jobs/examples/daily_tables.py), run as they run it (its
+"""A user's own batch script (jobs/onceover_jobs/examples/daily_tables.py), run as they run it (its
 own driver) and run again after it died: one run id writing two tables, one of them
 twice. Counted in BigQuery."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
+from onceover_tools.chaos.runner import ORDER_SCHEMA
 
-from jobs.generate import write_files
 from onceover.bigquery import BigQueryConfig
-from onceover.chaos.runner import ORDER_SCHEMA
 from onceover.processes import job_environment
 from tests.sink.test_streaming import counted
 
@@ -38,7 +38,7 @@ def test_a_daily_job_killed_after_its_second_write_commits_is_rerun_exactly_once
     # heard), hits counted across both runs: the re-run has no fault.
     env["ONCEOVER_FAILPOINTS"] = "commit.after=crash@2"
     env["ONCEOVER_FAILPOINTS_STATE"] = str(tmp_path / "failpoints")
-    args = [sys.executable, "-m", "jobs.examples.daily_tables", "--source", str(source),
+    args = [sys.executable, "-m", "onceover_jobs.examples.daily_tables", "--source", str(source),
             "--table", detail, "--summary-table", summary, "--ledger", str(tmp_path / "ledger"),
             "--run-id", "day-2026-11-24"]  # fmt: skip
 

@@ -8,15 +8,15 @@ import grpc
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import types
-
-from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.errors import LocalBigQueryVersionError, PortInUseError
-from onceover.localbq import (
+from onceover_tools.localbq import (
     LocalBigQuery,
     LocalBigQueryOptions,
     LocalBigQueryProcess,
     patches,
 )
+
+from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
+from onceover.errors import LocalBigQueryVersionError, PortInUseError
 from onceover.preflight import check_port_free
 from tests.writeapi import append_all, append_request, count, create_stream, create_table, rows
 

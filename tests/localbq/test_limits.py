@@ -3,7 +3,7 @@ behaviour (BigQuery's "Storage Write API quotas and limits" and ``storage.proto`
 the patches that let it take what BigQuery's limits allow: requests up to 20 MB, tables
 of 10,000 columns.
 
-The limits are shortened with :func:`onceover.localbq.limits.limited` for the length of
+The limits are shortened with :func:`onceover_tools.localbq.limits.limited` for the length of
 a test; every test talks to the local BigQuery over its real gRPC endpoint with the
 official client, and reads errors as a writer would: the gRPC status code, the
 ``StorageError`` packed in the status details, the rows counted in the table.
@@ -22,15 +22,15 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
-
-from onceover.errors import ConfigurationError
-from onceover.localbq import limits, patches
-from onceover.localbq.limits import (
+from onceover_tools.localbq import limits, patches
+from onceover_tools.localbq.limits import (
     WRITE_API_LIMITS,
     WriteApiLimitValues,
     create_stream_calls,
     limited,
 )
+
+from onceover.errors import ConfigurationError
 from tests.writeapi import (
     ARROW_SCHEMA,
     append_all,
@@ -543,7 +543,7 @@ def test_proto_rows_of_a_10000_column_table_are_decoded(
 ) -> None:
     """A proto writer schema too wide for one upb message class (here 9,999 STRING
     fields) is decoded in parts; every column lands, the parts' borders included."""
-    from jobs.sink.proto_rows import proto_schema, serialize_rows
+    from onceover_jobs.sink.proto_rows import proto_schema, serialize_rows
 
     table_id, fields = wide_table(rest, dataset)
     stream = create_stream(write, table_id, COMMITTED).name
@@ -655,7 +655,7 @@ def test_a_separately_launched_local_bigquery_reads_the_variables_at_start(
     env = {**subprocess_env, "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S": "a day"}
 
     finished = subprocess.run(
-        [sys.executable, "-m", "onceover", "bigquery", "--ready-json",
+        [sys.executable, "-m", "onceover_tools", "bigquery", "--ready-json",
          "--rest-port", "0", "--grpc-port", "0"],
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

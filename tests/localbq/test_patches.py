@@ -18,9 +18,9 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types, writer
+from onceover_tools.localbq import LocalBigQuery, LocalBigQueryOptions, patches
+from onceover_tools.localbq.limits import limited
 
-from onceover.localbq import LocalBigQuery, LocalBigQueryOptions, patches
-from onceover.localbq.limits import limited
 from tests.writeapi import (
     acknowledged_offset,
     append_all,

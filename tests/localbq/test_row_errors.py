@@ -25,12 +25,12 @@ import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from onceover_tools.localbq import LocalBigQuery, limits, patches
+from onceover_tools.localbq.admin import write_streams
+from onceover_tools.localbq.limits import limited
+from onceover_tools.localbq.patches import ROW_ERRORS_MESSAGE
 
 from onceover.errors import ConfigurationError
-from onceover.localbq import LocalBigQuery, limits, patches
-from onceover.localbq.admin import write_streams
-from onceover.localbq.limits import limited
-from onceover.localbq.patches import ROW_ERRORS_MESSAGE
 from tests.writeapi import acknowledged_offset, append_all, create_stream, table_path
 
 COMMITTED = types.WriteStream.Type.COMMITTED

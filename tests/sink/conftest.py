@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from jobs.sink import failpoints
+from onceover_jobs.sink import failpoints
 
 
 @pytest.fixture(autouse=True)

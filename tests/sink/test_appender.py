@@ -7,11 +7,11 @@ import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
+from onceover_jobs.sink.errors import AppendRejectedError, DuplicateAppendError
+from onceover_jobs.sink.requests import ArrowEncoder, plan_requests
 
-from jobs.sink import failpoints
-from jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
-from jobs.sink.errors import AppendRejectedError, DuplicateAppendError
-from jobs.sink.requests import ArrowEncoder, plan_requests
 from tests.writeapi import (
     ARROW_SCHEMA,
     append_all,

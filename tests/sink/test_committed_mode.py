@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.errors import NonDeterministicInputError
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.task import TaskContextInfo, write_partition
 
-from jobs.sink import failpoints
-from jobs.sink.errors import NonDeterministicInputError
-from jobs.sink.job import SinkJob
-from jobs.sink.task import TaskContextInfo, write_partition
 from onceover.bigquery import BigQueryConfig
 from tests.writeapi import count, create_table, rows, streaming_job
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.committer import BatchCommitter
+from onceover_jobs.sink.errors import CommitRejectedError
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.task import TaskResult
+from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 
-from jobs.sink import failpoints
-from jobs.sink.committer import BatchCommitter
-from jobs.sink.errors import CommitRejectedError
-from jobs.sink.job import SinkJob
-from jobs.sink.ledger import BatchRecord, StreamCommit
-from jobs.sink.task import TaskResult
 from onceover.bigquery import BigQueryConfig
-from onceover.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
+from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.receiver import TOKEN, Receiver
 from tests.writeapi import (
     append_all,
@@ -186,7 +186,7 @@ def test_an_intent_whose_streams_are_gone_is_written_again_on_the_replays_stream
 def test_a_lost_finalize_response_is_asked_again(
     job: SinkJob, write: BigQueryWriteClient, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.sink.task import finalize_stream
+    from onceover_jobs.sink.task import finalize_stream
 
     stream = create_stream(write, table, PENDING).name
     append_all(write, [append_request(stream, rows(0, 12), 0)])

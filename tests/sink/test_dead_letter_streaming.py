@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.generate import write_files
 from tests.sink.test_streaming import SOURCE_SCHEMA
 from tests.writeapi import count_distinct, create_refusing_table
 

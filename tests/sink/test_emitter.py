@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from jobs.sink.emitter import (
+from onceover_jobs.sink.emitter import (
     PARKED_DIR,
     REJECTED_FILE,
     EventEmitter,
     NullEmitter,
     emitter_for,
 )
+
 from onceover.events import AppendAcknowledged, event_id, now
 from tests.receiver import POISON_RUN, TOKEN, Receiver
 from tests.waiting import wait_until
@@ -147,7 +147,7 @@ def test_a_process_that_exits_right_after_flush_loses_nothing(
     child = f"""
 import os, sys
 from pathlib import Path
-from jobs.sink.emitter import EventEmitter
+from onceover_jobs.sink.emitter import EventEmitter
 from tests.sink.test_emitter import make_events
 emitter = EventEmitter({receiver.url!r}, "t", Path({str(spool)!r}), flush_interval_s=0.05)
 for event in make_events(700, run_id="child"):

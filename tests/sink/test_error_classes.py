@@ -30,25 +30,30 @@ from google.cloud.bigquery_storage_v1.services.big_query_write.transports import
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status  # type: ignore[import-untyped]
-
-from jobs.sink import storage_errors
-from jobs.sink.appender import (
+from onceover_jobs.sink import storage_errors
+from onceover_jobs.sink.appender import (
     PlannedAppend,
     RetryPolicy,
     StreamAppender,
     is_broken_transport,
     is_retried,
 )
-from jobs.sink.errors import (
+from onceover_jobs.sink.errors import (
     AppendRejectedError,
     CallRejectedError,
     DuplicateAppendError,
     RetryDeadlineError,
     StreamUnusableError,
 )
-from jobs.sink.requests import ArrowEncoder
-from jobs.sink.storage_errors import StorageErrorInfo, storage_error_of, table_of, target_text
-from jobs.sink.unary import CallNotFoundError, call_with_retry, gapic
+from onceover_jobs.sink.requests import ArrowEncoder
+from onceover_jobs.sink.storage_errors import (
+    StorageErrorInfo,
+    storage_error_of,
+    table_of,
+    target_text,
+)
+from onceover_jobs.sink.unary import CallNotFoundError, call_with_retry, gapic
+
 from onceover.bigquery import GRPC_OPTIONS, BigQueryConfig
 from tests.writeapi import (
     ARROW_SCHEMA,

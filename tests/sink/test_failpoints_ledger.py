@@ -15,23 +15,22 @@ from pathlib import Path
 
 import pytest
 from google.api_core.exceptions import ServiceUnavailable
-
-from jobs.sink import failpoints
-from jobs.sink.driver import owner_of
-from jobs.sink.errors import (
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.driver import owner_of
+from onceover_jobs.sink.errors import (
     ConcurrentDriverError,
     LedgerError,
     PartitionTakenError,
     SinkOptionError,
 )
-from jobs.sink.ledger import (
-    BatchRecord,
+from onceover_jobs.sink.ledger import (
     Ledger,
     PartitionProgress,
-    StreamCommit,
     claim_driver,
     renew_driver,
 )
+
+from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.waiting import wait_until
 
 Arm = Callable[..., None]
@@ -108,7 +107,7 @@ def test_hits_are_shared_across_processes_with_a_state_dir(
 _COUNT_FOREVER = """
 import sys
 from pathlib import Path
-from jobs.sink.failpoints import _count_in_file
+from onceover_jobs.sink.failpoints import _count_in_file
 while True:
     _count_in_file(Path(sys.argv[1]))
 """

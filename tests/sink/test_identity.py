@@ -6,18 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from onceover_jobs.sink.errors import LedgerNotSharedError
+from onceover_jobs.sink.identity import SparkCall, WriteIdentity
+from onceover_jobs.sink.ledger import Ledger, check_probe, leave_probe, write_replacing
 
-from jobs.sink.errors import LedgerNotSharedError
-from jobs.sink.identity import SparkCall, WriteIdentity
-from jobs.sink.ledger import (
-    BatchRecord,
-    Ledger,
-    check_probe,
-    leave_probe,
-    scope_records,
-    scopes,
-    write_replacing,
-)
+from onceover.ledger_files import BatchRecord, scope_records, scopes
 
 SESSION = "spark-session-23859882-1bdc-4064-aa48-bf8074e3919d"
 

@@ -13,14 +13,14 @@ import pytest
 from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+from onceover_jobs.sink import failpoints, settle
+from onceover_jobs.sink.committer import BatchCommitter
+from onceover_jobs.sink.errors import IntentUnresolvableError
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.task import TaskResult
+from onceover_tools.localbq.limits import limited
 
-from jobs.sink import failpoints, settle
-from jobs.sink.committer import BatchCommitter
-from jobs.sink.errors import IntentUnresolvableError
-from jobs.sink.job import SinkJob
-from jobs.sink.task import TaskResult
 from onceover.bigquery import BigQueryConfig
-from onceover.localbq.limits import limited
 from tests.sink.test_committer import staged
 from tests.waiting import wait_until
 from tests.writeapi import count, create_table, streaming_job
@@ -104,7 +104,7 @@ def test_an_intent_whose_commit_was_asked_for_stops_and_is_settled_by_hand(
 
         # The person counts the batch's rows, then runs the command the message gives.
         command = message.split("`")[1 if outcome == "committed" else 3]
-        assert command.startswith("python -m jobs.sink.settle ")
+        assert command.startswith("python -m onceover_jobs.sink.settle ")
         assert command.endswith(outcome)
         assert settle.main(shlex.split(command)[3:]) == 0
         assert settle.main(shlex.split(command)[3:]) == 2  # nothing left to settle

@@ -1,14 +1,16 @@
-"""A reset checkpoint told from a replay by Spark's offsets log (``jobs.sink.offsets_log``)."""
+"""A reset checkpoint told from a replay by Spark's offsets log
+(``onceover_jobs.sink.offsets_log``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from onceover_jobs.sink.errors import CheckpointResetError
+from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.offsets_log import check_not_reset, fingerprint, latest_batch
 
-from jobs.sink.errors import CheckpointResetError
-from jobs.sink.ledger import BatchRecord, Ledger
-from jobs.sink.offsets_log import check_not_reset, fingerprint, latest_batch
+from onceover.ledger_files import BatchRecord
 
 
 def _entry(checkpoint: Path, batch_id: int, text: str) -> None:

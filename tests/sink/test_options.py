@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from jobs.sink.errors import SinkOptionError
-from jobs.sink.options import parse_options
+from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.options import parse_options
 
 TABLE = "my-project.sales.orders"
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from jobs.sink.errors import ConcurrentDriverError, LedgerError, refused_as_concurrent
+from onceover_jobs.sink.errors import ConcurrentDriverError, LedgerError, refused_as_concurrent
 
 
 @pytest.mark.parametrize(
@@ -13,7 +12,9 @@ from jobs.sink.errors import ConcurrentDriverError, LedgerError, refused_as_conc
         (ConcurrentDriverError("the query is being written by another driver"), True),
         # As Spark hands it back from the data source's driver-side worker.
         (
-            RuntimeError("[STREAM_FAILED] ... jobs.sink.errors.ConcurrentDriverError: the query"),
+            RuntimeError(
+                "[STREAM_FAILED] ... onceover_jobs.sink.errors.ConcurrentDriverError: the query"
+            ),
             True,
         ),
         (

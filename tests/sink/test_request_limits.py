@@ -23,28 +23,28 @@ import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import types
-
-from jobs.sink import appender, failpoints
-from jobs.sink.errors import AppendRejectedError
-from jobs.sink.identity import WriteIdentity
-from jobs.sink.job import SinkJob
-from jobs.sink.options import (
+from onceover_jobs.sink import appender, failpoints
+from onceover_jobs.sink.errors import AppendRejectedError
+from onceover_jobs.sink.identity import WriteIdentity
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.options import (
     BIGQUERY_MAX_REQUEST_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
     MAX_REQUEST_BYTES_LIMIT,
     parse_options,
 )
-from jobs.sink.requests import (
+from onceover_jobs.sink.requests import (
     REQUEST_OVERHEAD_BYTES,
     ArrowEncoder,
     plan_requests,
     request_budget,
     schema_bytes,
 )
-from jobs.sink.schema import plan_write, to_bigquery_arrow
-from jobs.sink.task import TaskContextInfo, encoder_for, write_partition
+from onceover_jobs.sink.schema import plan_write, to_bigquery_arrow
+from onceover_jobs.sink.task import TaskContextInfo, encoder_for, write_partition
+from onceover_tools.localbq.limits import limited
+
 from onceover.bigquery import BigQueryConfig
-from onceover.localbq.limits import limited
 from tests.writeapi import count
 
 COLUMNS = 10_000
@@ -98,7 +98,7 @@ def wide_job(
     bq_config: BigQueryConfig, table: str, checkpoint: Path, row_format: str = "arrow"
 ) -> SinkJob:
     """The streaming sink's job on the wide table as the driver plans it
-    (``jobs.sink.datasource.prepare_job``): committed mode, the default request cap."""
+    (``onceover_jobs.sink.datasource.prepare_job``): committed mode, the default request cap."""
     parsed = parse_options(
         {"table": table, "checkpointLocation": str(checkpoint), "mode": "committed",
          "row_format": row_format, "retry.deadline_s": "30"},

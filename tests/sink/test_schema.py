@@ -5,7 +5,7 @@ batches a ``DataSourceArrowWriter`` receives, :func:`to_bigquery_arrow` converts
 they are appended with offsets to a COMMITTED stream, and BigQuery's own rows are
 compared with the inputs.
 
-One gap of the local BigQuery (bqemulator 1.4.0, as patched by onceover.localbq) is
+One gap of the local BigQuery (bqemulator 1.4.0, as patched by onceover_tools.localbq) is
 pinned here as a strict xfail (:func:`known_gap`): the test turns red if it is ever
 fixed, and the gap must then go. BIGNUMERIC columns: DuckDB decimals stop at 38
 digits, so ``tables.insert`` answers 500 for a BIGNUMERIC(76, 38) column (DDL creates
@@ -31,15 +31,15 @@ from google.api_core.retry import Retry
 from google.cloud import bigquery
 from google.cloud.bigquery import SchemaField
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
-
-from jobs.sink.errors import SchemaMismatchError, TableNotFoundError
-from jobs.sink.schema import (
+from onceover_jobs.sink.errors import SchemaMismatchError, TableNotFoundError
+from onceover_jobs.sink.schema import (
     WritePlan,
     bigquery_schema_from_arrow,
     load_table_schema,
     plan_write,
     to_bigquery_arrow,
 )
+
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from tests.writeapi import append_all, append_request, create_stream
 
@@ -114,7 +114,7 @@ def target(
 
 
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
-    """The Arrow schema the sink plans with on the driver (as jobs.sink.datasource)."""
+    """The Arrow schema the sink plans with on the driver (as onceover_jobs.sink.datasource)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, timezone="UTC")

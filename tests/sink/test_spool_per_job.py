@@ -23,13 +23,12 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
-
-from backend.core.config import Settings
-from backend.core.db import build_engine
-from backend.core.migrate import upgrade_to_head
-from backend.main import create_app
-from backend.services.tokens import create_token, revoke_token
-from jobs.sink.emitter import (
+from onceover_backend.core.config import Settings
+from onceover_backend.core.db import build_engine
+from onceover_backend.core.migrate import upgrade_to_head
+from onceover_backend.main import create_app
+from onceover_backend.services.tokens import create_token, revoke_token
+from onceover_jobs.sink.emitter import (
     PARKED_DIR,
     REJECTED_FILE,
     SPOOL_DIR_ENV,
@@ -39,6 +38,7 @@ from jobs.sink.emitter import (
     emitter_for,
     spool_dirs,
 )
+
 from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
 from onceover.errors import ConfigurationError
@@ -107,7 +107,7 @@ def said(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "jobs.sink.emitter" and r.levelno >= logging.WARNING
+        if r.name == "onceover_jobs.sink.emitter" and r.levelno >= logging.WARNING
     ]
 
 

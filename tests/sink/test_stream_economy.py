@@ -13,22 +13,22 @@ import pytest
 from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+from onceover_jobs.generate import write_files
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink import task as task_module
+from onceover_jobs.sink.commit_limits import commit_bytes_limit
+from onceover_jobs.sink.committer import BatchCommitter
+from onceover_jobs.sink.errors import CommitLimitError
+from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.stream_slots import StreamSlots
+from onceover_jobs.sink.task import TaskContextInfo, TaskResult, write_partition
+from onceover_tools.chaos.runner import ORDER_SCHEMA
+from onceover_tools.localbq import LocalBigQuery
+from onceover_tools.localbq.admin import write_streams
+from onceover_tools.localbq.limits import create_stream_calls, limited
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.generate import write_files
-from jobs.sink import failpoints
-from jobs.sink import task as task_module
-from jobs.sink.commit_limits import commit_bytes_limit
-from jobs.sink.committer import BatchCommitter
-from jobs.sink.errors import CommitLimitError
-from jobs.sink.job import SinkJob
-from jobs.sink.stream_slots import StreamSlots
-from jobs.sink.task import TaskContextInfo, TaskResult, write_partition
 from onceover.bigquery import BigQueryConfig
-from onceover.chaos.runner import ORDER_SCHEMA
-from onceover.localbq import LocalBigQuery
-from onceover.localbq.admin import write_streams
-from onceover.localbq.limits import create_stream_calls, limited
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
 from tests.waiting import wait_until
 from tests.writeapi import count, create_table, rows, streaming_job

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
+from onceover_jobs.sink.driver import owner_of
+from onceover_tools.chaos.runner import ORDER_SCHEMA
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-
-from jobs.generate import write_files
-from jobs.sink.driver import owner_of
-from onceover.chaos.runner import ORDER_SCHEMA
 
 pytestmark = pytest.mark.spark
 

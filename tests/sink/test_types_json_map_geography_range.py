@@ -7,7 +7,7 @@ spark-bigquery-connector writes a Spark map to a REPEATED RECORD of ``key`` and
 ``arrow_rows`` and with proto rows) into the local BigQuery and read back, and the
 exact Arrow batches :func:`to_bigquery_arrow` makes are checked on their own.
 
-What the local BigQuery (bqemulator 1.4.0 as patched by onceover.localbq) holds,
+What the local BigQuery (bqemulator 1.4.0 as patched by onceover_tools.localbq) holds,
 measured on 2026-11-25: JSON, RANGE<DATE|DATETIME|TIMESTAMP> and REPEATED RECORD
 columns are created, appended to and read back. A GEOGRAPHY column is created and
 appended to (DuckDB 1.5's own GEOMETRY parses the WKT), but reading the column itself
@@ -34,11 +34,10 @@ import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery import SchemaField
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from onceover_jobs.sink.errors import SchemaMismatchError
+from onceover_jobs.sink.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
+from onceover_jobs.sink.schema import plan_write, to_bigquery_arrow
 from pyspark.sql import DataFrame, SparkSession
-
-from jobs.sink.errors import SchemaMismatchError
-from jobs.sink.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
-from jobs.sink.schema import plan_write, to_bigquery_arrow
 
 TABLE = "onceover-local.d.t"
 UTC = dt.UTC
@@ -159,7 +158,7 @@ def test_text_bigquery_cannot_parse_fails_the_write_and_lands_nothing(
     bad: str,
     error: str,
 ) -> None:
-    # Not parsed by the sink (jobs.sink.schema): BigQuery refuses such rows with
+    # Not parsed by the sink (onceover_jobs.sink.schema): BigQuery refuses such rows with
     # row_errors; the local BigQuery fails the PENDING streams' commit (module doc).
     table = f"{dataset}.t"
     rest.create_table(bigquery.Table(table, schema=[F("id", "INT64"), F("v", bq_type)]))
@@ -177,7 +176,7 @@ def test_text_bigquery_cannot_parse_fails_the_write_and_lands_nothing(
 
 
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
-    """The Arrow schema the sink plans with on the driver (as jobs.sink.datasource)."""
+    """The Arrow schema the sink plans with on the driver (as onceover_jobs.sink.datasource)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, timezone="UTC")

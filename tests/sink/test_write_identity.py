@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
+from onceover_jobs.generate import write_files
+from onceover_tools.chaos.runner import ORDER_SCHEMA
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.generate import write_files
-from onceover.chaos.runner import ORDER_SCHEMA
 from tests.receiver import TOKEN, Receiver
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
 from tests.waiting import wait_until

@@ -1,4 +1,0 @@
-"""The Onceover control plane: a FastAPI service that watches the sink.
-
-``backend.main.create_app`` builds the application; ``onceover serve`` runs it.
-"""

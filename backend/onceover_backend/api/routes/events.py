@@ -1,0 +1,61 @@
+"""``/api/events``: jobs post their events here (role ``ingest``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, BackgroundTasks, Body, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
+
+from onceover.events import Event
+from onceover_backend.api.deps import (
+    ChangeFeedDep,
+    EngineDep,
+    IngestDep,
+    ReconcilerDep,
+    SettingsDep,
+)
+from onceover_backend.models import IngestResultPublic
+from onceover_backend.services.ingest import ingest_events, unstorable_values
+
+router = APIRouter(prefix="/events", tags=["events"])
+
+
+@router.post("", operation_id="ingestEvents", response_model=IngestResultPublic)
+async def ingest(
+    *,
+    request: Request,
+    events: Annotated[list[Event], Body(description="events of schema version 1")],
+    _principal: IngestDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    feed: ChangeFeedDep,
+    reconciler: ReconcilerDep,
+    background: BackgroundTasks,
+) -> IngestResultPublic:
+    """Store a batch of events, all or none.
+
+    A batch with any invalid event is refused whole with 422, each error naming the
+    event by its index (``loc: ["body", index, type, field]``). Events already stored
+    (same id) are counted as duplicates and change nothing, so a retry is always safe.
+    """
+    # At most settings.max_events_per_request: counted before validation (body_guard).
+    # Values the schema allows but the database cannot store (a 500 before): 422 as well.
+    if errors := unstorable_values(events):
+        raise RequestValidationError(errors)
+    ingested = await run_in_threadpool(ingest_events, engine, events)
+    result = ingested.result
+    if ingested.succeeded and settings.reconcile_on_success:
+        # After the answer: a job's last flush must not wait for BigQuery's counts. The
+        # checks run on threads of their own, never this route's (see AutomaticChecks).
+        background.add_task(
+            reconciler.automatic.after_success, ingested.succeeded, request.state.request_id
+        )
+    request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None
+    request.state.audit_outcome = (
+        f"ok: stored {result.stored} of {result.received} events ({result.duplicates} duplicates)"
+    )
+    if result.stored:
+        feed.notify()
+    return result

@@ -1,0 +1,40 @@
+"""``/api/metrics``: rates for the charts (role ``viewer``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from onceover_backend.api.deps import SessionDep, ViewerDep
+from onceover_backend.models import Text, UTCTime, WriteErrorsPublic
+from onceover_backend.services import metrics
+
+router = APIRouter(prefix="/metrics", tags=["metrics"])
+
+
+@router.get("/write-errors", operation_id="getWriteErrors", response_model=WriteErrorsPublic)
+def write_errors(
+    *,
+    session: SessionDep,
+    _principal: ViewerDep,
+    run_id: Annotated[Text | None, Query(max_length=200)] = None,
+    table: Annotated[Text | None, Query(max_length=1100)] = None,
+    since: Annotated[UTCTime | None, Query(description="default: the run's first append")] = None,
+    until: Annotated[UTCTime | None, Query(description="default: now")] = None,
+    step: Annotated[str, Query(max_length=20, description="60s, 5m, 1h ...")] = "1m",
+) -> WriteErrorsPublic:
+    """Append requests per step by response code (``OK``, ``ALREADY_EXISTS``,
+    ``OUT_OF_RANGE``, other codes by name), with totals and each code's rate.
+
+    ALREADY_EXISTS is deduplication at work (a retried append the server already had);
+    OUT_OF_RANGE is a gap in the writer's offsets and should never be seen.
+    """
+    return metrics.write_errors(
+        session,
+        run_id=run_id,
+        table=table,
+        since=since,
+        until=until,
+        step_s=metrics.parse_step(step),
+    )

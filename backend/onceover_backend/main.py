@@ -1,0 +1,179 @@
+"""The FastAPI application: the API under ``/api`` and the built dashboard at ``/``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import Scope
+
+from onceover import __version__
+from onceover.bigquery import BigQueryConfig
+from onceover_backend.api.body_guard import BodyGuardMiddleware
+from onceover_backend.api.main import api_router
+from onceover_backend.api.middleware import RequestContextMiddleware
+from onceover_backend.api.validation_answer import validation_error
+from onceover_backend.core.config import Settings, get_settings
+from onceover_backend.core.db import build_engine
+from onceover_backend.core.security import TokenVerifier
+from onceover_backend.errors import ControlPlaneError, NotAuthenticatedError
+from onceover_backend.services.alert_evaluator import evaluate_forever
+from onceover_backend.services.auto_resume import auto_resume_forever
+from onceover_backend.services.changes import ChangeFeed
+from onceover_backend.services.health import BigQueryProbe, HealthChecks
+from onceover_backend.services.launcher import Launcher
+from onceover_backend.services.reconciliation import Reconciler
+from onceover_backend.services.resume import Resumer
+from onceover_backend.services.retention import retention_forever
+from onceover_backend.services.stalled import sweep_forever
+from onceover_backend.services.webhook_dispatch import Dispatcher, dispatch_forever
+
+logger = logging.getLogger(__name__)
+
+
+def create_app_from_environment() -> FastAPI:
+    """The app as each worker of ``onceover serve --workers N`` builds it: settings and
+    logging from the environment (a worker process inherits neither object)."""
+    from onceover_backend.core.logging import configure_backend_logging
+
+    settings = get_settings()
+    configure_backend_logging(settings.log_format)
+    return create_app(settings)
+
+
+def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None = None) -> FastAPI:
+    """Build the app; BigQuery comes from ``ONCEOVER_BIGQUERY_*`` unless given.
+
+    The database must already be at the migrations' head (``onceover serve`` sees to it).
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        sweeper = asyncio.create_task(
+            sweep_forever(
+                app.state.engine,
+                timedelta(seconds=settings.stalled_after_s),
+                settings.stall_check_interval_s,
+                stop,
+                app.state.change_feed.notify,
+            )
+        )
+        resumer = asyncio.create_task(
+            auto_resume_forever(app.state.resumer, settings.auto_resume_interval_s, stop)
+        )
+        evaluator = asyncio.create_task(evaluate_forever(app.state.engine, settings, stop))
+        dispatch = asyncio.create_task(dispatch_forever(app.state.dispatcher, stop))
+        retention = asyncio.create_task(retention_forever(app.state.engine, settings, stop))
+        yield
+        stop.set()
+        for task in (sweeper, resumer, evaluator, dispatch, retention):
+            await task  # each loop's own thread ends with it (services/periodic.py)
+        app.state.health.close()
+        app.state.reconciler.automatic.close()  # waits for checks under way: their deadline
+        app.state.dispatcher.close()
+        app.state.engine.dispose()
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="Onceover control plane",
+        version=__version__,
+        description="Events, state, reconciliation, alerts and resume for exactly-once "
+        "Spark to BigQuery loads. Every route but /api/health needs a bearer token "
+        "with a role: ingest (jobs), viewer, or operator (a viewer who may also act).",
+    )
+    app.state.settings = settings
+    app.state.engine = build_engine(settings.database_url)
+    app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
+    app.state.change_feed = ChangeFeed()
+    bigquery = bigquery or BigQueryConfig.from_env()
+    app.state.bigquery_probe = BigQueryProbe(bigquery)
+    app.state.health = HealthChecks(
+        app.state.engine,
+        app.state.bigquery_probe,
+        settings.health_timeout_s,
+        settings.health_cache_s,
+        settings.health_client_interval_s,
+    )
+    app.state.reconciler = Reconciler(
+        app.state.engine,
+        bigquery,
+        settings.reconcile_timeout_s,
+        workers=settings.reconcile_workers,
+        queue=settings.reconcile_queue,
+    )
+    app.state.launcher = Launcher(settings, bigquery)
+    app.state.resumer = Resumer(
+        app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
+    )
+    app.state.dispatcher = Dispatcher(app.state.engine, settings)
+    # Added first, so it runs inside: the request id and audit see its refusals.
+    app.add_middleware(BodyGuardMiddleware)
+    app.add_middleware(RequestContextMiddleware)
+    app.add_exception_handler(ControlPlaneError, _control_plane_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.include_router(api_router)
+    _serve_dashboard(app, settings)
+    return app
+
+
+async def _control_plane_error(_request: Request, exc: ControlPlaneError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's answer, except that a 405's ``Allow`` names the methods of every route
+    on the path: Starlette names only those of the first route it found there."""
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        methods: set[str] = set()
+        for route in request.app.router.routes:
+            if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+                methods |= route.methods
+        exc = StarletteHTTPException(
+            exc.status_code, exc.detail, headers={"Allow": ", ".join(sorted(methods))}
+        )
+    return await http_exception_handler(request, exc)
+
+
+class DashboardFiles(StaticFiles):
+    """The built dashboard. A page's own path (``/runs/ID``, ``/tables/p.ds.t``, as links
+    in alerts and bookmarks have them) answers index.html, and the app routes it; unknown
+    ``/api/...`` paths and missing ``/assets/...`` files stay 404s."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        try:
+            return await super().get_response(path, scope)
+        except StarletteHTTPException as exc:
+            if exc.status_code != 404 or path.split("/", 1)[0] in ("api", "assets"):
+                raise
+            return await super().get_response("index.html", scope)
+
+
+def _serve_dashboard(app: FastAPI, settings: Settings) -> None:
+    index = settings.frontend_dist / "index.html"
+    if index.is_file():
+        dashboard = DashboardFiles(directory=settings.frontend_dist, html=True)
+        app.mount("/", dashboard, name="dashboard")
+        return
+    logger.warning("dashboard not built (%s missing); run `make frontend`", index)
+
+    @app.get("/", include_in_schema=False)
+    def dashboard_not_built() -> PlainTextResponse:
+        return PlainTextResponse(
+            f"The dashboard is not built ({index} is missing): run `make frontend`.",
+            status_code=503,
+        )

@@ -1,1 +1,0 @@
-"""Benchmarks: each prints its figures side by side; none is a timed assertion."""

@@ -1,8 +1,0 @@
-"""The Onceover data plane: Spark jobs that load BigQuery, and the exactly-once sink
-(:mod:`jobs.sink`).
-
-Every job is a module run as ``python -m jobs.<name>``; BigQuery comes from the
-``ONCEOVER_BIGQUERY_*`` variables through :mod:`onceover.bigquery`.
-"""
-
-import onceover  # noqa: F401 - first, for its gRPC fork policy (onceover/forking.py)

@@ -1,0 +1,207 @@
+"""The ``onceover`` PySpark data source: exactly-once writes into BigQuery.
+
+Batch::
+
+    spark.dataSource.register(OnceoverDataSource)
+    (df.write.format("onceover")
+       .option("table", "my-project.billing.usage")
+       .option("run_id", "usage-2026-11-21")      # a re-run with the same id is a no-op
+       .option("ledger", "/shared/onceover-ledger")
+       .mode("append").save())
+
+The same inside ``foreachBatch`` needs no ``run_id``: the query id and micro-batch id
+are the write's identity (:mod:`onceover_jobs.sink.identity` says what identifies each write).
+
+Structured Streaming::
+
+    (df.writeStream.format("onceover")
+       .option("table", "my-project.billing.usage")
+       .option("checkpointLocation", "/shared/checkpoints/usage")   # ledger lives here
+       .option("monitor.url", "http://onceover:8000").option("monitor.token", token)
+       .trigger(availableNow=True).start())
+
+Options (see :mod:`onceover_jobs.sink.options` for all): ``table`` (required), ``mode``
+(``pending``; ``committed``, the default of ``writeStream``; ``default``), ``key``,
+``run_id``, ``ledger``, ``stamp``, ``job``, ``monitor.url``, ``monitor.token``,
+``row_format`` (``arrow``/``proto``), ``request.max_bytes``, ``append.max_inflight``,
+``retry.deadline_s``.
+
+Options, the table and the DataFrame's schema are checked on the driver before any
+task runs; a bad option or a column that does not fit raises ``ValueError`` naming it.
+``write()`` runs on executors and stages rows (:mod:`onceover_jobs.sink.task`); ``commit()``
+makes a batch visible once (:mod:`onceover_jobs.sink.committer`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from onceover.bigquery import BigQueryConfig
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.committer import BatchCommitter, written_by_tasks
+from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.identity import WriteIdentity
+from onceover_jobs.sink.job import SinkJob, streaming_query_id
+from onceover_jobs.sink.ledger import claim_driver, leave_probe
+from onceover_jobs.sink.offsets_log import check_not_reset
+from onceover_jobs.sink.options import connection_options, parse_options
+from onceover_jobs.sink.requests import request_budget
+from onceover_jobs.sink.task import TaskResult, current_task, encoder_for, write_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class OnceoverCommitMessage(WriterCommitMessage):
+    """What a task sends the driver: its stream and the rows it staged there."""
+
+    result: TaskResult
+
+
+def prepare_job(
+    raw_options: dict[str, str], schema: StructType, overwrite: bool, *, streaming: bool
+) -> SinkJob:
+    """Validate everything on the driver, before any task starts."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from onceover_jobs.sink.schema import load_table_schema, plan_write
+
+    failpoints.check_environment()
+    if overwrite:
+        raise SinkOptionError(
+            "mode", "onceover only appends; overwrite (or complete output) is not supported"
+        )
+    # The connection first: the default project may come from its credentials.
+    config = replace(BigQueryConfig.from_env(), connection=connection_options(raw_options))
+    options = parse_options(
+        raw_options, default_project=config.resolved_project(), streaming=streaming
+    )
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    if options.key is not None and options.key.lower() not in {
+        name.lower() for name in arrow_schema.names
+    }:
+        raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
+    fields = load_table_schema(config, options.table)
+    if options.dead_letter is not None:
+        from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
+
+        ensure_dead_letter_table(config, options.dead_letter)
+    if options.stamp:
+        from onceover_jobs.sink.stamp import check_stamp_columns, with_stamp_fields
+
+        check_stamp_columns(
+            options.table, arrow_schema.names, {f.name: f.field_type for f in fields}
+        )
+        arrow_schema = with_stamp_fields(arrow_schema)
+    plan = plan_write(options.table, arrow_schema, fields)
+    write: WriteIdentity | None = None
+    if streaming:
+        assert options.checkpoint is not None
+        query_id = streaming_query_id(options.checkpoint)
+        run_id = options.run_id or query_id
+        write = WriteIdentity("streaming", query_id, options.table, None)
+    else:
+        # Which write this is, the tasks work out (onceover_jobs.sink.resolve): only they see
+        # whether it runs inside foreachBatch, and which execution it is.
+        run_id = options.run_id or uuid.uuid4().hex
+        query_id = run_id
+    assert options.ledger is not None
+    job = SinkJob(
+        options=options,
+        bigquery=config,
+        plan=plan,
+        table_fields=tuple(field.to_api_repr() for field in fields),
+        query_id=query_id,
+        run_id=run_id,
+        streaming=streaming,
+        probe=leave_probe(options.ledger),
+        write=write,
+    )
+    # A writer schema that leaves no room for a row under the cap: refused here, before
+    # any task creates a stream.
+    request_budget(encoder_for(job), options.max_request_bytes, table=options.table)
+    if streaming:
+        assert options.checkpoint is not None
+        claim_driver(
+            options.ledger, query_id, f"the query on {options.checkpoint}", options.driver_lease_s
+        )
+        check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
+    elif options.run_id is not None:
+        claim_driver(
+            options.ledger, options.run_id, f"run {options.run_id}", options.driver_lease_s
+        )
+    return job
+
+
+def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:
+    return [m.result if isinstance(m, OnceoverCommitMessage) else None for m in messages]
+
+
+class OnceoverBatchWriter(DataSourceArrowWriter):
+    def __init__(self, job: SinkJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
+        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        results = _results(messages)
+        job = written_by_tasks(self.job, results)
+        if job is not None:  # else no task ran: nothing was written
+            BatchCommitter(job, None).commit(results)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        results = _results(messages)
+        job = written_by_tasks(self.job, results)
+        if job is not None:
+            BatchCommitter(job, None).abort(results)
+
+
+class OnceoverStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, job: SinkJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
+        # Spark tells executors the micro-batch id through a local property.
+        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        BatchCommitter(self.job, batchId).commit(_results(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        BatchCommitter(self.job, batchId).abort(_results(messages))
+
+
+class OnceoverDataSource(DataSource):
+    """Format ``onceover``: exactly-once appends into an existing BigQuery table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "onceover"
+
+    def writer(self, schema: StructType, overwrite: bool) -> OnceoverBatchWriter:
+        return OnceoverBatchWriter(
+            prepare_job(dict(self.options), schema, overwrite, streaming=False)
+        )
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> OnceoverStreamWriter:  # noqa: N802
+        return OnceoverStreamWriter(
+            prepare_job(dict(self.options), schema, overwrite, streaming=True)
+        )
+
+
+def register(spark: Any) -> None:
+    """Make ``format("onceover")`` available in ``spark``."""
+    spark.dataSource.register(OnceoverDataSource)

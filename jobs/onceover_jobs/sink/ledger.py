@@ -1,0 +1,407 @@
+"""The commit ledger: what the sink has promised and done, durable across crashes.
+
+One JSON record per write and batch (:mod:`onceover_jobs.sink.identity` says what a write is)
+under the ledger root; the files, where they go and what they hold, are described once,
+in :mod:`onceover.ledger_files`, which also reads them (for the sink and the control
+plane alike). This module writes them.
+
+Every write is atomic (temp file, fsync, rename, fsync of the directory), so a crash
+leaves either the old record or the new one, never half of one. A record only moves
+forward: ``intent`` → ``committed``. The ledger is a plain filesystem path: local for
+one machine, shared storage (NFS, a mounted bucket) for a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from onceover.ledger_files import (
+    LEDGER_VERSION,
+    BatchRecord,
+    batch_name,
+    batch_order,
+    read_payload,
+    read_record,
+    safe_name,
+)
+from onceover_jobs.sink.errors import (
+    ConcurrentDriverError,
+    LedgerError,
+    LedgerNotSharedError,
+    PartitionTakenError,
+)
+from onceover_jobs.sink.identity import OrdinalRegistry, WriteIdentity
+
+SHARED_PROBES = ".shared"
+PRUNE_RACES = 10
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    """Committed mode: the stream of one partition of one batch and how far it got."""
+
+    stream: str
+    acked_rows: int = 0
+    """Rows acknowledged by BigQuery: the next offset to append at."""
+    sent_rows: int = 0
+    """Offsets below this may have been sent (and applied) by an earlier attempt."""
+    complete: bool = False
+    attempt: int = 0
+    inflight: list[list[int]] = field(default_factory=list)
+    """(offset, rows) of each request sent but not known to be acknowledged: a retry
+    cuts these again at the same boundaries, so ALREADY_EXISTS for them is an
+    identical retry."""
+    revision: int = 0
+    """Which save this is: the next is created exclusively (Ledger.save_partition)."""
+    sent: list[list[int | str]] = field(default_factory=list)
+    """(offset, rows, digest) of every request sent, acknowledged or not: a retry cuts
+    its rows at the same boundaries and sends nothing unless each digest matches."""
+    base: int = 0
+    """The stream offset of the partition's first row. The offsets above count from
+    it: a stream continued from an earlier batch (onceover_jobs.sink.stream_slots) starts
+    there, a new one at 0."""
+    refused: list[list[int | str | None]] = field(default_factory=list)
+    """(offset, column, reason) of each row BigQuery refused (onceover_jobs.sink.dead_letter),
+    recorded before the rest of its request was sent: the stream holds the partition's
+    rows but these, so a row's stream offset is ``base`` + its offset - the refused rows
+    before it, and a retry sets the same rows aside again."""
+
+
+def write_exclusively(path: Path, payload: dict[str, Any]) -> bool:
+    """Create ``path`` holding ``payload``; False if it exists (another writer won)."""
+    return _write_atomically(path, payload, exclusive=True)
+
+
+def write_replacing(path: Path, payload: dict[str, Any]) -> None:
+    _write_atomically(path, payload)
+
+
+def _write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = False) -> bool:
+    """Write ``payload`` as ``path`` in one step; with ``exclusive``, only if it is absent."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"version": LEDGER_VERSION, **payload}, sort_keys=True).encode()
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if exclusive:
+            try:
+                os.link(temp, path)  # fails if another attempt created it first
+            except FileExistsError:
+                return False
+        else:
+            os.replace(temp, path)
+        _fsync_directory(path.parent)
+        return True
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Ledger:
+    """The ledger of one write target: one scope's batches into one table, of one write."""
+
+    def __init__(
+        self, root: str | os.PathLike[str], scope: str, table: str, write: str = ""
+    ) -> None:
+        self.root = Path(root)
+        self.query_id = scope
+        self.table = table
+        self.write = write
+        self.table_directory = self.root / safe_name(scope) / safe_name(table)
+        self.directory = (
+            self.table_directory / "writes" / safe_name(write) if write else self.table_directory
+        )
+        self._legacy = self.root / safe_name(scope) if write in ("", "0") else None
+
+    @classmethod
+    def of(cls, root: str | os.PathLike[str], identity: WriteIdentity) -> Ledger:
+        return cls(root, identity.scope, identity.table, identity.write)
+
+    def registry(self, batch_id: int | None, call: str) -> OrdinalRegistry:
+        """The ordinals of one call's writes to this table (:mod:`onceover_jobs.sink.identity`)."""
+        return OrdinalRegistry(
+            self.table_directory / "calls" / batch_name(batch_id) / safe_name(call)
+        )
+
+    # -- batches (driver) --------------------------------------------------------
+
+    def _batch_path(self, batch_id: int | None) -> Path:
+        return self.directory / f"batch-{batch_name(batch_id)}.json"
+
+    def batch(self, batch_id: int | None) -> BatchRecord | None:
+        record = read_record(self._batch_path(batch_id))
+        if record is None and self._legacy is not None:
+            legacy = read_record(self._legacy / f"batch-{batch_name(batch_id)}.json")
+            if legacy is not None and legacy.table == self.table:
+                return legacy
+        return record
+
+    def _save(self, record: BatchRecord) -> None:
+        try:
+            _write_atomically(
+                self._batch_path(record.batch_id), asdict(replace(record, write=self.write))
+            )
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+
+    def write_intent(self, record: BatchRecord, *, replacing: BatchRecord | None = None) -> bool:
+        """Record what is about to be committed (before ``BatchCommitWriteStreams``).
+
+        Created exclusively: False when another driver's intent is there (unless it is
+        ``replacing``, an intent whose streams BigQuery can no longer commit)."""
+        existing = self.batch(record.batch_id)
+        if existing is not None and existing.committed:
+            raise LedgerError(
+                f"batch {batch_name(record.batch_id)} of {self.query_id} is already "
+                "committed; refusing to write a new intent over it"
+            )
+        intent = replace(record, state="intent", write=self.write)
+        if existing is not None:
+            if existing != replacing:
+                return False  # another driver's, written since the caller looked
+            self._save(intent)
+            return True
+        try:
+            return write_exclusively(self._batch_path(record.batch_id), asdict(intent))
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+
+    def mark_commit_started(self, record: BatchRecord, *, at: str) -> BatchRecord:
+        """Before BatchCommitWriteStreams: from here on the commit may have happened."""
+        if record.commit_started_at is not None:
+            return record
+        started = replace(record, commit_started_at=at)
+        self._save(started)
+        return started
+
+    def mark_committed(
+        self, record: BatchRecord, *, at: str, commit_time: str | None, resolved: bool = False
+    ) -> BatchRecord:
+        committed = replace(
+            record, state="committed", committed_at=at, commit_time=commit_time, resolved=resolved
+        )
+        self._save(committed)
+        return committed
+
+    def set_aside(self, record: BatchRecord, *, at: str) -> Path:
+        """Move an intent out of the way, so the batch is written again by the next run;
+        kept beside the records as ``settled-batch-<id>-<at>.json`` (not read as one)."""
+        if record.committed:
+            raise LedgerError(f"batch {batch_name(record.batch_id)} is committed")
+        source = self._batch_path(record.batch_id)
+        kept = self.directory / f"settled-batch-{batch_name(record.batch_id)}-{safe_name(at)}.json"
+        try:
+            os.replace(source, kept)
+            _fsync_directory(self.directory)
+        except OSError as exc:
+            raise LedgerError(f"cannot set aside {source}: {exc}") from exc
+        return kept
+
+    def batches(self) -> list[BatchRecord]:
+        """Every batch recorded for this write target, in batch order."""
+        found: dict[int | None, BatchRecord] = {}
+        if self._legacy is not None:
+            for path in self._legacy.glob("batch-*.json"):
+                legacy = read_record(path)
+                if legacy is not None and legacy.table == self.table:
+                    found[legacy.batch_id] = legacy
+        for path in self.directory.glob("batch-*.json"):
+            record = read_record(path)
+            if record is not None:
+                found[record.batch_id] = record
+        return sorted(found.values(), key=batch_order)
+
+    # -- partitions (executors, committed mode) -----------------------------------
+
+    def _partition_directory(self, batch_id: int | None, partition: int) -> Path:
+        return self.directory / "partitions" / batch_name(batch_id) / str(partition)
+
+    def _version_path(self, batch_id: int | None, partition: int, version: int) -> Path:
+        return self._partition_directory(batch_id, partition) / f"v{version:09d}.json"
+
+    def partition(self, batch_id: int | None, partition: int) -> PartitionProgress | None:
+        """The partition's progress: the newest version of its record."""
+        directory = self._partition_directory(batch_id, partition)
+        for _ in range(PRUNE_RACES):
+            versions = sorted(directory.glob("v*.json")) if directory.is_dir() else []
+            if not versions:  # the layout before versions: <partition>.json
+                payload = read_payload(directory.with_suffix(".json"))
+                return None if payload is None else PartitionProgress(**payload)
+            payload = read_payload(versions[-1])
+            if payload is not None:
+                return PartitionProgress(**payload)
+            # pruned between the listing and the read: a newer one exists; list again
+        raise LedgerError(f"{directory}: its versions kept changing under the reader")
+
+    def claim_partition(
+        self, batch_id: int | None, partition: int, progress: PartitionProgress
+    ) -> PartitionProgress:
+        """Record ``progress`` unless another attempt did first; return whichever holds."""
+        existing = self.partition(batch_id, partition)
+        if existing is not None:
+            return existing
+        first = replace(progress, revision=0)
+        if write_exclusively(self._version_path(batch_id, partition, 0), asdict(first)):
+            return first
+        existing = self.partition(batch_id, partition)
+        assert existing is not None  # it existed a moment ago and records are never deleted
+        return existing
+
+    def save_partition(
+        self, batch_id: int | None, partition: int, progress: PartitionProgress
+    ) -> PartitionProgress:
+        """Advance the record from ``progress.revision`` (a compare-and-swap: the next
+        version is created exclusively) and return what was saved. Another attempt of the
+        partition that advanced it first (speculation, a zombie task) makes this raise."""
+        saved = replace(progress, revision=progress.revision + 1)
+        path = self._version_path(batch_id, partition, saved.revision)
+        try:
+            won = write_exclusively(path, asdict(saved))
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+        if not won:
+            raise PartitionTakenError(
+                f"partition {partition} of {batch_name(batch_id)} ({self.directory}): another "
+                f"attempt advanced its progress past revision {progress.revision} first (a "
+                "speculative or zombie attempt of the same partition); this attempt stops so "
+                "the two never write over each other's offsets"
+            )
+        stale = self._version_path(batch_id, partition, saved.revision - 2)
+        stale.unlink(missing_ok=True)  # keep the last two: a reader may be on the older
+        return saved
+
+
+# -- proof that the executors see the driver's ledger ----------------------------------
+
+
+def leave_probe(root: str | os.PathLike[str]) -> str:
+    """On the driver, before any task: a file the tasks must find where the driver left
+    it. Returns its name, which travels to the tasks in the job."""
+    name = uuid.uuid4().hex
+    path = Path(root) / SHARED_PROBES / name
+    try:
+        write_exclusively(path, {"probe": name})
+    except OSError as exc:
+        raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc
+    return name
+
+
+def check_probe(root: str | os.PathLike[str], name: str, where: str) -> None:
+    """In a task: the driver's probe must be here, or this executor has another ledger."""
+    if not (Path(root) / SHARED_PROBES / name).is_file():
+        raise LedgerNotSharedError(
+            f"{where} cannot see the ledger the driver writes at {root} (the driver's "
+            f"probe {SHARED_PROBES}/{name} is not there): this executor would keep its "
+            "own ledger, and a retried or replayed task could write its rows again. Put "
+            "the ledger (the 'ledger' option, or ONCEOVER_LEDGER) on storage the driver "
+            "and every executor mount at the same path (NFS, Filestore); nothing was written"
+        )
+
+
+# -- one driver at a time per query or run ---------------------------------------------
+
+DRIVER_FILE = "driver.json"
+
+
+DEFAULT_DRIVER_LEASE_S = 120
+"""How long a driver on another host keeps its claim without a commit (sink option
+``driver.lease_s``): a driver there cannot be seen, so its claim is trusted this long
+after its last commit, and taken over after."""
+
+
+def claim_driver(
+    root: str | os.PathLike[str],
+    scope: str,
+    what: str,
+    lease_s: float = DEFAULT_DRIVER_LEASE_S,
+) -> None:
+    """Record this driver as the one writing ``scope``. Refuse when the one recorded is
+    another that still runs on this host, or one on another host whose claim was renewed
+    (at a commit) less than ``lease_s`` ago: whether it still runs cannot be seen from
+    here. An older claim is taken over; an intent its driver left is settled with its
+    own streams, and that driver, if it wakes, is refused at its next commit."""
+    from onceover_jobs.sink.driver import alive_here, driver_owner, on_this_host
+
+    me = driver_owner()
+    path = _driver_path(root, scope)
+    recorded = read_payload(path)
+    other = None if recorded is None else str(recorded.get("owner"))
+    if other is not None and other != me and alive_here(other):
+        raise ConcurrentDriverError(
+            f"{what} is being written by another driver that still runs ({other}, recorded "
+            f"in {path}). Two drivers on one checkpoint or run id race to commit the same "
+            "batches. Stop that one (or wait for it to finish) and start this again; if it "
+            "is not a Spark driver of yours, delete the file. Nothing was written"
+        )
+    if recorded is not None and other is not None and other != me and not on_this_host(other):
+        age = _lease_age(recorded)
+        if lease_s > 0 and age is not None and age < lease_s:
+            until = datetime.fromtimestamp(time.time() + lease_s - age, UTC)
+            raise ConcurrentDriverError(
+                f"{what} is held by a driver on another host ({other}), whose claim was "
+                f"renewed {age:.0f} s ago (recorded in {path}). A driver renews it at every "
+                f"commit; it lapses after driver.lease_s={lease_s:g} s without one. Stop "
+                "that driver; if it is gone, start this again after "
+                f"{until:%Y-%m-%d %H:%M:%S} UTC, or delete the file. Nothing was written"
+            )
+    _write_claim(path, me)
+
+
+def renew_driver(root: str | os.PathLike[str], scope: str, what: str) -> None:
+    """Before a commit: renew this driver's claim on ``scope``; refuse if another driver
+    took it over meanwhile (this one stalled past its lease, or was taken for gone).
+    Nothing to do where no driver claimed the scope (a foreachBatch query)."""
+    from onceover_jobs.sink.driver import driver_owner
+
+    me = driver_owner()
+    path = _driver_path(root, scope)
+    recorded = read_payload(path)
+    if recorded is None:
+        return
+    owner = str(recorded.get("owner"))
+    if owner != me:
+        raise ConcurrentDriverError(
+            f"{what}: another driver ({owner}) took over from this one ({me}), recorded "
+            f"in {path}, after this one's claim lapsed or was taken for gone. This driver "
+            "stops before it commits; the other goes on (and settles what this one left)"
+        )
+    _write_claim(path, me)
+
+
+def _driver_path(root: str | os.PathLike[str], scope: str) -> Path:
+    return Path(root) / safe_name(scope) / DRIVER_FILE
+
+
+def _lease_age(recorded: dict[str, Any]) -> float | None:
+    """Seconds since the claim was renewed, by this host's clock; None for a claim from
+    before leases (taken over, as it was then)."""
+    renewed = recorded.get("renewed_at")
+    if not isinstance(renewed, int | float):
+        return None
+    return max(0.0, time.time() - float(renewed))
+
+
+def _write_claim(path: Path, owner: str) -> None:
+    try:
+        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)})
+    except OSError as exc:
+        raise LedgerError(f"cannot write the ledger at {path.parent.parent}: {exc}") from exc

@@ -1,0 +1,44 @@
+"""Spark's Python worker daemon, with the sink's imports done once, before it forks.
+
+Spark forks every Python worker from a daemon process, and stops a worker that has been
+idle for a minute. A fresh worker must import what the sink needs: pyarrow and
+google-cloud-bigquery-storage, whose package also imports pandas wherever pandas is
+installed (about 3 s on the 2-core machine then; Onceover itself does not need pandas).
+A write that came more than a minute after the last one took about 13 s instead of
+0.8 s (250,000 rows; docs/profiling.md), as would every micro-batch of a stream
+triggered less often than once a minute.
+
+Imported here, before any fork, the task workers start with them loaded: that write
+then took 7-9 s. The rest is the data source's planning and commit workers, which Spark
+forks from its own ``pyspark.daemon`` whatever this setting says.
+
+:func:`onceover_jobs.spark.spark_session` sets ``spark.python.daemon.module`` to this module on a
+local master; on a cluster, set it only where the executors' Python can import ``jobs``
+(installed there, not only shipped with ``--py-files``), or the daemon cannot start.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+
+def preload() -> None:
+    """Import the sink's modules and what they need; a failure only costs the speed-up."""
+    try:
+        import google.cloud.bigquery_storage_v1  # noqa: F401
+        import pyarrow  # noqa: F401
+
+        import onceover_jobs.sink.committer
+        import onceover_jobs.sink.datasource
+        import onceover_jobs.sink.task  # noqa: F401
+    except Exception:  # the daemon must start anyway: workers import what they need
+        print("onceover: worker daemon could not preload the sink:", file=sys.stderr)
+        traceback.print_exc()
+
+
+if __name__ == "__main__":
+    from pyspark import daemon
+
+    preload()
+    daemon.manager()

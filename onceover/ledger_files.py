@@ -1,0 +1,401 @@
+"""The ledger's files as both planes read them: the layout, the record format, reading
+records, scopes and totals. The sink writes them through ``onceover_jobs.sink.ledger``
+(and prunes them through ``onceover_jobs.sink.ledger_retention``); the control plane
+reads them here, without the sink.
+
+The layout, under a ledger root (for streaming, ``<checkpointLocation>/onceover/``, see
+:mod:`onceover.checkpoint_layout`; otherwise the sink's ``ledger`` option)::
+
+    <root>/<scope>/<table>/batch-<batch id>.json           the streaming sink's batches
+    <root>/<scope>/<table>/writes/<write>/batch-<id>.json  foreachBatch and batch writes
+    <dir>/partitions/<batch id>/<n>/v<revision>.json       committed mode: stream + progress
+    <dir>/streams/<n>/v<revision>.json                     a partition's long-lived stream
+    <dir>/pruned.json                                      what retention pruned (below)
+    <dir>/settled-batch-<id>-<at>.json                     an intent set aside (not read)
+    <root>/<scope>/<table>/calls/<batch>/<call>/<k>.json   which execution is write k
+    <root>/<scope>/driver.json                             the driver writing the scope
+    <root>/.shared/<probe>                                 proof the executors see it
+
+``<dir>`` is the directory of one write target (the first two lines); ``scope`` is the
+query id (streaming, foreachBatch) or the run id (batch writes); ``scope``, ``table``,
+``write`` and ``call`` are each one path component (:func:`safe_name`). ``batch id`` is
+``write`` (:data:`BATCH_WRITE`) for a batch write, which Spark does not number;
+``revision`` has nine digits. Records of the layout before write identities
+(``<root>/<scope>/batch-<id>.json``) are still read as the first write of their table,
+and a partition's progress from before versions as ``partitions/<batch id>/<n>.json``.
+
+The record format: every file is one JSON object, its keys sorted, holding
+``"version": 1`` (:data:`LEDGER_VERSION`) beside the payload, which :func:`read_payload`
+checks and drops. A batch record (``batch-*.json``) is a :class:`BatchRecord`, its
+streams lists of :class:`StreamCommit` fields; it only moves forward, ``intent`` →
+``committed``. The sink writes each file atomically (a reader finds the old file or
+the new one, never half of one), on a plain filesystem path: local for one machine,
+shared storage (NFS, a mounted bucket) for a cluster.
+
+``pruned.json`` (a :class:`PrunedSummary`) is what retention kept of the committed
+batches it removed from ``<dir>``::
+
+    {batches, rows, through, highest, held, removing, pruned_at}
+
+``batches`` and ``rows``: the committed batches pruned and their rows, so totals
+survive. ``through``: every batch id below it was pruned, or is in ``held`` (an
+intent), or was never recorded in this directory; a record still there below it and
+not held is a prune's leftover, counted by the summary. ``highest``: the highest batch
+id pruned. ``removing``: the batches the last prune counted, whose files it was removing.
+
+Totals (:class:`ScopeTotals`, :func:`scope_totals`) are the summaries plus the records
+they do not cover; :class:`ScopeTotals` remembers what it read (by path, inode, mtime
+and size) and reads only records and summaries that are new or changed, for a heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from onceover.errors import LedgerError
+
+LEDGER_VERSION = 1
+BATCH_WRITE = "write"
+"""The batch id of a batch (non-streaming) write, which Spark does not number."""
+SUMMARY_FILE = "pruned.json"
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+_Key = tuple[int, int, int]
+"""(inode, mtime in ns, size): a ledger file is only ever replaced by a rename, so a
+changed file has a new inode even where the clock is coarse."""
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one path component."""
+    return _SAFE.sub("_", text)
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamCommit:
+    """One stream of a batch: what a task wrote and returned to the driver."""
+
+    stream: str
+    rows: int
+    bytes: int
+    partition: int
+    attempt: int
+    base: int = 0
+    """Where the rows start on the stream (a stream continued from an earlier batch);
+    buffered mode flushes it to ``base + rows - 1``."""
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    query_id: str
+    batch_id: int | None
+    table: str
+    mode: str
+    state: Literal["intent", "committed"]
+    streams: tuple[StreamCommit, ...]
+    expected_rows: int
+    intent_at: str
+    committed_at: str | None = None
+    commit_time: str | None = None
+    resolved: bool = False
+    """Found committed in BigQuery after a crash, rather than committed by this attempt."""
+    write: str = ""
+    """Which write of its scope to ``table``
+    (:class:`onceover_jobs.sink.identity.WriteIdentity`)."""
+    owner: str | None = None
+    """The driver that wrote the intent (onceover_jobs.sink.driver.driver_owner)."""
+    source_offsets: str | None = None
+    """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
+    (:mod:`onceover_jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
+    commit_started_at: str | None = None
+    """When a driver first called BatchCommitWriteStreams (buffered mode: FlushRows) on
+    the intent's streams. None proves no commit was ever asked for, so streams
+    BigQuery no longer knows (expired) can be written again; once set, only BigQuery
+    (or a person) can tell."""
+    dead_letter_table: str | None = None
+    dead_letter_streams: tuple[StreamCommit, ...] = ()
+    """PENDING streams on ``dead_letter_table`` holding the rows BigQuery refused
+    (onceover_jobs.sink.dead_letter), committed with the batch; ``expected_rows`` counts only
+    the table's own rows."""
+
+    @property
+    def committed(self) -> bool:
+        return self.state == "committed"
+
+    @property
+    def dead_lettered_rows(self) -> int:
+        return sum(s.rows for s in self.dead_letter_streams)
+
+
+def batch_name(batch_id: int | None) -> str:
+    return BATCH_WRITE if batch_id is None else str(batch_id)
+
+
+def read_payload(path: Path) -> dict[str, Any] | None:
+    """A ledger file's payload (its ``version`` checked and dropped); None when there is
+    none."""
+    try:
+        payload: dict[str, Any] = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise LedgerError(f"ledger record {path} is unreadable: {exc}") from exc
+    if payload.pop("version", None) != LEDGER_VERSION:
+        raise LedgerError(f"ledger record {path} has an unknown version")
+    return payload
+
+
+def read_record(path: Path) -> BatchRecord | None:
+    payload = read_payload(path)
+    if payload is None:
+        return None
+    try:
+        streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
+        dead = tuple(StreamCommit(**s) for s in payload.pop("dead_letter_streams", ()))
+        return BatchRecord(streams=streams, dead_letter_streams=dead, **payload)
+    except (TypeError, KeyError) as exc:
+        raise LedgerError(f"ledger record {path}: {exc}") from exc
+
+
+def batch_order(record: BatchRecord) -> int:
+    """Sorts records by batch id, the batch write (``None``) first."""
+    return -1 if record.batch_id is None else record.batch_id
+
+
+def scope_records(root: str | os.PathLike[str], scope: str) -> list[BatchRecord]:
+    """Every record of one query or run, whatever its table and write, in batch order."""
+    directory = Path(root) / safe_name(scope)
+    paths = sorted(directory.rglob("batch-*.json")) if directory.is_dir() else []
+    records = [r for r in map(read_record, paths) if r is not None]
+    return sorted(records, key=lambda r: (batch_order(r), r.table, r.write))
+
+
+def scopes(root: str | os.PathLike[str]) -> list[str]:
+    """The directory names of the scopes (queries, runs) a ledger root holds records of."""
+    directory = Path(root)
+    return sorted(
+        p.name for p in directory.iterdir() if p.is_dir() and any(p.rglob("batch-*.json"))
+    )
+
+
+# -- the pruned summary -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrunedSummary:
+    """What retention pruned from one ledger directory (``pruned.json``)."""
+
+    batches: int = 0
+    """Committed batches pruned."""
+    rows: int = 0
+    """Their rows (``expected_rows``)."""
+    through: int = 0
+    """Every batch id below this is pruned, held, or was never recorded here."""
+    highest: int | None = None
+    """The highest batch id pruned."""
+    held: tuple[int, ...] = ()
+    """Intents below ``through``, kept until settled (and pruned then)."""
+    removing: tuple[int, ...] = ()
+    """The batches the last prune counted and was removing (ascending)."""
+    pruned_at: float | None = None
+
+    def covers(self, batch_id: int | None) -> bool:
+        """Whether a record of ``batch_id`` in this directory is counted here (or was never
+        committed): a record still on disk below ``through`` is a leftover of a prune."""
+        return batch_id is not None and batch_id < self.through and batch_id not in self.held
+
+
+def summary_path(directory: Path) -> Path:
+    return directory / SUMMARY_FILE
+
+
+def read_summary(directory: Path) -> PrunedSummary | None:
+    """The summary of one ledger directory (``Ledger.directory``); None if never pruned."""
+    return _read_summary(summary_path(directory))
+
+
+def _read_summary(path: Path) -> PrunedSummary | None:
+    payload = read_payload(path)  # written like the records: the same checks
+    if payload is None:
+        return None
+    try:
+        highest = payload.get("highest")
+        at = payload.get("pruned_at")
+        return PrunedSummary(
+            batches=int(payload["batches"]),
+            rows=int(payload["rows"]),
+            through=int(payload["through"]),
+            highest=None if highest is None else int(highest),
+            held=tuple(int(b) for b in payload.get("held", ())),
+            removing=tuple(int(b) for b in payload.get("removing", ())),
+            pruned_at=None if at is None else float(at),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LedgerError(f"ledger summary {path}: {exc}") from exc
+
+
+# -- totals -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Committed batches and their rows."""
+
+    batches: int = 0
+    rows: int = 0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(self.batches + other.batches, self.rows + other.rows)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    batch_id: int | None
+    committed: bool
+    rows: int
+
+
+class ScopeTotals:
+    """The committed batches and rows of one scope (query or run), every table and write:
+    the pruned summaries plus the records they do not cover.
+
+    Each :meth:`read` lists the scope's ledger directories (never their ``partitions/``,
+    ``calls/`` or ``streams/``) and opens only the records and summaries that are new or
+    changed since the last; one instance is meant to live as long as its heartbeat."""
+
+    def __init__(self, root: str | os.PathLike[str], scope: str) -> None:
+        self.scope = scope
+        self.directory = Path(root) / safe_name(scope)
+        self.opened = 0
+        """Files read so far (what the reads have cost)."""
+        self._records: dict[Path, tuple[_Key, _Counted]] = {}
+        self._summaries: dict[Path, tuple[_Key, PrunedSummary]] = {}
+        self._lock = threading.Lock()  # a heartbeat thread and the main thread both read
+
+    def read(self) -> Totals:
+        with self._lock:
+            # Records first, then summaries: a prune writes its summary before it removes a
+            # record, so a record this listing missed is in the summary read after it.
+            records, directories = _walk(self.directory)
+            self._refresh_records(records)
+            self._refresh_summaries(directories)
+            return self._total()
+
+    def _refresh_records(self, listed: dict[Path, _Key]) -> None:
+        for gone in self._records.keys() - listed.keys():
+            del self._records[gone]
+        for path, key in listed.items():
+            cached = self._records.get(path)
+            if cached is not None and cached[0] == key:
+                continue
+            self.opened += 1
+            record = read_record(path)
+            if record is None:  # removed since the listing (pruned)
+                self._records.pop(path, None)
+                continue
+            counted = _Counted(record.batch_id, record.committed, record.expected_rows)
+            self._records[path] = (key, counted)
+
+    def _refresh_summaries(self, directories: list[Path]) -> None:
+        seen: set[Path] = set()
+        for directory in directories:
+            path = summary_path(directory)
+            key = _key_of(path)
+            if key is None:
+                continue
+            seen.add(directory)
+            cached = self._summaries.get(directory)
+            if cached is not None and cached[0] == key:
+                continue
+            self.opened += 1
+            summary = _read_summary(path)
+            if summary is not None:
+                self._summaries[directory] = (key, summary)
+        for gone in self._summaries.keys() - seen:
+            del self._summaries[gone]
+
+    def _total(self) -> Totals:
+        total = Totals()
+        for _, summary in self._summaries.values():
+            total += Totals(summary.batches, summary.rows)
+        for path, (_, counted) in self._records.items():
+            if not counted.committed:
+                continue
+            pruned = self._summaries.get(path.parent)
+            if pruned is not None and pruned[1].covers(counted.batch_id):
+                continue  # counted in the summary; a prune's leftover
+            total += Totals(1, counted.rows)
+        return total
+
+
+def scope_totals(root: str | os.PathLike[str], scope: str) -> Totals:
+    """The committed batches and rows of one scope, read once (see :class:`ScopeTotals`)."""
+    return ScopeTotals(root, scope).read()
+
+
+def scope_summaries(root: str | os.PathLike[str], scope: str) -> dict[Path, PrunedSummary]:
+    """The pruned summaries of one scope, by ledger directory. Read them *after* the
+    records they complete, for the reason :meth:`ScopeTotals.read` gives."""
+    _, directories = _walk(Path(root) / safe_name(scope))
+    found = {d: read_summary(d) for d in directories}
+    return {d: s for d, s in found.items() if s is not None}
+
+
+def _walk(scope_directory: Path) -> tuple[dict[Path, _Key], list[Path]]:
+    """The record files of a scope (with their keys) and its ledger directories:
+    ``<scope>/batch-*.json`` (the layout before write identities), ``<scope>/<table>/``
+    and ``<scope>/<table>/writes/<write>/``."""
+    records: dict[Path, _Key] = {}
+    directories: list[Path] = []
+
+    def ledger_directory(path: Path) -> None:
+        directories.append(path)
+        for entry in directory_entries(path):
+            _add_record(records, entry)
+
+    for entry in directory_entries(scope_directory):
+        if entry.is_dir(follow_symlinks=False):
+            table = Path(entry.path)
+            ledger_directory(table)
+            for write in directory_entries(table / "writes"):
+                if write.is_dir(follow_symlinks=False):
+                    ledger_directory(Path(write.path))
+        else:
+            _add_record(records, entry)
+    return records, directories
+
+
+def _add_record(records: dict[Path, _Key], entry: os.DirEntry[str]) -> None:
+    if not (entry.name.startswith("batch-") and entry.name.endswith(".json")):
+        return  # temp files start with a dot; partitions/, calls/ are directories
+    try:
+        stat = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return  # pruned since the listing
+    records[Path(entry.path)] = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _key_of(path: Path) -> _Key | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def directory_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """What ``directory`` holds; nothing when it is gone (pruned) or not a directory."""
+    try:
+        with os.scandir(directory) as listing:
+            return list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -1,0 +1,245 @@
+"""The curated schedules: every fault kind armed, in as few job runs as can hold them.
+
+``onceover chaos --curated`` runs these; CI runs them on every change. Random draws
+(``--schedules N --seed S``, ``make chaos``) explore orders and hits that nobody
+thought of; this set makes sure that nothing the harness can do is left out of a
+short run. Each schedule arms one action at most of the failpoints its mode passes (a
+point can be armed once per schedule), so the three pending schedules take the
+actions of each point between them, and the three buffered ones (two on the load
+job, the racing one) the actions of the flush points; wire faults take every method a
+mode calls.
+
+Every ``nth`` is at most the hits a clean run makes of its point or method
+(:class:`~onceover_tools.chaos.schedule.Shape`: 3 batches, 6 tasks, 24 appends; in buffered
+mode 2 streams, 6 flushes, 3 batches with two streams to flush). Hits are counted
+across restarts and every batch, task and request passes each point at least once
+before the job can finish, so every armed fault fires in every run of the set,
+whatever Spark's timing: a test can ask that each one did.
+
+The load job's six (three pending, two buffered, one committed) cost about 15 job
+runs (a driver fault costs a restart; an executor fault is retried by Spark within
+the run), where 20 random schedules cost about 34. Four more run users' own jobs
+(``foreach_batch``, ``two_tables``, in pending and buffered mode), one races a second
+driver against the load job (``racing_drivers``, buffered), one submits the load
+job to a standalone cluster of two workers (``cluster``, committed), and two load
+rows of which BigQuery refuses a few into a dead-letter table (``bad_rows``, buffered
+and committed: the modes where the dead-letter commit is the batch's only
+BatchCommitWriteStreams).
+"""
+
+from __future__ import annotations
+
+from onceover_tools.chaos.proxy import APPEND_ROWS
+from onceover_tools.chaos.schedule import Fault, Schedule
+
+CURATED_SEED = 0
+"""The seed curated schedules carry (their names are ``seed0-000N``); draws use others."""
+
+_CREATE = "CreateWriteStream"
+_FINALIZE = "FinalizeWriteStream"
+_COMMIT = "BatchCommitWriteStreams"
+_FLUSH = "FlushRows"
+
+
+def _fp(point: str, action: str, nth: int) -> Fault:
+    return Fault(f"failpoint/{point}/{action}", nth=nth)
+
+
+def _wire(action: str, method: str, nth: int, delay_s: float = 0.0) -> Fault:
+    return Fault(f"wire/{action}", nth=nth, method=method, delay_s=delay_s)
+
+
+_FAULTS: tuple[tuple[str, tuple[Fault, ...]], ...] = (  # the load job (onceover_jobs.load_files)
+    ("pending", (
+        _fp("append.before", "crash", 3),
+        _fp("append.response", "error", 5),
+        _fp("finalize.after", "drop", 2),
+        _fp("ledger.after_intent", "crash", 1),
+        _fp("commit.before", "error", 2),
+        _fp("commit.after", "drop", 3),
+        _wire("unavailable", APPEND_ROWS, 4),
+        _wire("delay", _CREATE, 2, delay_s=1.5),
+    )),
+    ("pending", (
+        _fp("append.before", "error", 6),
+        _fp("append.response", "drop", 2),
+        _fp("finalize.after", "crash", 4),
+        _fp("ledger.after_intent", "error", 2),
+        _fp("commit.before", "crash", 1),
+        _fp("commit.after", "crash", 3),
+        _wire("drop_response", APPEND_ROWS, 7),
+        _wire("cut", APPEND_ROWS, 12),
+        _wire("unavailable", _FINALIZE, 3),
+        _wire("uncommitted", _COMMIT, 1),
+    )),
+    ("pending", (
+        _fp("append.before", "drop", 9),
+        _fp("append.response", "crash", 11),
+        _fp("finalize.after", "error", 5),
+        _fp("commit.after", "error", 1),
+        _wire("drop_response", _COMMIT, 2),
+        _wire("delay", APPEND_ROWS, 15, delay_s=2.0),
+        Fault("spark/kill_task", nth=18),
+        Fault("backend/outage", at_s=3.0, for_s=4.0),
+    )),
+    # Buffered mode (writeStream's default): a partition's stream kept from batch to
+    # batch and flushed at each commit, one FlushRows per stream (2 streams, 6 flushes).
+    # The first: a driver crash after an intent (the replay flushes every stream of it)
+    # and between a batch's flushes (one partition visible, the other not yet); a worker
+    # dead after BigQuery took its append and a task failed before one (each retry
+    # starts the partition over on a new stream), another killed mid-append. The
+    # second: the job failed between a batch's flushes, flushes whose answers are lost
+    # (FlushRows asked again, to an offset already flushed). The third, the flush the
+    # driver dies after, is the racing schedule's.
+    ("buffered", (
+        _fp("append.before", "error", 11),
+        _fp("append.response", "crash", 7),
+        _fp("ledger.after_intent", "crash", 1),
+        _fp("flush.between", "crash", 2),
+        _fp("flush.after", "drop", 5),
+        _wire("unavailable", _FLUSH, 3),
+        _wire("cut", APPEND_ROWS, 9),
+        _wire("delay", _CREATE, 1, delay_s=1.5),
+        Fault("spark/kill_task", nth=20),
+    )),
+    ("buffered", (
+        _fp("append.before", "drop", 6),
+        _fp("append.response", "drop", 3),
+        _fp("flush.between", "error", 3),
+        _fp("flush.after", "error", 1),
+        _wire("drop_response", _FLUSH, 4),
+        _wire("unavailable", _CREATE, 2),
+        _wire("delay", APPEND_ROWS, 12, delay_s=2.0),
+        Fault("backend/outage", at_s=4.0, for_s=3.0),
+    )),
+    # Committed mode, once on the load job since buffered became writeStream's default
+    # (its second schedule's failpoints are taken by the users' jobs and the cluster
+    # in committed mode, its wire faults and outage by this one): a stream per
+    # partition, once, 2 CreateWriteStream calls.
+    ("committed", (
+        _fp("append.before", "crash", 5),
+        _fp("append.response", "drop", 8),
+        _fp("ledger.after_intent", "crash", 2),
+        _wire("cut", APPEND_ROWS, 3),
+        _wire("drop_response", APPEND_ROWS, 6),
+        _wire("drop_response", _CREATE, 1),
+        _wire("unavailable", _CREATE, 2),
+        Fault("spark/kill_task", nth=14),
+        Fault("backend/outage", at_s=5.0, for_s=3.0),
+    )),
+)  # fmt: skip
+
+
+# Users' own jobs (onceover_jobs.examples): a foreachBatch writing three times per micro-batch
+# (9 commits, at least 15 appends in a clean run; 15 streams in pending mode, 5 in
+# buffered, whose writes continue their streams), a batch job writing
+# two tables under one run id after a repartition() (3 commits, 7 streams and appends).
+# A crash just after BigQuery committed a write that is not the first of its call or
+# run, and a task killed mid-append, in pending and buffered modes (committed mode is
+# the load job's and the cluster's: it asks the same of the input whoever wrote it).
+# (No executor crash beside a task kill: the kill would find its worker gone.)
+_USER_CODE: tuple[tuple[str, str, tuple[Fault, ...]], ...] = (
+    ("foreach_batch", "pending", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.response", "drop", 3),
+        _fp("ledger.after_intent", "error", 4),
+        _wire("unavailable", _COMMIT, 5),
+    )),
+    ("foreach_batch", "buffered", (
+        _fp("append.before", "error", 3),
+        _fp("ledger.after_intent", "crash", 2),
+        Fault("spark/kill_task", nth=6),
+    )),
+    ("two_tables", "pending", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.before", "error", 4),
+        _wire("drop_response", APPEND_ROWS, 5),
+    )),
+    ("two_tables", "buffered", (
+        _fp("append.response", "drop", 3),
+        _fp("ledger.after_intent", "error", 3),
+        Fault("spark/kill_task", nth=5),
+    )),
+)  # fmt: skip
+
+
+# A second driver on the first's checkpoint, started 6 s into each run: while the first
+# still plans (refused, exit 3), or after the crash at the second commit killed it
+# (it takes over). The crash costs a restart, which has a racer of its own. Buffered
+# mode, writeStream's default (what the race is for, the driver's claim, does not depend
+# on the mode): the crash comes just after the second batch's first flush took effect,
+# one of its partitions visible.
+_RACING: tuple[str, tuple[Fault, ...], float] = (
+    "buffered",
+    (_fp("flush.after", "crash", 3), _wire("unavailable", APPEND_ROWS, 4)),
+    6.0,
+)
+
+
+# The load job on a standalone cluster, committed mode: a Python worker dies right after
+# BigQuery took its third append (rows visible) and another is killed mid-append; Spark
+# retries each task in the same run, maybe on the other worker, and the retry must
+# carry on from what the ledger recorded, with the same rows. Then the driver dies
+# after its second intent: a new application, new executors. (65 s alone.)
+_CLUSTER: tuple[str, tuple[Fault, ...]] = (
+    "committed",
+    (
+        _fp("append.response", "crash", 3),
+        Fault("spark/kill_task", nth=8),
+        _fp("ledger.after_intent", "crash", 2),
+        _wire("unavailable", _CREATE, 2),
+    ),
+)
+
+
+# Bad rows (about 15 of 3,000, in every file): BigQuery refuses them, the sink sends the
+# rest of their request again and sets them aside on a PENDING stream of the task's own on
+# the dead-letter table, finalized (finalize.after) and committed by the driver
+# (BatchCommitWriteStreams, commit.after) before it flushes the batch (buffered) or marks
+# it (committed): 3 such commits, 6 such finalizes in a clean run. In each, the driver
+# dies just after a dead-letter commit took effect (its batch not yet published or
+# marked: the replay must not set those rows aside again, and must publish the rest), a
+# task is killed mid-append and another fails (its retry takes out the same rows again,
+# and only one attempt's dead letters are committed), and a dead-letter finalize or
+# commit answer is lost or empty.
+_BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
+    ("buffered", (
+        _fp("commit.after", "crash", 1),
+        _fp("finalize.after", "drop", 3),
+        _fp("append.before", "error", 9),
+        _wire("drop_response", _COMMIT, 2),
+        _wire("unavailable", _FLUSH, 2),
+        Fault("spark/kill_task", nth=15),
+    )),
+    ("committed", (
+        _fp("commit.after", "crash", 2),
+        _fp("append.response", "crash", 6),
+        _wire("uncommitted", _COMMIT, 1),
+        _wire("unavailable", _FINALIZE, 2),
+        Fault("spark/kill_task", nth=9),
+    )),
+)  # fmt: skip
+
+
+def curated_schedules() -> list[Schedule]:
+    """The curated set, in the order it runs."""
+    load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
+    schedules = [
+        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload=workload)
+        for index, (workload, mode, faults) in enumerate([*load_files, *_USER_CODE])
+    ]
+    mode, faults, racer_at_s = _RACING
+    racing = Schedule(
+        seed=CURATED_SEED, index=len(schedules), mode=mode, faults=faults,
+        workload="racing_drivers", racer_at_s=racer_at_s,
+    )  # fmt: skip
+    mode, faults = _CLUSTER
+    cluster = Schedule(
+        seed=CURATED_SEED, index=len(schedules) + 1, mode=mode, faults=faults, workload="cluster"
+    )
+    first = len(schedules) + 2
+    bad_rows = [
+        Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload="bad_rows")
+        for index, (mode, faults) in enumerate(_BAD_ROWS, start=first)
+    ]
+    return [*schedules, racing, cluster, *bad_rows]

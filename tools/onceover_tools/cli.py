@@ -1,0 +1,391 @@
+"""The ``onceover`` command line.
+
+::
+
+    onceover bigquery   the local BigQuery, in the foreground
+    onceover serve      the control plane (backend and dashboard)    } onceover_backend.commands,
+    onceover up         both, until Ctrl-C or SIGTERM
+    onceover demo       the whole product: four loads, reconciliation, alerts, dashboard
+    onceover db upgrade bring the backend's database to the latest migration } which
+    onceover token ...  create, list or revoke API tokens                   } this CLI offers too
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from onceover_backend.commands import (
+    DEFAULT_HOST,
+    add_backend_commands,
+    add_backend_options,
+    development_tokens,
+)
+
+from onceover import __version__
+from onceover.bigquery import LOCAL_PROJECT
+from onceover.console import configure_logging, port_number, positive_number, run
+from onceover.errors import ConfigurationError
+from onceover.preflight import check_java, check_port_free
+from onceover_tools.localbq import (
+    PINNED_VERSION,
+    LocalBigQuery,
+    LocalBigQueryOptions,
+    LocalBigQueryProcess,
+)
+from onceover_tools.stack import BackendProcess, check_children
+
+DEFAULT_REST_PORT = 9050
+DEFAULT_GRPC_PORT = 9060
+STATE_DIR = Path(".onceover")
+
+BENCH_OUT = Path("~/.onceover/bench").expanduser()
+"""Where ``onceover bench`` writes unless told: never the repository's tracked docs."""
+
+
+def _stop_event() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (instead of KeyboardInterrupt mid-shutdown)."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def _bigquery_options(args: argparse.Namespace) -> LocalBigQueryOptions:
+    return LocalBigQueryOptions(
+        host=args.host,
+        rest_port=args.rest_port,
+        grpc_port=args.grpc_port,
+        data_dir=args.data_dir,
+        project=args.project,
+    )
+
+
+def cmd_bigquery(args: argparse.Namespace) -> int:
+    options = _bigquery_options(args)
+    stop = _stop_event()
+    server = LocalBigQuery(options).start()
+    try:
+        config = server.config
+        if args.ready_json:
+            # One line on stdout that LocalBigQueryProcess waits for; logs go to stderr.
+            ready = {
+                "rest": config.rest_endpoint,
+                "grpc": config.grpc_endpoint,
+                "project": config.project,
+            }
+            print(json.dumps(ready), flush=True)
+        else:
+            where = options.data_dir or "memory (gone when stopped)"
+            print(
+                f"Local BigQuery (bqemulator {PINNED_VERSION}, patched)\n"
+                f"  REST  {config.rest_endpoint}\n"
+                f"  gRPC  {config.grpc_endpoint}\n"
+                f"  project {config.project}, data in {where}\n"
+                f"  export {' '.join(f'{k}={v}' for k, v in config.env().items())}\n"
+                "Ctrl-C to stop.",
+                flush=True,
+            )
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    stop = _stop_event()
+    # Fail on a busy backend port before spending seconds starting BigQuery.
+    check_port_free(args.host, args.port, "--port")
+    tokens = development_tokens()
+    with (
+        LocalBigQueryProcess(_bigquery_options(args)) as bigquery,
+        BackendProcess(
+            host=args.host,
+            port=args.port,
+            database_url=args.database_url,
+            bigquery=bigquery.config,
+            tokens=tokens,
+        ) as backend,
+    ):
+        env = " ".join(f"{k}={v}" for k, v in bigquery.config.env().items())
+        shown = (
+            "  tokens:       from ONCEOVER_TOKENS\n"
+            if os.environ.get("ONCEOVER_TOKENS")
+            else "".join(
+                f"  {'tokens' if i == 0 else '':<14}{role:<9}{token}\n"
+                for i, (role, token) in enumerate(tokens.items())
+            )
+        )
+        print(
+            f"Onceover is up.\n"
+            f"  dashboard     {backend.url}/\n"
+            f"  API           {backend.url}/api  (docs at {backend.url}/docs)\n"
+            f"  BigQuery REST {bigquery.config.rest_endpoint}\n"
+            f"  BigQuery gRPC {bigquery.config.grpc_endpoint}\n"
+            f"{shown}"
+            f"  for jobs:     export {env} ONCEOVER_MONITOR_URL={backend.url} "
+            f"ONCEOVER_MONITOR_TOKEN={tokens.get('ingest', '<an ingest token>')}\n"
+            "Ctrl-C to stop.",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            check_children(bigquery.child, backend.child)
+    print("Onceover stopped.", flush=True)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from onceover_tools.demo.loads import MIN_ROWS
+    from onceover_tools.demo.run import run_demo
+
+    if args.rows < MIN_ROWS:  # fewer leave the faulty load too few requests to fault
+        raise ConfigurationError(f"--rows must be at least {MIN_ROWS:,} for the demo")
+    check_java()
+    return run_demo(args.rows, STATE_DIR / "demo", development_tokens(), _stop_event())
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from onceover_tools.chaos.curated import curated_schedules
+    from onceover_tools.chaos.report import Session
+    from onceover_tools.chaos.schedule import (
+        DEFAULT_MODES,
+        WORKLOADS,
+        draw_schedules,
+        load_schedule,
+    )
+    from onceover_tools.chaos.session import run_session
+
+    check_java()
+    if args.curated:
+        schedules = curated_schedules()
+        modes = list(dict.fromkeys(s.mode for s in schedules))
+        workloads = list(dict.fromkeys(s.workload for s in schedules))
+        session = Session(None, len(schedules), modes, None, curated=True, workloads=workloads)
+    elif args.replay is not None:
+        try:
+            schedules = [load_schedule(args.replay)]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ConfigurationError(f"--replay {args.replay}: not a schedule ({exc})") from None
+        session = Session(None, 1, [schedules[0].mode], None, replay=str(args.replay))
+    else:
+        workloads = args.workloads or list(WORKLOADS)
+        modes = args.modes or list(DEFAULT_MODES)
+        try:
+            schedules = list(
+                draw_schedules(
+                    args.seed, args.schedules, modes=modes, rows=args.rows,
+                    workloads=workloads,
+                )
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ConfigurationError(f"--workloads/--modes: {exc}") from None
+        session = Session(args.seed, args.schedules, modes, args.rows, workloads=workloads)
+    name = (
+        "curated"
+        if args.curated
+        else f"replay-{schedules[0].name}"
+        if args.replay
+        else f"seed{args.seed}"
+    )
+    report_dir = args.report or STATE_DIR / "chaos" / name
+    print(f"Chaos: {len(schedules)} schedules; report in {report_dir}", flush=True)
+    with LocalBigQueryProcess(log_path=report_dir / "local-bigquery.log") as bigquery:
+        results = run_session(
+            session,
+            schedules,
+            bigquery.config,
+            report_dir,
+            sys.stdout,
+            tokens=development_tokens(),
+            parallel=args.parallel,
+        )
+    violations = [r for r in results if not r.ok]
+    print(
+        f"{len(violations)} violations in {len(results)} schedules; "
+        f"report: {report_dir / 'chaos-report.md'}"
+    )
+    return 1 if violations else 0
+
+
+def cmd_py_files(args: argparse.Namespace) -> int:
+    from onceover.packaging import build_py_files
+
+    print(build_py_files(args.out).resolve())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onceover", description="Exactly-once Spark to BigQuery loads."
+    )
+    parser.add_argument("--version", action="version", version=f"onceover {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def bigquery_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--rest-port",
+            type=port_number,
+            default=DEFAULT_REST_PORT,
+            help="REST port (default %(default)s; 0 picks a free port)",
+        )
+        command.add_argument(
+            "--grpc-port",
+            type=port_number,
+            default=DEFAULT_GRPC_PORT,
+            help="gRPC port (default %(default)s; 0 picks a free port)",
+        )
+        command.add_argument(
+            "--data-dir",
+            type=Path,
+            default=None,
+            help="keep tables here (default: in memory, gone when stopped)",
+        )
+        command.add_argument("--project", default=LOCAL_PROJECT,
+                             help="default project id (default %(default)s)")  # fmt: skip
+
+    bigquery = commands.add_parser("bigquery", help="run the local BigQuery in the foreground")
+    bigquery.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    bigquery_options(bigquery)
+    bigquery.add_argument("--ready-json", action="store_true",
+                          help="print one JSON line with the endpoints once serving")  # fmt: skip
+    bigquery.set_defaults(handler=cmd_bigquery)
+
+    up = commands.add_parser("up", help="run the local BigQuery and the backend until stopped")
+    up.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    add_backend_options(up)
+    bigquery_options(up)
+    up.set_defaults(handler=cmd_up)
+
+    demo = commands.add_parser(
+        "demo", help="start the stack, run clean, faulty and crashed loads, serve the dashboard"
+    )
+    demo.add_argument("--rows", type=positive_number, default=10_000,
+                      help="rows per load (default %(default)s, at least 2000)")  # fmt: skip
+    demo.set_defaults(handler=cmd_demo)
+
+    _add_chaos_parser(commands)
+
+    _add_bench_parser(commands)
+
+    _add_py_files_parser(commands)
+
+    add_backend_commands(commands)
+    return parser
+
+
+def _add_py_files_parser(commands: Any) -> None:
+    py_files = commands.add_parser(
+        "py-files", help="build the zip of this project's code for spark-submit --py-files"
+    )
+    py_files.add_argument("--out", type=Path, default=Path("dist"),
+                          help="directory to write it to (default %(default)s)")  # fmt: skip
+    py_files.set_defaults(handler=cmd_py_files)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from onceover_tools.bench.run import BenchPlan, run_bench
+
+    check_java()
+    return run_bench(BenchPlan.from_args(args), "onceover " + " ".join(sys.argv[1:]))
+
+
+def _add_bench_parser(commands: Any) -> None:
+    from onceover_tools.bench.control_plane import DATABASES, POSTGRES_ADMIN
+
+    bench = commands.add_parser(
+        "bench", help="every writer and the control plane measured side by side, as ratios"
+    )
+    bench.add_argument("--rows", type=positive_number, default=None,
+                       help="N: writers run at N and 4N rows (default 250000; 20000 with "
+                            "--quick)")  # fmt: skip
+    bench.add_argument("--quick", action="store_true",
+                       help="small sizes, one run each: a few minutes")  # fmt: skip
+    bench.add_argument("--repeat", type=positive_number, default=None,
+                       help="timed runs per writer and size, the median kept (default 3; 1 "
+                            "with --quick)")  # fmt: skip
+    bench.add_argument("--events", type=positive_number, default=None,
+                       help="control-plane events stored (default 1000000; 100000 with "
+                            "--quick)")  # fmt: skip
+    bench.add_argument("--micro-batches", type=positive_number, default=None,
+                       help="micro-batches per mode of the stream economy (default 60; 20 "
+                            "with --quick or a smaller --rows)")  # fmt: skip
+    bench.add_argument("--databases", type=_databases, default=list(DATABASES),
+                       help="control-plane databases (default sqlite,postgresql)")  # fmt: skip
+    bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,
+                       help="PostgreSQL DSN allowed to create the bench's database "
+                            "(default %(default)s)")  # fmt: skip
+    bench.add_argument("--out", type=Path, default=BENCH_OUT,
+                       help="directory for BENCHMARKS.md and benchmarks.json (default "
+                            "%(default)s, outside the repository; `--out docs` updates "
+                            "the figures of record)")  # fmt: skip
+    bench.set_defaults(handler=cmd_bench)
+
+
+def _databases(value: str) -> list[str]:
+    from onceover_tools.bench.control_plane import DATABASES
+
+    return _comma_separated(value, DATABASES, "databases")
+
+
+def _add_chaos_parser(commands: Any) -> None:
+    chaos = commands.add_parser(
+        "chaos", help="run real jobs under random fault schedules and verify exactly-once"
+    )
+    chaos.add_argument(
+        "--schedules", type=positive_number, default=20, help="how many (default 20)"
+    )
+    chaos.add_argument("--seed", type=int, default=1, help="draws the schedules (default 1)")
+    chaos.add_argument("--rows", type=positive_number, default=3_000,
+                       help="rows per schedule (default %(default)s)")  # fmt: skip
+    chaos.add_argument("--modes", type=_modes, default=None,
+                       help="sink modes, taken in turn (default pending,buffered,committed; "
+                            "default mode is the at-least-once baseline)")  # fmt: skip
+    chaos.add_argument("--workloads", type=_workloads, default=None,
+                       help="jobs, taken in turn with the modes (default all six; each "
+                            "skips the modes its job does not take)")  # fmt: skip
+    chaos.add_argument("--report", type=Path, default=None,
+                       help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
+    chosen = chaos.add_mutually_exclusive_group()
+    chosen.add_argument("--replay", type=Path, default=None,
+                        help="re-run one schedule from its JSON file")  # fmt: skip
+    chosen.add_argument("--curated", action="store_true",
+                        help="run the curated schedules that arm every fault kind "
+                             "(what CI runs) instead of random draws")  # fmt: skip
+    chaos.add_argument("--parallel", type=positive_number, default=2,
+                       help="schedules run side by side, each with its own control plane "
+                            "(default %(default)s)")  # fmt: skip
+    chaos.set_defaults(handler=cmd_chaos)
+
+
+def _workloads(value: str) -> list[str]:
+    from onceover_tools.chaos.schedule import WORKLOADS
+
+    return _comma_separated(value, WORKLOADS, "workloads")
+
+
+def _modes(value: str) -> list[str]:
+    from onceover_tools.chaos.schedule import MODES
+
+    return _comma_separated(value, MODES, "modes")
+
+
+def _comma_separated(value: str, choices: tuple[str, ...], what: str) -> list[str]:
+    """``value`` as a non-empty list of ``choices``; refused naming them otherwise."""
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    if not chosen or any(part not in choices for part in chosen):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give {what} from {', '.join(choices)}, separated by commas"
+        )
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    configure_logging()
+    run(lambda: int(args.handler(args)))

@@ -1,0 +1,305 @@
+"""The Storage Write API limits the local BigQuery enforces, settable while it runs.
+
+BigQuery limits how many write streams a project may create, how many streams one
+``BatchCommitWriteStreams`` may commit, how long a stream lives and how large one
+``AppendRows`` request may be; bqemulator has none of these (its own request cap is
+10 MiB with another error). The launcher's patches (:mod:`onceover_tools.localbq.patches`:
+``create_stream_quota``, ``commit_stream_limit``, ``stream_lifetimes``,
+``append_request_limit``) enforce them with the values held here, read again on every
+call (a request's size: on every request), so a test can shorten a limit for a few
+seconds::
+
+    with limited(create_streams_per_window=3, create_window_s=1.0):
+        ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
+
+Two settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+flushed (the ``buffered_flush`` patch), and ``row_errors``, whether AppendRows checks
+each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
+as bqemulator did, so a test can show what the patch changes).
+
+The defaults are BigQuery's, but for ``repeated_flush``, which BigQuery does not
+document: its default is the answer Apache Beam reads as "already flushed". A separately
+launched local BigQuery (``onceover up``, ``onceover bigquery``) takes other values from
+``ONCEOVER_LOCALBQ_<FIELD>`` environment variables (for example
+``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``, ``ONCEOVER_LOCALBQ_REPEATED_FLUSH=ok``,
+``ONCEOVER_LOCALBQ_ROW_ERRORS=off``), read once when the patches are installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from onceover.errors import ConfigurationError
+
+ENV_PREFIX = "ONCEOVER_LOCALBQ_"
+"""Prefix of the environment variables that set a limit: the field's name upper-cased."""
+
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+
+APPEND_REQUEST_CEILING_BYTES = 64 * 1024 * 1024
+"""The largest ``append_request_max_bytes`` may be: the local BigQuery's gRPC server and
+bqemulator's own request cap are raised this high (``append_request_limit``), so every
+request up to it is read and answered in the stream; a larger one ends the connection
+(gRPC's RESOURCE_EXHAUSTED), as bqemulator's transport did above its 10 MiB."""
+
+
+@dataclass(frozen=True)
+class WriteApiLimitValues:
+    """One consistent set of limits. The defaults are BigQuery's (see the patches)."""
+
+    create_streams_per_window: int = 10_000
+    """CreateWriteStream calls one project may make per rolling window."""
+    create_window_s: float = HOUR_S
+    """The window of ``create_streams_per_window``."""
+    commit_max_streams: int = 10_000
+    """Streams one BatchCommitWriteStreams may name."""
+    pending_lifetime_s: float = DAY_S
+    """A PENDING stream not committed this long after its creation is deleted."""
+    committed_idle_s: float = 3 * DAY_S
+    """A COMMITTED stream without an append for this long is deleted."""
+    buffered_idle_s: float = 7 * DAY_S
+    """A BUFFERED stream without an append for this long is deleted."""
+    append_request_max_bytes: int = 20_000_000
+    """The largest serialized ``AppendRowsRequest`` taken; a larger one is refused in the
+    stream with INVALID_ARGUMENT. BigQuery's "20 MB", read as 20,000,000 bytes: the
+    decimal reading, the one Google's Java client checks before sending
+    (``ConnectionWorker.getApiMaxRequestBytes()`` = ``20L * 1000L * 1000L``), and the
+    smaller of the two (see ``append_request_limit``)."""
+    repeated_flush: str = "already_exists"
+    """How FlushRows answers an offset already flushed (BigQuery does not document it;
+    see ``buffered_flush``): ``"already_exists"``, ALREADY_EXISTS with the StorageError
+    ``OFFSET_ALREADY_EXISTS``, which Apache Beam's ``StorageApiFlushAndFinalizeDoFn``
+    reads as "already flushed up to this point"; ``"ok"``, OK with the requested offset,
+    nothing flushed again."""
+    row_errors: str = "on"
+    """Whether AppendRows checks every row against the table's column rules, as BigQuery
+    does (``row_errors``): ``"on"``, a request with a bad row is refused whole with
+    ``row_errors``; ``"off"``, rows are taken unchecked, as bqemulator did."""
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
+_COUNTS = frozenset({"create_streams_per_window", "commit_max_streams"})
+_BYTES = frozenset({"append_request_max_bytes"})
+_WHOLE = _COUNTS | _BYTES
+REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
+"""The values ``repeated_flush`` takes."""
+ROW_ERRORS_SETTINGS = ("on", "off")
+"""The values ``row_errors`` takes."""
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "repeated_flush": REPEATED_FLUSH_ANSWERS,
+    "row_errors": ROW_ERRORS_SETTINGS,
+}
+_KINDS = {
+    **dict.fromkeys(_COUNTS, "a whole number >= 0"),
+    **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
+    **{name: f"one of {', '.join(choices)}" for name, choices in _CHOICES.items()},
+}
+
+LimitValue: TypeAlias = float | str
+"""A field's value: a number, or one of a few words (``repeated_flush``, ``row_errors``)."""
+
+
+def _checked(name: str, value: object) -> LimitValue:
+    """``value`` for field ``name``, or ``ValueError``/``TypeError`` saying what is wrong."""
+    if name not in FIELDS:
+        raise TypeError(f"no Storage Write API limit is called {name!r}; the limits: {FIELDS}")
+    if name in _CHOICES:
+        choices = _CHOICES[name]
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be one of {choices}, not {value!r}")
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {choices}, not {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {value!r}")
+    if name in _COUNTS:
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+    elif name in _BYTES:
+        if not isinstance(value, int) or not 1 <= value <= APPEND_REQUEST_CEILING_BYTES:
+            raise ValueError(
+                f"{name} must be a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}, "
+                f"not {value!r}"
+            )
+    elif not value > 0:  # also refuses NaN
+        raise ValueError(f"{name} must be a duration in seconds > 0, not {value!r}")
+    return value
+
+
+class WriteApiLimits:
+    """The process-wide limits: read by the patches on every call, changed by tests.
+
+    Each field reads the current value; :meth:`snapshot` gives all of them at once,
+    consistent with each other. Changes go through :meth:`update` (or
+    :func:`limited`), which checks them, under a lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = WriteApiLimitValues()
+
+    def snapshot(self) -> WriteApiLimitValues:
+        return self._values  # frozen: replaced whole, never changed in place
+
+    def update(self, **overrides: LimitValue) -> WriteApiLimitValues:
+        """Set the given fields; return the values as they were before."""
+        checked: dict[str, Any] = {n: _checked(n, value) for n, value in overrides.items()}
+        with self._lock:
+            previous = self._values
+            self._values = dataclasses.replace(previous, **checked)
+            return previous
+
+    def restore(self, values: WriteApiLimitValues) -> None:
+        """Put back values :meth:`update` returned (or :class:`WriteApiLimitValues`())."""
+        with self._lock:
+            self._values = values
+
+    @property
+    def create_streams_per_window(self) -> int:
+        return self._values.create_streams_per_window
+
+    @property
+    def create_window_s(self) -> float:
+        return self._values.create_window_s
+
+    @property
+    def commit_max_streams(self) -> int:
+        return self._values.commit_max_streams
+
+    @property
+    def pending_lifetime_s(self) -> float:
+        return self._values.pending_lifetime_s
+
+    @property
+    def committed_idle_s(self) -> float:
+        return self._values.committed_idle_s
+
+    @property
+    def buffered_idle_s(self) -> float:
+        return self._values.buffered_idle_s
+
+    @property
+    def append_request_max_bytes(self) -> int:
+        return self._values.append_request_max_bytes
+
+    @property
+    def repeated_flush(self) -> str:
+        return self._values.repeated_flush
+
+    @property
+    def row_errors(self) -> str:
+        return self._values.row_errors
+
+
+WRITE_API_LIMITS = WriteApiLimits()
+"""The limits every local BigQuery in this process enforces."""
+
+
+class CreateStreamQuota:
+    """CreateWriteStream calls per project over the rolling window of :data:`WRITE_API_LIMITS`.
+
+    Every local BigQuery in the process shares it, as the projects of BigQuery do.
+    """
+
+    def __init__(self, limits: WriteApiLimits) -> None:
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._calls: dict[str, deque[float]] = {}
+
+    def _recent(self, project: str, now: float) -> deque[float]:
+        calls = self._calls.setdefault(project, deque())
+        horizon = now - self._limits.create_window_s
+        while calls and calls[0] <= horizon:
+            calls.popleft()
+        return calls
+
+    def admit(self, project: str) -> float | None:
+        """Count one call and return ``None``; over the quota count nothing and return
+        the seconds until the oldest counted call leaves the window."""
+        with self._lock:
+            now = time.monotonic()
+            calls = self._recent(project, now)
+            if len(calls) >= self._limits.create_streams_per_window:
+                oldest = calls[0] if calls else now
+                return max(0.0, oldest + self._limits.create_window_s - now)
+            calls.append(now)
+            return None
+
+    def count(self, project: str) -> int:
+        """Calls of ``project`` counted in the current window."""
+        with self._lock:
+            return len(self._recent(project, time.monotonic()))
+
+    def reset(self) -> None:
+        """Forget every counted call."""
+        with self._lock:
+            self._calls.clear()
+
+
+CREATE_STREAM_QUOTA = CreateStreamQuota(WRITE_API_LIMITS)
+"""The quota ``create_stream_quota`` enforces."""
+
+
+def create_stream_calls(project: str) -> int:
+    """How many CreateWriteStream calls of ``project`` the quota counts right now (in the
+    current window; refused calls are not counted)."""
+    return CREATE_STREAM_QUOTA.count(project)
+
+
+@contextlib.contextmanager
+def limited(**overrides: LimitValue) -> Iterator[WriteApiLimitValues]:
+    """Enforce other limits inside the block (each read on every call); yields them.
+
+    The quota's counters start from zero inside the block and again after it, when
+    the previous limits are back.
+    """
+    previous = WRITE_API_LIMITS.update(**overrides)
+    CREATE_STREAM_QUOTA.reset()
+    try:
+        yield WRITE_API_LIMITS.snapshot()
+    finally:
+        WRITE_API_LIMITS.restore(previous)
+        CREATE_STREAM_QUOTA.reset()
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, LimitValue]:
+    """The limits ``ONCEOVER_LOCALBQ_<FIELD>`` variables of ``environ`` set, checked.
+
+    A word (``repeated_flush``, ``row_errors``) is read without surrounding blanks, in
+    any case.
+    Raises :class:`ConfigurationError` naming the variable when a value is wrong.
+    """
+    overrides: dict[str, LimitValue] = {}
+    for name in FIELDS:
+        variable = ENV_PREFIX + name.upper()
+        text = environ.get(variable)
+        if text is None or not text.strip():
+            continue
+        try:
+            value: LimitValue
+            if name in _CHOICES:
+                value = text.strip().lower()
+            else:
+                value = int(text) if name in _WHOLE else float(text)
+            overrides[name] = _checked(name, value)
+        except (TypeError, ValueError) as exc:
+            kind = _KINDS.get(name, "a number of seconds > 0")
+            raise ConfigurationError(f"{variable}={text!r} is not {kind} ({exc})") from exc
+    return overrides
+
+
+def apply_environment(environ: Mapping[str, str] | None = None) -> dict[str, LimitValue]:
+    """Set the limits ``environ`` (default: ``os.environ``) names; return what was set."""
+    overrides = from_environment(os.environ if environ is None else environ)
+    if overrides:
+        WRITE_API_LIMITS.update(**overrides)
+    return overrides
