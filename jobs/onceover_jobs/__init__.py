@@ -1,7 +1,7 @@
 """The Onceover data plane: Spark jobs that load BigQuery, and the exactly-once sink
 (:mod:`onceover_jobs.sink`).
 
-Every job is a module run as ``python -m jobs.<name>``; BigQuery comes from the
+Every job is a module run as ``python -m onceover_jobs.<name>``; BigQuery comes from the
 ``ONCEOVER_BIGQUERY_*`` variables through :mod:`onceover.bigquery`.
 """
 

@@ -6,6 +6,7 @@ BigQuery through the Storage Write API exactly once. Read top to bottom:
 3. :mod:`onceover_jobs.sink.appender`    offsets and the retry policy (invariant 1)
 4. :mod:`onceover_jobs.sink.requests`    requests under the size cap (invariant 2)
 5. :mod:`onceover_jobs.sink.committer`   ledger → BatchCommit → ledger (invariants 3-5)
-6. :mod:`onceover_jobs.sink.ledger`      the durable record of intents and commits
+6. :mod:`onceover_jobs.sink.ledger`      the durable record of intents and commits (its
+   files: :mod:`onceover.ledger_files`, shared with the control plane)
 7. :mod:`onceover_jobs.sink.dead_letter` rows BigQuery refuses: named, or set aside (invariant 9)
 """

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from onceover_jobs.sink.errors import LedgerError
+from onceover_jobs.sink.ledger_writes import write_exclusively, write_replacing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -135,7 +136,6 @@ class OrdinalRegistry:
     def ordinal(self, execution: str, committed: Callable[[int], bool]) -> int:
         """The ordinal of ``execution``: its own if registered; else the last one if its
         write never committed (a failed write, which this one retries); else the next."""
-        from onceover_jobs.sink.ledger import write_exclusively, write_replacing
 
         self.directory.mkdir(parents=True, exist_ok=True)
         for _ in range(MAX_RACES):

@@ -13,9 +13,7 @@ one machine, shared storage (NFS, a mounted bucket) for a cluster.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
@@ -24,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from onceover.ledger_files import (
-    LEDGER_VERSION,
     BatchRecord,
     batch_name,
     batch_order,
@@ -39,6 +36,12 @@ from onceover_jobs.sink.errors import (
     PartitionTakenError,
 )
 from onceover_jobs.sink.identity import OrdinalRegistry, WriteIdentity
+from onceover_jobs.sink.ledger_writes import (
+    fsync_directory,
+    write_atomically,
+    write_exclusively,
+    write_replacing,
+)
 
 SHARED_PROBES = ".shared"
 PRUNE_RACES = 10
@@ -73,47 +76,6 @@ class PartitionProgress:
     recorded before the rest of its request was sent: the stream holds the partition's
     rows but these, so a row's stream offset is ``base`` + its offset - the refused rows
     before it, and a retry sets the same rows aside again."""
-
-
-def write_exclusively(path: Path, payload: dict[str, Any]) -> bool:
-    """Create ``path`` holding ``payload``; False if it exists (another writer won)."""
-    return _write_atomically(path, payload, exclusive=True)
-
-
-def write_replacing(path: Path, payload: dict[str, Any]) -> None:
-    _write_atomically(path, payload)
-
-
-def _write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = False) -> bool:
-    """Write ``payload`` as ``path`` in one step; with ``exclusive``, only if it is absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({"version": LEDGER_VERSION, **payload}, sort_keys=True).encode()
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if exclusive:
-            try:
-                os.link(temp, path)  # fails if another attempt created it first
-            except FileExistsError:
-                return False
-        else:
-            os.replace(temp, path)
-        _fsync_directory(path.parent)
-        return True
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Ledger:
@@ -157,7 +119,7 @@ class Ledger:
 
     def _save(self, record: BatchRecord) -> None:
         try:
-            _write_atomically(
+            write_atomically(
                 self._batch_path(record.batch_id), asdict(replace(record, write=self.write))
             )
         except OSError as exc:
@@ -211,7 +173,7 @@ class Ledger:
         kept = self.directory / f"settled-batch-{batch_name(record.batch_id)}-{safe_name(at)}.json"
         try:
             os.replace(source, kept)
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         except OSError as exc:
             raise LedgerError(f"cannot set aside {source}: {exc}") from exc
         return kept

@@ -63,7 +63,8 @@ from onceover.ledger_files import (
     summary_path,
 )
 from onceover_jobs.sink.errors import LedgerError, SinkOptionError
-from onceover_jobs.sink.ledger import Ledger, write_replacing
+from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.ledger_writes import write_replacing
 
 DEFAULT_KEEP = 100
 """Spark's default ``spark.sql.streaming.minBatchesToRetain``."""

@@ -44,7 +44,8 @@ from pathlib import Path
 
 from onceover.ledger_files import read_payload
 from onceover_jobs.sink.errors import LedgerError
-from onceover_jobs.sink.ledger import Ledger, write_exclusively
+from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.ledger_writes import write_exclusively
 
 KEPT_VERSIONS = 2
 """Versions of a slot kept: the newest and the one a reader may be on."""

@@ -24,8 +24,6 @@ import argparse
 import json
 import os
 import secrets
-import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from onceover_tools.bench import control_plane as cp
 from onceover_tools.bench import report
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
+from onceover_tools.bench.provenance import current_commit, machine
 from onceover_tools.bench.writers import Monitor, WriterFigure, quiet_spark, run_writers
 
 QUICK_ROWS = 20_000
@@ -109,28 +108,6 @@ class BenchPlan:
 
 def say(line: str) -> None:
     print(line, flush=True)
-
-
-def _commit() -> str | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    try:
-        done = subprocess.run(
-            [git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-            check=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
-
-
-def _machine() -> str:
-    load = os.getloadavg()
-    return (
-        f"{os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), load average at "
-        f"start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
-    )
 
 
 def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
@@ -259,8 +236,8 @@ def run_bench(plan: BenchPlan, command: str) -> int:
     header = {
         "command": command,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": _commit(),
-        "machine": _machine(),
+        "commit": current_commit(),
+        "machine": machine(),
         "quick": plan.quick,
     }
     say(f"onceover bench: {header['machine']}")

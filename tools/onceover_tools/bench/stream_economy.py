@@ -1345,13 +1345,13 @@ def main() -> int:
         parser.error(f"--batches must be >= 2, --segment >= 1 and --rows-per-batch >= {PARTITIONS}")
     if args.soak_minutes < 0 or args.sample_seconds <= 0 or args.warmup_batches < 0:
         parser.error("--soak-minutes and --warmup-batches must be >= 0, --sample-seconds > 0")
-    from onceover_tools.bench.run import _commit, _machine
+    from onceover_tools.bench.provenance import current_commit, machine
 
     header = {
         "command": "python -m onceover_tools.bench.stream_economy " + " ".join(sys.argv[1:]),
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": _commit(),
-        "machine": _machine(),
+        "commit": current_commit(),
+        "machine": machine(),
     }
     say(f"machine: {header['machine']}")
     with tempfile.TemporaryDirectory(prefix="onceover-bench-economy-") as tmp:
