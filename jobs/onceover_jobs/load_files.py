@@ -501,6 +501,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             .option("stamp", "true" if args.stamp else "false")
             .option("run_id", run_id)
             .option("job", args.job)
+            .option("run_events", "false")  # this job reports its run itself
             .option("row_format", args.row_format)
             .option("checkpointLocation", str(args.checkpoint.resolve()))
         )

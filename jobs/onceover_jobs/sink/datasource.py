@@ -56,6 +56,7 @@ from onceover_jobs.sink.ledger import claim_driver, leave_probe
 from onceover_jobs.sink.offsets_log import check_not_reset
 from onceover_jobs.sink.options import connection_options, parse_options
 from onceover_jobs.sink.requests import request_budget
+from onceover_jobs.sink.run_report import RunReport
 from onceover_jobs.sink.task import TaskResult, current_task, encoder_for, write_partition
 
 if TYPE_CHECKING:
@@ -145,6 +146,11 @@ def prepare_job(
     return job
 
 
+ABORTED = (
+    "Spark aborted the write (a task, the job or its commit failed); the driver's log says why"
+)
+
+
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:
     return [m.result if isinstance(m, OnceoverCommitMessage) else None for m in messages]
 
@@ -161,12 +167,14 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         job = written_by_tasks(self.job, results)
         if job is not None:  # else no task ran: nothing was written
             BatchCommitter(job, None).commit(results)
+        RunReport(job or self.job, None).committed()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         results = _results(messages)
         job = written_by_tasks(self.job, results)
         if job is not None:
             BatchCommitter(job, None).abort(results)
+        RunReport(job or self.job, None).aborted(ABORTED)
 
 
 class OnceoverStreamWriter(DataSourceStreamArrowWriter):
@@ -179,9 +187,11 @@ class OnceoverStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         BatchCommitter(self.job, batchId).commit(_results(messages))
+        RunReport(self.job, batchId).committed()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         BatchCommitter(self.job, batchId).abort(_results(messages))
+        RunReport(self.job, batchId).aborted(f"micro-batch {batchId}: {ABORTED}")
 
 
 class OnceoverDataSource(DataSource):

@@ -42,6 +42,9 @@ option                      default     meaning
 ``monitor.url``             none        control plane base URL; events go to
                                         ``<url>/api/events``
 ``monitor.token``           none        bearer token (role ``ingest``)
+``run_events``              true        report the run's start, heartbeats and end
+                                        from the driver (onceover_jobs.sink.run_report);
+                                        false for a job that reports them itself
 ``row_format``              arrow       ``arrow``, or ``proto`` for projects without
                                         Arrow ingestion
 ``request.max_bytes``       19000000    cap of one append request on the wire, writer
@@ -117,6 +120,7 @@ KNOWN = frozenset(
         "job",
         "monitor.url",
         "monitor.token",
+        "run_events",
         "row_format",
         "request.max_bytes",
         "append.max_inflight",
@@ -155,6 +159,7 @@ class SinkOptions:
     job: str | None = None
     monitor_url: str | None = None
     monitor_token: str | None = None
+    run_events: bool = True
     row_format: RowFormat = "arrow"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_inflight: int = 4
@@ -205,8 +210,8 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
 
 
-def _bool(options: Mapping[str, str], name: str) -> bool:
-    text = options.get(name, "false").strip().lower()
+def _bool(options: Mapping[str, str], name: str, *, default: bool = False) -> bool:
+    text = options.get(name, "true" if default else "false").strip().lower()
     if text not in _TRUE | _FALSE:
         raise SinkOptionError(name, f"{text!r} is not true or false")
     return text in _TRUE
@@ -346,6 +351,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         job=(options.get("job") or None),
         monitor_url=monitor_url,
         monitor_token=monitor_token,
+        run_events=_bool(options, "run_events", default=True),
         row_format=_choice(options, "row_format", ROW_FORMATS),
         max_request_bytes=_int(
             options,
