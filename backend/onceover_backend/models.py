@@ -305,6 +305,11 @@ class RunDetailPublic(RunPublic):
 
     spec: dict[str, Any] | None = Field(description="the pinned spec (secrets redacted)")
     spec_state: RunSpecPublic
+    resume_unavailable: str | None = Field(
+        description="why this control plane cannot launch the run again (no launch spec: "
+        "a user's own script; a module it does not launch); null: it can, once the run has "
+        "failed or stalled"
+    )
     current_attempt_id: str | None
     attempts: list[AttemptPublic] = Field(description="oldest first")
     batches: list[BatchPublic] = Field(description="commit history, by query and batch id")

@@ -160,3 +160,28 @@ def test_a_driver_refused_while_another_runs_the_run_leaves_the_run_to_it(
         "a2": "refused",
     }
     assert run["error"] is None
+
+
+def test_a_run_says_why_this_control_plane_cannot_resume_it(client: TestClient) -> None:
+    own = f.started("ours", "a1", 0)  # onceover_jobs.load_files: launched again from here
+    script = f.started("script", "driver-1", 0).model_copy(update={"spec": None})
+    foreign = f.started("foreign", "a1", 0).model_copy(
+        update={"spec": ev.JobSpec(module="billing.nightly", args=[], checkpoint="/tmp/c")}
+    )
+    ended = [f.failed("ours", "a1", 5), f.failed("script", "driver-1", 5),
+             f.failed("foreign", "a1", 5)]  # fmt: skip
+    events = [own, script, foreign, *ended]
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    def why(run: str) -> Any:
+        answer = client.get(f"/api/runs/{run}", headers=bearer(VIEWER))
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "failed"
+        return answer.json()["resume_unavailable"]
+
+    assert why("ours") is None
+    assert "reported no launch spec: it was written by a script of its own" in why("script")
+    assert why("foreign") == (
+        "its job module 'billing.nightly' is not one this control plane launches "
+        "(ONCEOVER_LAUNCH_MODULES: onceover_jobs.)"
+    )

@@ -24,7 +24,8 @@ from onceover_jobs.generate import write_files
 from playwright.sync_api import Browser, Page, expect
 
 from onceover.bigquery import BigQueryConfig
-from tests.backend.conftest import OPERATOR, VIEWER, bearer
+from tests.backend import factory
+from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import wait_for_status
 from tests.browser.dashboard import VIEWPORT, go_to, screenshot, sign_in
 from tests.conftest import REPO_ROOT
@@ -214,6 +215,24 @@ def test_reconcile_now_shows_a_mismatch_after_a_duplicate_is_inserted(
         page.get_by_role("row").filter(has_text=f"/api/runs/{finished_run.run_id}/reconcile")
     ).not_to_have_count(0)
     screenshot(page, "audit")
+
+
+def test_a_scripts_failed_run_says_why_it_is_not_resumed_here(page: Page, stack: Stack) -> None:
+    """A run the sink reported for a user's own script has no launch spec: the page
+    offers no resume and says why."""
+    script_run = [
+        factory.started("nightly-script", "driver-1", 0).model_copy(update={"spec": None}),
+        factory.failed("nightly-script", "driver-1", 5, "Spark aborted the write"),
+    ]
+    posted = httpx.post(f"{stack.url}/api/events", json=factory.as_json(script_run),
+                        headers=bearer(INGEST), timeout=30)  # fmt: skip
+    assert posted.is_success, posted.text
+    sign_in(page, stack.url, OPERATOR, "/runs/nightly-script")
+    expect(page.get_by_test_id("run-status")).to_contain_text("failed")
+    expect(page.get_by_test_id("resume-unavailable")).to_contain_text(
+        "reported no launch spec: it was written by a script of its own"
+    )
+    expect(page.get_by_role("button", name="Resume", exact=True)).to_be_disabled()
 
 
 def test_a_viewer_sees_runs_and_tables_but_no_operator_action(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -79,7 +80,26 @@ def tables_of_run(session: Session, run: Run) -> list[str]:
     return [run.table_id, *sorted(set(named) - {run.table_id})]
 
 
-def get_run(session: Session, run_id: str) -> RunDetailPublic:
+def why_not_resumable(run: Run, launch_modules: Sequence[str]) -> str | None:
+    """Why this control plane cannot launch ``run`` again, whatever its status; None if it
+    can. Only a job that reported how it was started (its spec) can be started again."""
+    if run.spec is None:
+        return (
+            "this run reported no launch spec: it was written by a script of its own (the "
+            "sink reports its runs, not how to start them), so only its owner can run it "
+            "again; the sink's ledger makes a re-run with the same run id (or checkpoint) "
+            "write nothing twice"
+        )
+    module = str(run.spec.get("module", ""))
+    if not any(module.startswith(prefix) for prefix in launch_modules):
+        return (
+            f"its job module {module!r} is not one this control plane launches "
+            f"(ONCEOVER_LAUNCH_MODULES: {', '.join(launch_modules)})"
+        )
+    return None
+
+
+def get_run(session: Session, run_id: str, launch_modules: Sequence[str] = ()) -> RunDetailPublic:
     run = session.get(Run, run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r}")
@@ -110,6 +130,7 @@ def get_run(session: Session, run_id: str) -> RunDetailPublic:
     return RunDetailPublic(
         **{**summary, "spec": spec_state.spec},
         spec_state=spec_state,
+        resume_unavailable=why_not_resumable(run, launch_modules),
         attempts=[
             AttemptPublic.model_validate(
                 {

@@ -2532,6 +2532,11 @@ export interface components {
              */
             rejections: components["schemas"]["RejectionPublic"][];
             /**
+             * Resume Unavailable
+             * @description why this control plane cannot launch the run again (no launch spec: a user's own script; a module it does not launch); null: it can, once the run has failed or stalled
+             */
+            resume_unavailable: string | null;
+            /**
              * Rows Committed
              * @description rows of committed batches, each batch once
              */

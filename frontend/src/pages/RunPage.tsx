@@ -113,7 +113,11 @@ export function RunPage() {
     return run.error ? <ErrorNote message={`Run ${runId}: ${run.error}`} onRetry={run.reload} /> : <Loading what="the run" />;
   }
   const detail = run.data;
-  const resumable = RESUMABLE.has(detail.status);
+  // The control plane says when it cannot launch the run at all (a user's own script);
+  // else only a failed or stalled run resumes.
+  const blocked = detail.resume_unavailable;
+  const resumable = blocked === null && RESUMABLE.has(detail.status);
+  const whyNot = blocked !== null ? `Cannot resume: ${blocked}` : `Only a failed or stalled run resumes (this one is ${detail.status})`;
   const latest = checks.data?.data[0];
 
   return (
@@ -134,7 +138,7 @@ export function RunPage() {
               type="button"
               className="primary"
               disabled={!resumable}
-              title={resumable ? "Restart the job on its checkpoint" : `Only a failed or stalled run resumes (this one is ${detail.status})`}
+              title={resumable ? "Restart the job on its checkpoint" : whyNot}
               onClick={() => setResumeOpen(true)}
             >
               Resume
@@ -145,6 +149,11 @@ export function RunPage() {
           </div>
         )}
       </div>
+      {operator && blocked !== null && (
+        <p className="muted" data-testid="resume-unavailable">
+          Resume is not offered here: {blocked}.
+        </p>
+      )}
       {run.error && <ErrorNote message={`Could not refresh the run: ${run.error}`} onRetry={run.reload} />}
       {notice && (
         <p role="status" data-testid="run-notice">

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from onceover_backend.api.deps import SessionDep, ViewerDep
+from onceover_backend.api.deps import SessionDep, SettingsDep, ViewerDep
 from onceover_backend.models import RunDetailPublic, RunsPublic, RunStatus, Text, UTCTime
 from onceover_backend.services import runs
 
@@ -51,7 +51,8 @@ def get_run(
     *,
     session: SessionDep,
     _principal: ViewerDep,
+    settings: SettingsDep,
     run_id: Annotated[Text, Path(max_length=200)],
 ) -> RunDetailPublic:
     """One run: status and totals, every attempt, the batch commit history, the streams."""
-    return runs.get_run(session, run_id)
+    return runs.get_run(session, run_id, settings.launch_modules)
