@@ -258,12 +258,32 @@ class BatchIntent(_BatchEvent, _DeadLetters):
 
 
 class BatchCommitted(_BatchEvent, _DeadLetters):
+    """The batch's receipt: which rows, from which source offsets, committed when."""
+
     type: Literal["batch_committed"] = "batch_committed"
     streams: list[StreamRows]
     rows: _COUNT = Field(description="rows committed to the target table")
     duration_ms: Annotated[float, Field(ge=0)] | None = None
     resolved: bool = Field(
         default=False, description="committed by an earlier attempt, found on replay"
+    )
+    commit_time: AwareDatetime | None = Field(
+        default=None,
+        description="when BigQuery made the rows visible, as BigQuery reports it "
+        "(BatchCommitWriteStreams or the flush; committed mode: none, rows are visible "
+        "as they are appended)",
+    )
+    source_offsets: list[Annotated[str, Field(max_length=8000)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="streaming: the batch's entry in Spark's offsets log, one offset per "
+        "source as Spark wrote it (JSON text); null for batch and foreachBatch writes",
+    )
+    key_checksum: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="stamped writes with an INT64 or STRING key: the sum over the "
+        "batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) "
+        "(onceover.key_checksum), so one aggregate query checks the batch in place",
     )
 
 
