@@ -269,9 +269,10 @@ class BatchCommitted(_BatchEvent, _DeadLetters):
     )
     commit_time: AwareDatetime | None = Field(
         default=None,
-        description="when BigQuery made the rows visible, as BigQuery reports it "
-        "(BatchCommitWriteStreams or the flush; committed mode: none, rows are visible "
-        "as they are appended)",
+        description="when the rows became the table's: pending, BigQuery's commit time "
+        "(BatchCommitWriteStreams); buffered, when the driver's last FlushRows returned "
+        "(BigQuery reports no time for a flush); committed, when the driver recorded the "
+        "batch committed (rows were visible as they were appended)",
     )
     source_offsets: list[Annotated[str, Field(max_length=8000)]] | None = Field(
         default=None,

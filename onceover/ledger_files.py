@@ -127,6 +127,13 @@ class BatchRecord:
     (onceover_jobs.sink.dead_letter), committed with the batch; ``expected_rows`` counts only
     the table's own rows."""
 
+    key_checksum: int | None = None
+    """Stamped writes with an INT64 or STRING key: the key checksum of the rows the
+    batch commits to ``table`` (:mod:`onceover.key_checksum`)."""
+    offsets: tuple[str, ...] | None = None
+    """Streaming: the batch's entry in Spark's offsets log, one offset a source (the
+    receipt's source offsets; ``source_offsets`` is the entry's fingerprint)."""
+
     @property
     def committed(self) -> bool:
         return self.state == "committed"
@@ -161,7 +168,13 @@ def read_record(path: Path) -> BatchRecord | None:
     try:
         streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
         dead = tuple(StreamCommit(**s) for s in payload.pop("dead_letter_streams", ()))
-        return BatchRecord(streams=streams, dead_letter_streams=dead, **payload)
+        offsets = payload.pop("offsets", None)
+        return BatchRecord(
+            streams=streams,
+            dead_letter_streams=dead,
+            offsets=None if offsets is None else tuple(offsets),
+            **payload,
+        )
     except (TypeError, KeyError) as exc:
         raise LedgerError(f"ledger record {path}: {exc}") from exc
 

@@ -63,7 +63,7 @@ from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.job import SinkJob, table_parent
 from onceover_jobs.sink.ledger import renew_driver
 from onceover_jobs.sink.ledger_retention import prune
-from onceover_jobs.sink.offsets_log import check_same_offsets, fingerprint
+from onceover_jobs.sink.offsets_log import check_same_offsets, fingerprint, source_offsets
 from onceover_jobs.sink.stream_slots import StreamSlots
 from onceover_jobs.sink.task import TaskResult, finalize_stream
 from onceover_jobs.sink.telemetry import Telemetry
@@ -107,6 +107,14 @@ def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
         for r in sorted(found, key=lambda r: r.partition)
         if r.stream
     )
+
+
+def _key_checksum(results: Sequence[TaskResult | None]) -> int | None:
+    """The batch's key checksum: its tasks' shares; None unless every task kept one."""
+    shares = [r.key_checksum for r in results if r is not None and not r.skipped]
+    if not shares or any(share is None for share in shares):
+        return None
+    return sum(share for share in shares if share is not None)
 
 
 def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
@@ -202,7 +210,10 @@ class BatchCommitter:
                         self._skip_duplicate(record, streams)
                         return record
                     dead_letters = self._set_aside_already(record, dead_letters)
-                committed = self._commit_new(streams, dead_letters, started, replacing=record)
+                committed = self._commit_new(
+                    streams, dead_letters, started, replacing=record,
+                    key_checksum=_key_checksum(results),
+                )  # fmt: skip
                 if committed is not None:
                     return committed
                 # Another driver wrote its intent for this batch since we looked: settle
@@ -221,6 +232,7 @@ class BatchCommitter:
         started: float,
         *,
         replacing: BatchRecord | None,
+        key_checksum: int | None = None,
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
@@ -242,6 +254,8 @@ class BatchCommitter:
             owner=driver_owner(),
             dead_letter_table=job.options.dead_letter if dead_letters else None,
             dead_letter_streams=dead_letters,
+            key_checksum=key_checksum,
+            offsets=self._offsets(),
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
             return None
@@ -333,6 +347,13 @@ class BatchCommitter:
         if checkpoint is None or self.batch_id is None:
             return None
         return fingerprint(checkpoint, self.batch_id)
+
+    def _offsets(self) -> tuple[str, ...] | None:
+        """The receipt's source offsets: the batch's entry in Spark's offsets log."""
+        checkpoint = self.job.options.checkpoint
+        if checkpoint is None or self.batch_id is None:
+            return None
+        return source_offsets(checkpoint, self.batch_id)
 
     def _commit_dead_letters(self, record: BatchRecord, *, resolving: bool = False) -> None:
         """Commit the batch's streams on the dead-letter table. ``resolving`` an intent
@@ -595,6 +616,10 @@ class BatchCommitter:
                 rows=record.expected_rows,
                 duration_ms=duration_ms,
                 resolved=record.resolved,
+                # BigQuery's time where it gives one (pending), else the driver's.
+                commit_time=record.commit_time or record.committed_at,
+                source_offsets=None if record.offsets is None else list(record.offsets),
+                key_checksum=record.key_checksum,
                 **_dead_letter_fields(record),
                 **self.telemetry.batch_event_fields(),
             )

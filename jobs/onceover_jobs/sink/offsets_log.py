@@ -33,6 +33,16 @@ def fingerprint(checkpoint: str, batch_id: int) -> str | None:
     return hashlib.sha256(entry).hexdigest()
 
 
+def source_offsets(checkpoint: str, batch_id: int) -> tuple[str, ...] | None:
+    """The offsets of each source in the entry of ``batch_id``, as Spark wrote them (one
+    JSON text a source, after the version and metadata lines); None when Spark has none."""
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    return tuple(lines[2:])
+
+
 def latest_batch(checkpoint: str) -> int | None:
     """The highest batch id in the offsets log, None when it is empty or absent."""
     directory = Path(checkpoint) / "offsets"

@@ -44,6 +44,7 @@ from onceover_jobs.sink.errors import LedgerError, NonDeterministicInputError, R
 from onceover_jobs.sink.flush import stream_exists
 from onceover_jobs.sink.identity import SparkCall, WriteIdentity
 from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.key_tally import KeyTally
 from onceover_jobs.sink.ledger import Ledger, PartitionProgress
 from onceover_jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
 from onceover_jobs.sink.stream_rate import stream_creations
@@ -87,6 +88,9 @@ class TaskResult:
     dead_letters: DeadLetters | None = None
     """The rows BigQuery refused, set aside on a PENDING stream of the dead-letter table
     (finalized; the driver commits it with the batch)."""
+    key_checksum: int | None = None
+    """The partition's share of the batch's key checksum (onceover_jobs.sink.key_tally);
+    None when the write keeps none."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class DeadLetters:
     stream: str
     rows: int
     bytes: int
+    keys: tuple[str | None, ...] = ()
+    """The refused rows' keys, as text: the key checksum leaves them out."""
 
 
 def current_task(batch_id: int | None) -> TaskContextInfo:
@@ -166,7 +172,13 @@ def _write_partition(
             )
         client = write_client(job.bigquery)
         writer = _WRITERS[job.options.mode]
-        return writer(job, client, converted(batches, job, task.batch_id), task, telemetry)
+        rows = converted(batches, job, task.batch_id)
+        tally = KeyTally.of(job)
+        if tally is None:
+            return writer(job, client, rows, task, telemetry)
+        result = writer(job, client, tally.observe(rows), task, telemetry)
+        refused = result.dead_letters.keys if result.dead_letters is not None else ()
+        return replace(result, key_checksum=tally.without(refused))
     finally:
         telemetry.flush(EVENT_FLUSH_S)
 
@@ -275,7 +287,9 @@ def _write_dead_letters(
         sent,
         job.options.dead_letter,
     )
-    return DeadLetters(stream, sent, appender.bytes_acknowledged)
+    return DeadLetters(
+        stream, sent, appender.bytes_acknowledged, keys=tuple(r.key for r in refusals.refused)
+    )
 
 
 def _append_all(
