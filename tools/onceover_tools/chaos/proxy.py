@@ -14,8 +14,9 @@ unary method, or the n-th message of ``AppendRows``, into one of:
 - ``cut``: ``AppendRows`` only: forward the message, then cut the call at once in
   both directions (upstream cancelled, the client told UNAVAILABLE). Whether the
   server applied the message, and the ones in flight before it, is left to chance.
-- ``kill``: ``AppendRows`` only: forward the message, then hand the client's
-  address to a callback (the chaos harness kills the Spark task that sent it).
+- ``kill``: ``AppendRows`` only: forward the message and, when its answer comes and
+  before the client gets it, hand the client's address to a callback (the chaos
+  harness kills the Spark task that sent it).
 - ``uncommitted``: ``BatchCommitWriteStreams`` only: answer, without forwarding, with
   neither ``commit_time`` nor ``stream_errors``. BigQuery's API: "if this field is not
   set, it means the commit was not successful". Nothing was committed; a client that
@@ -238,15 +239,11 @@ class FaultProxy(StartStop):
                 sent.append(nth)
                 yield self._gapped(nth, request)
                 # gRPC asks for the next message only once this one is on the wire.
-                for fault in self._faults(APPEND_ROWS, nth, ("cut", "kill")):
-                    if fault.action == "cut":
-                        self._fire(fault)
-                        abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
-                        upstream["call"].cancel()
-                        return
-                    peer = context.peer()
-                    detail = self.on_kill(peer, self.endpoint) if self.on_kill else "no callback"
-                    self._fire(fault, detail)
+                for fault in self._faults(APPEND_ROWS, nth, ("cut",)):
+                    self._fire(fault)
+                    abort.append(_AbortError(grpc.StatusCode.UNAVAILABLE, _message(fault, "")))
+                    upstream["call"].cancel()
+                    return
 
         call = self._channel.stream_stream(SERVICE + APPEND_ROWS)(
             forward(), metadata=self._metadata(context)
@@ -261,6 +258,15 @@ class FaultProxy(StartStop):
                     break
                 nth = sent[answered] if answered < len(sent) else 0
                 answered += 1
+                for fault in self._faults(APPEND_ROWS, nth, ("kill",)):
+                    # BigQuery applied the append; its sender dies before it hears so. Killed
+                    # here, not once the message is on the wire: until its answer comes the
+                    # sender waits, so its connection is still there to find it by (the
+                    # last append of a stream could be answered, and the stream closed,
+                    # before a kill after sending looked).
+                    peer = context.peer()
+                    detail = self.on_kill(peer, self.endpoint) if self.on_kill else "no callback"
+                    self._fire(fault, detail)
                 for fault in self._faults(APPEND_ROWS, nth, ("drop_response",)):
                     self._fire(fault)
                     call.cancel()
