@@ -272,6 +272,33 @@ class BatchPublic(BaseModel):
     committed_at: AwareDatetime | None
     aborted_at: AwareDatetime | None
     skipped_at: AwareDatetime | None
+    commit_time: AwareDatetime | None = Field(
+        description="when the rows became the table's, as the first commit reported it: "
+        "pending, BigQuery's commit time (BatchCommitWriteStreams); buffered, when the "
+        "driver's last FlushRows returned; committed, when the driver recorded the batch "
+        "committed (rows were visible as they were appended). Null for a batch not "
+        "committed or a commit that did not say; committed_at is its event's time"
+    )
+    source_offsets: list[str] | None = Field(
+        description="streaming: the batch's entry in Spark's offsets log, one offset per "
+        "source as Spark wrote it (JSON text); null for batch and foreachBatch writes"
+    )
+    key_checksum: int | None = Field(
+        description="stamped writes with an INT64 or STRING key: the sum over the batch's "
+        "rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum); "
+        "one aggregate query over the batch's rows in BigQuery gives the same number"
+    )
+
+
+class BatchReceiptsPublic(BaseModel):
+    """Every record of one batch of a run: one per table, query and write, each with the
+    receipt its first commit reported."""
+
+    run_id: str
+    batch: int | Literal["write"] = Field(
+        description="the micro-batch number, or 'write' for a batch write (batch_id null)"
+    )
+    receipts: list[BatchPublic] = Field(description="ordered by table, query_id, write")
 
 
 class StreamPublic(BaseModel):

@@ -205,6 +205,12 @@ class Batch(SQLModel, table=True):
     committed_at: datetime | None = _when()
     aborted_at: datetime | None = _when()
     skipped_at: datetime | None = _when()
+    # The receipt, as the first commit reported it (a later report only fills a gap).
+    commit_time: datetime | None = _when()
+    source_offsets: list[str] | None = Field(
+        default=None, sa_type=JSON, description="streaming: one offset per source (JSON text)"
+    )
+    key_checksum: int | None = _maybe_count("onceover.key_checksum of the batch's keys")
 
 
 class Stream(SQLModel, table=True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.cloud import bigquery
@@ -50,7 +51,7 @@ def test_each_micro_batch_has_its_offsets_commit_time_and_a_checksum_bigquery_ag
     )  # fmt: skip
     query.awaitTermination()
 
-    def three() -> list[dict[str, object]] | None:
+    def three() -> list[dict[str, Any]] | None:
         seen = receiver.of_type("batch_committed")
         return seen if len(seen) == 3 else None
 

@@ -31,12 +31,17 @@ _ID_CHUNK = 500  # bound on bind parameters per IN (...)
 # overflows past 2**63 and PostgreSQL past its column's size. Batch ids, partitions and
 # task attempts are 32-bit INTEGER columns; every other integer is a count kept in BIGINT
 # columns and added up there, so it is held to what JSON readers (the dashboard)
-# represent exactly, which leaves sums of many events room below 2**63. Strings:
-# PostgreSQL text cannot hold NUL. Times: stored in UTC, which 0001-01-01T00:00+01:00
-# (and the like at year 9999) is not.
+# represent exactly, which leaves sums of many events room below 2**63. A batch's key
+# checksum is no count: never added up, it is kept whole in its BIGINT column (a sum of
+# 32-bit terms, past 2**53 from about four million rows on, onceover/key_checksum.py).
+# Strings: PostgreSQL text cannot hold NUL. Times: stored in UTC, which
+# 0001-01-01T00:00+01:00 (and the like at year 9999) is not.
 INT32_MAX = 2**31 - 1
 COUNT_MAX = 2**53 - 1
-_INT32_FIELDS = frozenset({"batch_id", "partition", "attempt"})
+INT64_MAX = 2**63 - 1
+_LIMITS = {"batch_id": INT32_MAX, "partition": INT32_MAX, "attempt": INT32_MAX,
+           "key_checksum": INT64_MAX}  # fmt: skip
+"""The largest value of each integer field not a count (a count: COUNT_MAX)."""
 
 
 def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
@@ -57,7 +62,7 @@ def unstorable_values(events: list[ev.Event]) -> list[dict[str, Any]]:
         elif isinstance(value, bool):
             return
         elif isinstance(value, int):
-            limit = INT32_MAX if name in _INT32_FIELDS else COUNT_MAX
+            limit = _LIMITS.get(str(name), COUNT_MAX)
             if value > limit:
                 error(
                     loc, value, "less_than_equal", f"Input should be less than or equal to {limit}"

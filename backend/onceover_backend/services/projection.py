@@ -481,11 +481,13 @@ class Projector:
             batch.state = state
 
     def _apply_commit(self, batch: Batch, event: ev.BatchCommitted) -> None:
-        if batch.committed_at is None or event.time < batch.committed_at:
+        first = batch.committed_at is None or event.time < batch.committed_at
+        if first:
             batch.rows = event.rows
             batch.streams = [s.model_dump(mode="json") for s in event.streams]
             batch.commit_ms = event.duration_ms
             self._set_aside(batch, event)
+        self._receipt(batch, event, first=first)
         batch.committed_at = _earlier(batch.committed_at, event.time)
         batch.resolved = batch.resolved or event.resolved
         for rows in event.streams:
@@ -493,6 +495,24 @@ class Projector:
         if event.dead_letter_table is not None:
             for rows in event.dead_letter_streams:
                 self._stream_of_batch(event, rows, event.dead_letter_table).state = "committed"
+
+    @staticmethod
+    def _receipt(batch: Batch, event: ev.BatchCommitted, *, first: bool) -> None:
+        """The batch's receipt (commit time, source offsets, key checksum): the first
+        commit's stands, whichever report arrives first; a later report (the batch
+        committed again, found committed on replay) only fills what the first left null.
+        Only assigned when it changes (see _RunTally)."""
+        fields: dict[str, Any] = {
+            "commit_time": event.commit_time,
+            "source_offsets": event.source_offsets,
+            "key_checksum": event.key_checksum,
+        }
+        for name, value in fields.items():
+            if value is None:
+                continue
+            current = getattr(batch, name)
+            if (first or current is None) and current != value:
+                setattr(batch, name, value)
 
     @staticmethod
     def _set_aside(batch: Batch, event: ev.BatchIntent | ev.BatchCommitted) -> None:

@@ -285,6 +285,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/batches/{batch}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Run Batch
+         * @description One batch of the run with its receipts: a record per table, query and write,
+         *     each with its commit time, streams, source offsets and key checksum.
+         */
+        get: operations["getRunBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs/{run_id}/reconcile": {
         parameters: {
             query?: never;
@@ -1385,13 +1406,21 @@ export interface components {
              */
             write?: string | null;
         };
-        /** BatchCommitted */
+        /**
+         * BatchCommitted
+         * @description The batch's receipt: which rows, from which source offsets, committed when.
+         */
         BatchCommitted: {
             /**
              * Batch Id
              * @description None for a batch write
              */
             batch_id?: number | null;
+            /**
+             * Commit Time
+             * @description when the rows became the table's: pending, BigQuery's commit time (BatchCommitWriteStreams); buffered, when the driver's last FlushRows returned (BigQuery reports no time for a flush); committed, when the driver recorded the batch committed (rows were visible as they were appended)
+             */
+            commit_time?: string | null;
             /**
              * Dead Letter Streams
              * @description the PENDING streams on the dead-letter table
@@ -1421,6 +1450,11 @@ export interface components {
              */
             key?: string | null;
             /**
+             * Key Checksum
+             * @description stamped writes with an INT64 or STRING key: the sum over the batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum), so one aggregate query checks the batch in place
+             */
+            key_checksum?: number | null;
+            /**
              * Mode
              * @enum {string}
              */
@@ -1446,6 +1480,11 @@ export interface components {
              * @constant
              */
             schema_version: 1;
+            /**
+             * Source Offsets
+             * @description streaming: the batch's entry in Spark's offsets log, one offset per source as Spark wrote it (JSON text); null for batch and foreachBatch writes
+             */
+            source_offsets?: string[] | null;
             /**
              * Stamped
              * @description rows carry _onceover_run_id and _onceover_batch_id
@@ -1570,6 +1609,11 @@ export interface components {
             batch_id: number | null;
             /** Commit Ms */
             commit_ms: number | null;
+            /**
+             * Commit Time
+             * @description when the rows became the table's, as the first commit reported it: pending, BigQuery's commit time (BatchCommitWriteStreams); buffered, when the driver's last FlushRows returned; committed, when the driver recorded the batch committed (rows were visible as they were appended). Null for a batch not committed or a commit that did not say; committed_at is its event's time
+             */
+            commit_time: string | null;
             /** Committed At */
             committed_at: string | null;
             /**
@@ -1588,6 +1632,11 @@ export interface components {
             expected_rows: number | null;
             /** Intent At */
             intent_at: string | null;
+            /**
+             * Key Checksum
+             * @description stamped writes with an INT64 or STRING key: the sum over the batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum); one aggregate query over the batch's rows in BigQuery gives the same number
+             */
+            key_checksum: number | null;
             /**
              * Mode
              * @enum {string}
@@ -1612,6 +1661,11 @@ export interface components {
             /** Skipped At */
             skipped_at: string | null;
             /**
+             * Source Offsets
+             * @description streaming: the batch's entry in Spark's offsets log, one offset per source as Spark wrote it (JSON text); null for batch and foreachBatch writes
+             */
+            source_offsets: string[] | null;
+            /**
              * Stamped
              * @description its rows carry _onceover_run_id and _onceover_batch_id
              */
@@ -1630,6 +1684,25 @@ export interface components {
              * @description which of the foreachBatch call's (or batch run's) writes to the table: '0', '1', ... or 'id-<write_id>'; null for the streaming sink
              */
             write: string | null;
+        };
+        /**
+         * BatchReceiptsPublic
+         * @description Every record of one batch of a run: one per table, query and write, each with the
+         *     receipt its first commit reported.
+         */
+        BatchReceiptsPublic: {
+            /**
+             * Batch
+             * @description the micro-batch number, or 'write' for a batch write (batch_id null)
+             */
+            batch: number | "write";
+            /**
+             * Receipts
+             * @description ordered by table, query_id, write
+             */
+            receipts: components["schemas"]["BatchPublic"][];
+            /** Run Id */
+            run_id: string;
         };
         /**
          * BatchReconciliationPublic
@@ -4414,6 +4487,66 @@ export interface operations {
                 };
             };
             /** @description No such run (or no such launched attempt, or its log is not on this host) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getRunBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+                /** @description a micro-batch number, or 'write' for a batch write */
+                batch: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchReceiptsPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run, or the run has no such batch */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -1,14 +1,23 @@
-"""``/api/runs``: runs, their attempts, commit history and streams (role ``viewer``)."""
+"""``/api/runs``: runs, their attempts, commit history, batch receipts and streams (role
+``viewer``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
 from onceover_backend.api.deps import SessionDep, SettingsDep, ViewerDep
-from onceover_backend.models import RunDetailPublic, RunsPublic, RunStatus, Text, UTCTime
-from onceover_backend.services import runs
+from onceover_backend.models import (
+    BatchReceiptsPublic,
+    ErrorPublic,
+    RunDetailPublic,
+    RunsPublic,
+    RunStatus,
+    Text,
+    UTCTime,
+)
+from onceover_backend.services import receipts, runs
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
@@ -56,3 +65,33 @@ def get_run(
 ) -> RunDetailPublic:
     """One run: status and totals, every attempt, the batch commit history, the streams."""
     return runs.get_run(session, run_id, settings.launch_modules)
+
+
+_NO_BATCH: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorPublic, "description": "No such run, or the run has no such batch"}
+}
+
+
+@router.get(
+    "/{run_id}/batches/{batch}",
+    operation_id="getRunBatch",
+    response_model=BatchReceiptsPublic,
+    responses=_NO_BATCH,
+)
+def get_run_batch(
+    *,
+    session: SessionDep,
+    _principal: ViewerDep,
+    run_id: Annotated[Text, Path(max_length=200)],
+    batch: Annotated[
+        str,
+        Path(
+            pattern=r"^(write|[0-9]{1,10})$",
+            description="a micro-batch number, or 'write' for a batch write",
+            examples=["0", "write"],
+        ),
+    ],
+) -> BatchReceiptsPublic:
+    """One batch of the run with its receipts: a record per table, query and write,
+    each with its commit time, streams, source offsets and key checksum."""
+    return receipts.get_batch(session, run_id, batch)

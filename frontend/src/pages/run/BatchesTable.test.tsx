@@ -1,10 +1,10 @@
 // One row per write: a micro-batch that writes two tables, one of them twice, is three
 // rows, each with its own rows and state (before, the writes shared one React key).
-import { cleanup, render, screen, within } from "@testing-library/react";
+import { cleanup, fireEvent, render, screen, within } from "@testing-library/react";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Batch } from "../../api/client";
 import { MODE_NOTES } from "../../lib/modes";
-import { BatchesTable, batchKey } from "./BatchesTable";
+import { BatchesTable, batchKey, keyChecksum } from "./BatchesTable";
 
 afterEach(cleanup);
 
@@ -32,6 +32,9 @@ function write(table: string, place: string | null, rows: number, state: Batch["
     committed_at: null,
     aborted_at: null,
     skipped_at: null,
+    commit_time: null,
+    source_offsets: null,
+    key_checksum: null,
   };
 }
 
@@ -77,5 +80,66 @@ describe("BatchesTable", () => {
 
     expect(screen.queryByRole("columnheader", { name: "Table" })).toBeNull();
     expect(screen.queryByRole("columnheader", { name: "Write" })).toBeNull();
+  });
+
+  it("opens a committed write's receipt from its row, and closes it again", () => {
+    const batch: Batch = {
+      ...write("p.d.orders", null, 150, "committed"),
+      streams: [
+        { stream: "projects/p/datasets/d/tables/orders/streams/s0", rows: 100, bytes: 2048 },
+        { stream: "projects/p/datasets/d/tables/orders/streams/s1", rows: 50, bytes: 512 },
+      ],
+      commit_time: "2026-11-01T12:00:06Z",
+      committed_at: "2026-11-01T12:00:07Z",
+      source_offsets: ['{"logOffset":41}', '{"orders":{"0":1200,"1":1187}}'],
+      key_checksum: 9876543210,
+    };
+    render(<BatchesTable batches={[batch, { ...write("p.d.orders", null, 5, "intent"), batch_id: 8 }]} />);
+
+    expect(screen.queryByTestId("batch-receipt")).toBeNull();
+    const buttons = screen.getAllByRole("button", { name: /^Receipt/ });
+    expect(buttons).toHaveLength(1); // an intended write has no receipt yet
+    const [button] = buttons;
+    expect(button.textContent).toBe("Receipt");
+    expect(button.getAttribute("aria-expanded")).toBe("false");
+
+    fireEvent.click(button);
+
+    const receipt = screen.getByTestId("batch-receipt");
+    expect(button.getAttribute("aria-expanded")).toBe("true");
+    expect(button.getAttribute("aria-controls")).toBe(receipt.id);
+    const shown = within(receipt);
+    expect(shown.getByText("Commit time").nextElementSibling?.getAttribute("title")).toBe("2026-11-01T12:00:06Z");
+    expect(shown.getByText("projects/p/datasets/d/tables/orders/streams/s0")).toBeTruthy();
+    expect(shown.getByText("100")).toBeTruthy();
+    expect(shown.getByText("2.0 KiB")).toBeTruthy();
+    expect(shown.getByText("512 B")).toBeTruthy();
+    const offsets = shown.getByText('{"logOffset":41}');
+    expect(offsets.parentElement?.className).toContain("mono");
+    expect(offsets.nextElementSibling?.textContent).toBe('{"orders":{"0":1200,"1":1187}}');
+    expect(shown.getByText("9876543210")).toBeTruthy();
+
+    fireEvent.click(button);
+
+    expect(screen.queryByTestId("batch-receipt")).toBeNull();
+    expect(button.getAttribute("aria-expanded")).toBe("false");
+  });
+
+  it("says what a receipt left null: no offsets for a batch write, no checksum", () => {
+    const batch: Batch = { ...write("p.d.orders", "0", 5, "committed"), batch_id: null, committed_at: "2026-11-01T12:00:07Z" };
+    render(<BatchesTable batches={[batch]} />);
+
+    fireEvent.click(screen.getByRole("button", { name: /^Receipt/ }));
+
+    const shown = within(screen.getByTestId("batch-receipt"));
+    expect(shown.getByText("none (batch write)")).toBeTruthy();
+    expect(shown.getByText("Key checksum").nextElementSibling?.textContent).toBe("—");
+    expect(shown.getByText("Commit time").nextElementSibling?.textContent).toContain("—");
+  });
+
+  it("shows a checksum the browser rounded as rounded", () => {
+    expect(keyChecksum(null)).toBe("—");
+    expect(keyChecksum(2 ** 53 - 1)).toBe("9007199254740991");
+    expect(keyChecksum(2 ** 60)).toBe("≈ 1152921504606846976 (rounded; read it from the API)");
   });
 });

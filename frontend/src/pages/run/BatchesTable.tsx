@@ -1,8 +1,11 @@
 // The commit history: one row per write (a micro-batch of a streaming query; each write
-// of a foreachBatch call or a batch run), in the order the ledger saw them.
+// of a foreachBatch call or a batch run), in the order the ledger saw them. A committed
+// write opens its receipt: when its rows became the table's, its streams, the source
+// offsets it read and the checksum of its keys.
+import { Fragment, useId, useState } from "react";
 import type { Batch } from "../../api/client";
 import { Empty, StatusBadge } from "../../components/ui";
-import { formatCount, formatDuration, formatTime } from "../../lib/format";
+import { formatBytes, formatCount, formatDuration, formatTime } from "../../lib/format";
 import { MODE_NOTES } from "../../lib/modes";
 
 const STATE_LABELS: Record<string, string> = {
@@ -54,27 +57,14 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
                 </th>
                 <th scope="col">Mode</th>
                 <th scope="col">Note</th>
+                <th scope="col">
+                  <span className="visually-hidden">Receipt</span>
+                </th>
               </tr>
             </thead>
             <tbody>
               {batches.map((batch) => (
-                <tr key={batchKey(batch)} data-testid="batch-row">
-                  <td>{batch.batch_id ?? "–"}</td>
-                  {severalTables && <td>{batch.table}</td>}
-                  {namedWrites && <td>{writeLabel(batch.write)}</td>}
-                  <td>
-                    <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
-                  </td>
-                  <td className="number">{formatCount(batch.rows ?? batch.expected_rows)}</td>
-                  <td className="number">{batch.streams.length}</td>
-                  <td className="number">{formatDuration(batch.commit_ms)}</td>
-                  <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
-                  <td className="number">{batch.replays}</td>
-                  <td title={MODE_NOTES[batch.mode]}>{batch.mode}</td>
-                  <td className="muted" title={batch.dead_letter_table ? `dead-letter table ${batch.dead_letter_table}` : undefined}>
-                    {batchNote(batch)}
-                  </td>
-                </tr>
+                <BatchRow key={batchKey(batch)} batch={batch} severalTables={severalTables} namedWrites={namedWrites} />
               ))}
             </tbody>
           </table>
@@ -82,6 +72,133 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
       )}
     </section>
   );
+}
+
+/** Columns of a row before the receipt's: batch, state, rows, streams, commit took,
+ * committed at, replays, mode, note (table and write when shown). */
+const BASE_COLUMNS = 9;
+
+function BatchRow({ batch, severalTables, namedWrites }: { batch: Batch; severalTables: boolean; namedWrites: boolean }) {
+  const [open, setOpen] = useState(false);
+  const receiptId = useId();
+  const columns = BASE_COLUMNS + Number(severalTables) + Number(namedWrites) + 1;
+  return (
+    <Fragment>
+      <tr data-testid="batch-row">
+        <td>{batch.batch_id ?? "–"}</td>
+        {severalTables && <td>{batch.table}</td>}
+        {namedWrites && <td>{writeLabel(batch.write)}</td>}
+        <td>
+          <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
+        </td>
+        <td className="number">{formatCount(batch.rows ?? batch.expected_rows)}</td>
+        <td className="number">{batch.streams.length}</td>
+        <td className="number">{formatDuration(batch.commit_ms)}</td>
+        <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
+        <td className="number">{batch.replays}</td>
+        <td title={MODE_NOTES[batch.mode]}>{batch.mode}</td>
+        <td className="muted" title={batch.dead_letter_table ? `dead-letter table ${batch.dead_letter_table}` : undefined}>
+          {batchNote(batch)}
+        </td>
+        <td>
+          {batch.state === "committed" && (
+            <button
+              type="button"
+              aria-expanded={open}
+              aria-controls={receiptId}
+              aria-label={`Receipt of ${batchName(batch)}`}
+              onClick={() => setOpen(!open)}
+            >
+              Receipt
+            </button>
+          )}
+        </td>
+      </tr>
+      {open && (
+        <tr id={receiptId} data-testid="batch-receipt">
+          <td colSpan={columns}>
+            <BatchReceipt batch={batch} />
+          </td>
+        </tr>
+      )}
+    </Fragment>
+  );
+}
+
+/** What a committed write's receipt says, as its first commit reported it. */
+export function BatchReceipt({ batch }: { batch: Batch }) {
+  return (
+    <dl className="receipt">
+      <dt>Commit time</dt>
+      <dd title={batch.commit_time ?? undefined}>
+        {batch.commit_time ? (
+          formatTime(batch.commit_time)
+        ) : (
+          <span className="muted">— (not reported)</span>
+        )}
+      </dd>
+      <dt>Streams</dt>
+      <dd>
+        {batch.streams.length === 0 ? (
+          "—"
+        ) : (
+          <table className="receipt-streams">
+            <thead>
+              <tr>
+                <th scope="col">Stream</th>
+                <th scope="col" className="number">
+                  Rows
+                </th>
+                <th scope="col" className="number">
+                  Bytes
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {batch.streams.map((stream) => (
+                <tr key={stream.stream}>
+                  <td className="mono">{stream.stream}</td>
+                  <td className="number">{formatCount(stream.rows)}</td>
+                  <td className="number" title={`${stream.bytes} bytes`}>
+                    {formatBytes(stream.bytes)}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </dd>
+      <dt>Source offsets</dt>
+      <dd>
+        {batch.source_offsets ? (
+          <div className="mono receipt-offsets">
+            {batch.source_offsets.map((offset, i) => (
+              <div key={i}>{offset}</div>
+            ))}
+          </div>
+        ) : batch.batch_id === null ? (
+          <span className="muted">none (batch write)</span>
+        ) : (
+          <span className="muted">none (a foreachBatch write, or not reported)</span>
+        )}
+      </dd>
+      <dt>Key checksum</dt>
+      <dd className="mono">{keyChecksum(batch.key_checksum)}</dd>
+    </dl>
+  );
+}
+
+/** The checksum as its digits (compared with BigQuery's), or "—". Above 2^53 the
+ * browser's JSON parser has rounded it: said so, rather than shown as exact. */
+export function keyChecksum(value: number | null): string {
+  if (value === null) return "—";
+  return Number.isSafeInteger(value) ? String(value) : `≈ ${BigInt(value)} (rounded; read it from the API)`;
+}
+
+/** "batch 7 to p.d.orders, write #1": which row a receipt button opens. */
+function batchName(batch: Batch): string {
+  const which = `${batch.batch_id === null ? "batch write" : `batch ${batch.batch_id}`} to ${batch.table}`;
+  return batch.write === null ? which : `${which}, write ${writeLabel(batch.write)}`;
 }
 
 /** Why a write needs a look: why it was aborted, rows a replay wrote again, rows set aside. */
