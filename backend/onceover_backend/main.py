@@ -32,6 +32,7 @@ from onceover_backend.services.alert_evaluator import evaluate_forever
 from onceover_backend.services.auto_resume import auto_resume_forever
 from onceover_backend.services.changes import ChangeFeed
 from onceover_backend.services.health import BigQueryProbe, HealthChecks
+from onceover_backend.services.intent_check import IntentChecker
 from onceover_backend.services.launcher import Launcher
 from onceover_backend.services.reconciliation import Reconciler
 from onceover_backend.services.resume import Resumer
@@ -116,7 +117,11 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     )
     app.state.launcher = Launcher(settings, bigquery)
     app.state.resumer = Resumer(
-        app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
+        app.state.engine,
+        settings,
+        app.state.launcher,
+        IntentChecker(bigquery),
+        app.state.change_feed.notify,
     )
     app.state.dispatcher = Dispatcher(app.state.engine, settings)
     # Added first, so it runs inside: the request id and audit see its refusals.

@@ -572,9 +572,21 @@ class PendingIntentPublic(BaseModel):
         description="which of the call's (or run's) writes to the table; null for the "
         "streaming sink"
     )
+    mode: Mode
     expected_rows: int
     streams: list[str]
     intent_at: str
+    in_bigquery: Literal["committed", "not_committed", "streams_gone", "partly", "unknown"] = Field(
+        description="what BigQuery holds of it: committed (in BigQuery, not in the "
+        "checkpoint; pending mode proves it with commit_time), not_committed, "
+        "streams_gone (BigQuery no longer knows its streams), partly (some streams "
+        "committed: a person must look), unknown (BigQuery cannot say, or could not "
+        "be asked)"
+    )
+    commit_time: str | None = Field(
+        description="BigQuery's commit time of its streams: the proof it holds the batch"
+    )
+    resume_will: str = Field(description="what a resume does with it, and why")
 
 
 class ResumePlanPublic(BaseModel):

@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from onceover.events import JobSpec
+from onceover.ledger_files import BatchRecord
 from onceover_backend.core.config import Settings
 from onceover_backend.core.db import write_transaction
 from onceover_backend.errors import NotFoundError, ResumeConflictError, UnresumableError
@@ -50,6 +51,7 @@ from onceover_backend.models import (
 )
 from onceover_backend.services import launch_specs
 from onceover_backend.services.checkpoint import read_checkpoint
+from onceover_backend.services.intent_check import IntentChecker, IntentFinding
 from onceover_backend.services.launcher import HOST, Launcher, log_header, pid_alive
 from onceover_backend.services.projection import TERMINAL_ATTEMPT, Projector
 from onceover_backend.tables import Attempt, Launch, Run, utcnow
@@ -111,6 +113,7 @@ class Resumer:
     engine: Engine
     settings: Settings
     launcher: Launcher
+    intents: IntentChecker
     on_change: Callable[[], None] = lambda: None
 
     # -- 1. may it be resumed now? ----------------------------------------------------
@@ -220,18 +223,7 @@ class Resumer:
             last_committed_batch=state.last_committed_batch,
             committed_batches=state.totals.batches,  # with those the ledger pruned
             committed_rows=state.totals.rows,
-            pending_intents=[
-                PendingIntentPublic(
-                    query_id=b.query_id,
-                    batch_id=b.batch_id,
-                    table=b.table,
-                    write=b.write or None,
-                    expected_rows=b.expected_rows,
-                    streams=[s.stream for s in b.streams],
-                    intent_at=b.intent_at,
-                )
-                for b in state.intents
-            ],
+            pending_intents=[_pending(b, self.intents.check(b)) for b in state.intents],
             spark_last_planned_batch=state.spark_last_planned_batch,
             spark_last_finished_batch=state.spark_last_finished_batch,
             module=spec.module,
@@ -510,3 +502,20 @@ def next_auto_resume(run: Run, attempts: int, now: datetime) -> datetime | None:
         return None
     failed_at = run.finished_at or run.updated_at
     return failed_at.astimezone(UTC) + timedelta(seconds=policy.backoff_s * 2 ** (attempts - 1))
+
+
+def _pending(record: BatchRecord, finding: IntentFinding) -> PendingIntentPublic:
+    """An intended batch, with what BigQuery says of it and what a resume will do."""
+    return PendingIntentPublic(
+        query_id=record.query_id,
+        batch_id=record.batch_id,
+        table=record.table,
+        write=record.write or None,
+        mode=record.mode,
+        expected_rows=record.expected_rows,
+        streams=[s.stream for s in record.streams],
+        intent_at=record.intent_at,
+        in_bigquery=finding.in_bigquery,
+        commit_time=finding.commit_time,
+        resume_will=finding.resume_will,
+    )

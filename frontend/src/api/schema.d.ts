@@ -2117,12 +2117,33 @@ export interface components {
              * @description None for a batch write
              */
             batch_id: number | null;
+            /**
+             * Commit Time
+             * @description BigQuery's commit time of its streams: the proof it holds the batch
+             */
+            commit_time: string | null;
             /** Expected Rows */
             expected_rows: number;
+            /**
+             * In Bigquery
+             * @description what BigQuery holds of it: committed (in BigQuery, not in the checkpoint; pending mode proves it with commit_time), not_committed, streams_gone (BigQuery no longer knows its streams), partly (some streams committed: a person must look), unknown (BigQuery cannot say, or could not be asked)
+             * @enum {string}
+             */
+            in_bigquery: "committed" | "not_committed" | "streams_gone" | "partly" | "unknown";
             /** Intent At */
             intent_at: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
             /** Query Id */
             query_id: string;
+            /**
+             * Resume Will
+             * @description what a resume does with it, and why
+             */
+            resume_will: string;
             /** Streams */
             streams: string[];
             /**

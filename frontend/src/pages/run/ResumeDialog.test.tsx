@@ -31,6 +31,10 @@ const PLAN: ResumePlan = {
       expected_rows: 1500,
       intent_at: "2026-01-01T00:00:00Z",
       streams: ["s1", "s2"],
+      mode: "pending",
+      in_bigquery: "committed",
+      commit_time: "2026-01-01T00:00:02Z",
+      resume_will: "record it committed and skip it: BigQuery committed it at 2026-01-01T00:00:02Z",
     },
   ],
   queries: [],
@@ -77,6 +81,8 @@ describe("ResumeDialog", () => {
     await screen.findByTestId("resume-plan");
     expect(screen.getByTestId("plan-committed").textContent).toBe("1,500 rows in 1 batches");
     expect(screen.getByTestId("plan-intents").textContent).toContain("1,500");
+    expect(screen.getByTestId("intent-in-bigquery").textContent).toContain("Committed in BigQuery, not in the checkpoint");
+    expect(screen.getByTestId("intent-resume-will").textContent).toContain("skip it");
     expect(screen.getByTestId("plan-warnings").textContent).toContain("another host");
     expect(confirm).toHaveProperty("disabled", false);
 

@@ -8,6 +8,16 @@ import { Dialog } from "../../components/Dialog";
 import { ErrorNote, Loading } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
 
+// What BigQuery holds of an intended batch: "committed" is the case a checkpoint misses
+// (the commit took effect, the driver died before recording it).
+const IN_BIGQUERY: Record<string, string> = {
+  committed: "Committed in BigQuery, not in the checkpoint",
+  not_committed: "Not committed",
+  streams_gone: "Streams gone",
+  partly: "Partly committed",
+  unknown: "Cannot tell",
+};
+
 export function ResumePlanView({ plan }: { plan: ResumePlan }) {
   return (
     <div data-testid="resume-plan">
@@ -51,6 +61,8 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
                 Streams
               </th>
               <th scope="col">Intended at</th>
+              <th scope="col">In BigQuery</th>
+              <th scope="col">A resume will</th>
             </tr>
           </thead>
           <tbody>
@@ -63,6 +75,13 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
                 <td className="number">{formatCount(intent.expected_rows)}</td>
                 <td className="number">{intent.streams.length}</td>
                 <td>{formatTime(intent.intent_at)}</td>
+                <td data-testid="intent-in-bigquery">
+                  {IN_BIGQUERY[intent.in_bigquery]}
+                  {intent.commit_time !== null && (
+                    <span className="muted"> · committed {formatTime(intent.commit_time)}</span>
+                  )}
+                </td>
+                <td data-testid="intent-resume-will">{intent.resume_will}</td>
               </tr>
             ))}
           </tbody>
