@@ -154,6 +154,14 @@ def test_a_crashed_run_is_resumed_from_its_page_and_shows_succeeded_and_ok(
     expect(dialog.get_by_test_id("plan-committed")).to_have_text(
         f"{plan['committed_rows']:,} rows in {plan['committed_batches']:,} batches"
     )
+    # The driver died right after BigQuery committed a batch: BigQuery holds it, the
+    # checkpoint does not, and the plan says so with BigQuery's commit time as proof.
+    (intent,) = plan["pending_intents"]
+    assert (intent["in_bigquery"], bool(intent["commit_time"])) == ("committed", True)
+    expect(dialog.get_by_test_id("intent-in-bigquery")).to_contain_text(
+        "Committed in BigQuery, not in the checkpoint"
+    )
+    expect(dialog.get_by_test_id("intent-resume-will")).to_contain_text("skip it")
     screenshot(page, "resume-dialog")
     dialog.get_by_role("button", name="Resume run").click()
     expect(dialog).to_be_hidden()
@@ -171,6 +179,14 @@ def test_a_crashed_run_is_resumed_from_its_page_and_shows_succeeded_and_ok(
     assert loads == [], f"the page was reloaded: {loads}"
     assert counted_keys(rest, table) == (ROWS, ROWS)  # BigQuery's own count
     screenshot(page, "run-resumed")
+
+    # The batch timeline: a batch chosen there opens its receipt in the commit history.
+    committed = [b for b in detail["batches"] if b["state"] == "committed"]
+    assert len(committed) >= 2, committed
+    page.get_by_test_id("timeline-open").get_by_role("button").click()
+    receipt = page.get_by_test_id("batch-receipt")
+    expect(receipt).to_be_visible()
+    expect(receipt).to_contain_text("Key checksum")
 
 
 def _api_plan(stack: Stack, run_id: str) -> Any:

@@ -1,6 +1,6 @@
 // One run: its state and actions, request charts, commit history, streams,
 // reconciliation and attempts. Everything re-reads live when the run changes.
-import { lazy, Suspense, useCallback, useState } from "react";
+import { lazy, Suspense, useCallback, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
 import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
@@ -11,7 +11,7 @@ import { useLiveReload } from "../lib/live";
 import { modeNote } from "../lib/modes";
 import { useQuery } from "../lib/useQuery";
 import { AttemptsPanel } from "./run/AttemptsPanel";
-import { BatchesTable } from "./run/BatchesTable";
+import { BatchesTable, type BatchesTableHandle } from "./run/BatchesTable";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
 import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
@@ -21,6 +21,7 @@ import { StreamsTable } from "./run/StreamsTable";
 const RESUMABLE = new Set(["failed", "stalled"]);
 // The charting library is most of the bundle: loaded when a run page first needs it.
 const RequestCharts = lazy(() => import("./run/RequestCharts").then((m) => ({ default: m.RequestCharts })));
+const BatchTimeline = lazy(() => import("./run/BatchTimeline").then((m) => ({ default: m.BatchTimeline })));
 
 function RunSummary({ run }: { run: RunDetail }) {
   return (
@@ -84,6 +85,9 @@ export function RunPage() {
   const [resumeOpen, setResumeOpen] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
   const [reconciling, setReconciling] = useState(false);
+  // The batch timeline opens a batch's receipt in the commit history below it.
+  const history = useRef<BatchesTableHandle>(null);
+  const openReceipt = useCallback((key: string) => history.current?.openReceipt(key), []);
 
   // Each table the run wrote is checked on its own (a detail table and its summary).
   const reconcile = async () => {
@@ -170,7 +174,10 @@ export function RunPage() {
           </Suspense>
         )}
       </QueryState>
-      <BatchesTable batches={detail.batches} />
+      <Suspense fallback={<Loading what="the batch timeline" />}>
+        <BatchTimeline batches={detail.batches} onOpen={openReceipt} />
+      </Suspense>
+      <BatchesTable ref={history} batches={detail.batches} />
       <StreamsTable streams={detail.streams} />
       <AttemptsPanel runId={runId} attempts={detail.attempts} version={detail.updated_at} />
       <SpecPanel runId={runId} state={detail.spec_state} operator={operator} onDecided={run.reload} />

@@ -1,8 +1,10 @@
 // The commit history: one row per write (a micro-batch of a streaming query; each write
 // of a foreachBatch call or a batch run), in the order the ledger saw them. A committed
 // write opens its receipt: when its rows became the table's, its streams, the source
-// offsets it read and the checksum of its keys.
-import { Fragment, useId, useState } from "react";
+// offsets it read and the checksum of its keys. Another panel (the batch timeline)
+// opens a receipt through the table's handle: the row scrolls into view, its receipt
+// opens and its button takes the focus.
+import { Fragment, useEffect, useId, useImperativeHandle, useRef, useState, type Ref } from "react";
 import type { Batch } from "../../api/client";
 import { Empty, StatusBadge } from "../../components/ui";
 import { formatBytes, formatCount, formatDuration, formatTime } from "../../lib/format";
@@ -19,7 +21,43 @@ export function batchKey(batch: Batch): string {
   return `${batch.table}/${batch.query_id}/${batch.batch_id ?? "-"}/${batch.write ?? ""}`;
 }
 
-export function BatchesTable({ batches }: { batches: Batch[] }) {
+/** What the run page holds of the table: open a committed write's receipt by its key. */
+export interface BatchesTableHandle {
+  openReceipt(key: string): void;
+}
+
+export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<BatchesTableHandle> }) {
+  // Open receipts by batch key: they stay open while the run reloads live.
+  const [open, setOpen] = useState<ReadonlySet<string>>(() => new Set());
+  // A receipt opened from outside: its row is brought into view once it has rendered.
+  const [reveal, setReveal] = useState<{ key: string } | null>(null);
+  const body = useRef<HTMLTableSectionElement>(null);
+  useImperativeHandle(
+    ref,
+    () => ({
+      openReceipt(key: string) {
+        setOpen((keys) => (keys.has(key) ? keys : new Set(keys).add(key)));
+        setReveal({ key }); // a new object each time: asked twice, it scrolls twice
+      },
+    }),
+    [],
+  );
+  useEffect(() => {
+    if (reveal === null || body.current === null) return;
+    const row = Array.from(body.current.querySelectorAll<HTMLTableRowElement>("tr[data-batch-key]")).find(
+      (tr) => tr.dataset.batchKey === reveal.key,
+    );
+    if (!row) return;
+    const still = window.matchMedia?.("(prefers-reduced-motion: reduce)").matches ?? true;
+    row.scrollIntoView?.({ block: "center", behavior: still ? "auto" : "smooth" });
+    row.querySelector<HTMLButtonElement>("button[aria-controls]")?.focus({ preventScroll: true });
+  }, [reveal]);
+  const toggle = (key: string) =>
+    setOpen((keys) => {
+      const next = new Set(keys);
+      if (!next.delete(key)) next.add(key);
+      return next;
+    });
   const skipped = batches.filter((b) => b.state === "skipped_duplicate").length;
   const severalTables = new Set(batches.map((b) => b.table)).size > 1;
   const namedWrites = batches.some((b) => b.write !== null);
@@ -62,10 +100,20 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
                 </th>
               </tr>
             </thead>
-            <tbody>
-              {batches.map((batch) => (
-                <BatchRow key={batchKey(batch)} batch={batch} severalTables={severalTables} namedWrites={namedWrites} />
-              ))}
+            <tbody ref={body}>
+              {batches.map((batch) => {
+                const key = batchKey(batch);
+                return (
+                  <BatchRow
+                    key={key}
+                    batch={batch}
+                    severalTables={severalTables}
+                    namedWrites={namedWrites}
+                    open={open.has(key)}
+                    onToggle={() => toggle(key)}
+                  />
+                );
+              })}
             </tbody>
           </table>
         </div>
@@ -78,13 +126,24 @@ export function BatchesTable({ batches }: { batches: Batch[] }) {
  * committed at, replays, mode, note (table and write when shown). */
 const BASE_COLUMNS = 9;
 
-function BatchRow({ batch, severalTables, namedWrites }: { batch: Batch; severalTables: boolean; namedWrites: boolean }) {
-  const [open, setOpen] = useState(false);
+function BatchRow({
+  batch,
+  severalTables,
+  namedWrites,
+  open,
+  onToggle,
+}: {
+  batch: Batch;
+  severalTables: boolean;
+  namedWrites: boolean;
+  open: boolean;
+  onToggle: () => void;
+}) {
   const receiptId = useId();
   const columns = BASE_COLUMNS + Number(severalTables) + Number(namedWrites) + 1;
   return (
     <Fragment>
-      <tr data-testid="batch-row">
+      <tr data-testid="batch-row" data-batch-key={batchKey(batch)}>
         <td>{batch.batch_id ?? "–"}</td>
         {severalTables && <td>{batch.table}</td>}
         {namedWrites && <td>{writeLabel(batch.write)}</td>}
@@ -107,14 +166,14 @@ function BatchRow({ batch, severalTables, namedWrites }: { batch: Batch; several
               aria-expanded={open}
               aria-controls={receiptId}
               aria-label={`Receipt of ${batchName(batch)}`}
-              onClick={() => setOpen(!open)}
+              onClick={onToggle}
             >
               Receipt
             </button>
           )}
         </td>
       </tr>
-      {open && (
+      {open && batch.state === "committed" && (
         <tr id={receiptId} data-testid="batch-receipt">
           <td colSpan={columns}>
             <BatchReceipt batch={batch} />
@@ -196,7 +255,7 @@ export function keyChecksum(value: number | null): string {
 }
 
 /** "batch 7 to p.d.orders, write #1": which row a receipt button opens. */
-function batchName(batch: Batch): string {
+export function batchName(batch: Batch): string {
   const which = `${batch.batch_id === null ? "batch write" : `batch ${batch.batch_id}`} to ${batch.table}`;
   return batch.write === null ? which : `${which}, write ${writeLabel(batch.write)}`;
 }
@@ -211,7 +270,7 @@ export function batchNote(batch: Batch): string {
 }
 
 /** "#1" for the second write of a call to a table, the user's write_id as given. */
-function writeLabel(write: string | null): string {
+export function writeLabel(write: string | null): string {
   if (write === null) return "–";
   return write.startsWith("id-") ? write.slice(3) : `#${write}`;
 }
