@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -32,15 +33,36 @@ def parent_of(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def driver_pid() -> int:
+    """The driver's JVM; outside Spark, this process."""
+    return java_ancestor() or os.getpid()
+
+
 def driver_owner() -> str:
     """Names the driver for the ledger's intents: host, JVM pid and the JVM's start time
     (so a pid the system gives again is another owner). Outside Spark, this process."""
-    return owner_of(java_ancestor() or os.getpid())
+    return owner_of(driver_pid())
 
 
 def owner_of(pid: int) -> str:
     """How the ledger names process ``pid`` of this host (see :func:`alive_here`)."""
     return f"{socket.gethostname()} pid {pid} started {_start_time(pid) or '?'}"
+
+
+def started_at(pid: int) -> datetime | None:
+    """When process ``pid`` started (boot time plus its start ticks); None if unknown."""
+    ticks = _start_time(pid)
+    try:
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    if ticks is None or not ticks.isdigit():
+        return None
+    return datetime.fromtimestamp(boot + int(ticks) / os.sysconf("SC_CLK_TCK"), UTC)
 
 
 def _start_time(pid: int) -> str | None:

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 
 from onceover import events
 from onceover.events import event_id
 from onceover.ledger_files import scope_totals
 from onceover_jobs.sink.committer import DRIVER_EVENT_FLUSH_S
-from onceover_jobs.sink.driver import driver_owner, java_ancestor
+from onceover_jobs.sink.driver import driver_owner, driver_pid, started_at
 from onceover_jobs.sink.job import SinkJob
 from onceover_jobs.sink.telemetry import Telemetry
 
@@ -48,17 +46,7 @@ def driver_attempt_id() -> str:
 
 def driver_started_at() -> datetime:
     """When the driver's JVM (outside Spark, this process) started."""
-    pid = java_ancestor() or os.getpid()
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(
-            float(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), UTC)
-    except (OSError, ValueError, IndexError, StopIteration):
-        return events.now()
+    return started_at(driver_pid()) or events.now()
 
 
 class RunReport:
