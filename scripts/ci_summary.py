@@ -28,10 +28,15 @@ def _tiers(path: Path) -> None:
         tiers = json.loads(path.read_text())
     except (OSError, ValueError):
         return
+    slowest = tiers.pop("slowest", [])
     print("pytest by tier (test time; on two workers, both added up):")
     for tier, figures in tiers.items():
         name = f"  {tier} ({figures['tests']} tests)"
         print(f"{name:<30} {figures['seconds']:>8.1f} s")
+    if slowest:
+        print("slowest tests (set-up, call and tear-down; a session fixture where first used):")
+    for nodeid, seconds in slowest:
+        print(f"  {seconds:>7.1f} s  {nodeid}")
 
 
 if __name__ == "__main__":

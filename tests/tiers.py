@@ -17,6 +17,7 @@ import json
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,8 @@ TIERS = {
     "browser": "the dashboard in a real Chromium",
 }
 TIMINGS_ENV = "ONCEOVER_TEST_TIMINGS"
+SLOWEST = "slowest"
+SLOWEST_KEPT = 15
 _BACKEND = Path(__file__).parent / "backend"
 
 
@@ -68,10 +71,12 @@ class TierClock:
     def __init__(self) -> None:
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.tests: Counter[str] = Counter()
+        self.per_test: defaultdict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = str(dict(report.user_properties).get("tier", "unit"))
         self.seconds[tier] += report.duration
+        self.per_test[report.nodeid] += report.duration
         if report.when == "call" or (report.when == "setup" and report.skipped):
             self.tests[tier] += 1
 
@@ -86,13 +91,17 @@ class TierClock:
                 )
         target = os.environ.get(TIMINGS_ENV)
         if target:
-            _add_to(Path(target), self.tests, self.seconds)
+            _add_to(Path(target), self.tests, self.seconds, self.per_test)
 
 
-def _add_to(path: Path, tests: Counter[str], seconds: defaultdict[str, float]) -> None:
-    """Add this run's figures to those ``path`` holds: ``make test`` runs pytest twice."""
+def _add_to(
+    path: Path, tests: Counter[str], seconds: defaultdict[str, float], per_test: dict[str, float]
+) -> None:
+    """Add this run's figures to those ``path`` holds: ``make test`` runs pytest several
+    times. Under ``SLOWEST`` it keeps the slowest tests of all the runs, so that the
+    next cut of CI's time starts from names, not guesses."""
     try:
-        figures: dict[str, dict[str, float]] = json.loads(path.read_text())
+        figures: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         figures = {}
     for tier in TIERS:
@@ -100,7 +109,9 @@ def _add_to(path: Path, tests: Counter[str], seconds: defaultdict[str, float]) -
             known = figures.setdefault(tier, {"tests": 0, "seconds": 0.0})
             known["tests"] += tests[tier]
             known["seconds"] = round(known["seconds"] + seconds[tier], 1)
-    ordered = {tier: figures[tier] for tier in TIERS if tier in figures}
+    ordered: dict[str, Any] = {tier: figures[tier] for tier in TIERS if tier in figures}
+    slowest = dict(figures.get(SLOWEST, [])) | {k: round(v, 1) for k, v in per_test.items()}
+    ordered[SLOWEST] = sorted(slowest.items(), key=lambda item: -item[1])[:SLOWEST_KEPT]
     path.write_text(json.dumps(ordered, indent=2) + "\n")
 
 
