@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from onceover.ledger_files import ScopeTotals
+    from onceover_jobs.sink.lineage import EventType
 
 logger = logging.getLogger("onceover_jobs.load_files")
 STAMP_NAMES = frozenset(name.casefold() for name in STAMP_COLUMNS)
@@ -349,16 +350,28 @@ def source_stream(spark: SparkSession, args: argparse.Namespace, schema: StructT
 
 
 class RunReporter:
-    """Run events for the control plane: started (with the spec), heartbeats, the end."""
+    """Run events for the control plane: started (with the spec), heartbeats, the end;
+    and the run's OpenLineage START and COMPLETE or FAIL, where the OpenLineage clients'
+    configuration names a receiver (the sink sends RUNNING per committed batch under
+    the same runId, :attr:`lineage_run_id`)."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str], run_id: str) -> None:
         from onceover_jobs.sink.emitter import emitter_for
+        from onceover_jobs.sink.errors import LineageConfigError
+        from onceover_jobs.sink.lineage import lineage_emitter, lineage_run_id
+        from onceover_jobs.sink.lineage_config import resolve
 
         self.args = args
         self.argv = argv
         self.run_id = run_id
         self.attempt_id = attempt_id()
         self.emitter = emitter_for(args.monitor_url, args.monitor_token)
+        try:
+            self.lineage = resolve({})
+        except LineageConfigError as exc:  # exit 2, before Spark starts
+            raise ConfigurationError(str(exc)) from None
+        self.lineage_run_id = lineage_run_id(run_id, self.attempt_id)
+        self.lineage_emitter = lineage_emitter(self.lineage)
         self.query_id: str | None = None
         self._stop = threading.Event()
         self._beats = 0
@@ -392,6 +405,26 @@ class RunReporter:
             else AutoResume(max_attempts=auto, backoff_s=self.args.auto_resume_backoff),
         )
         self.emitter.emit(RunStarted(mode=self.args.mode, spec=spec, **self._common("started")))
+        self._lineage("START")
+
+    def _lineage(
+        self, kind: EventType, *, rows: int | None = None, error: str | None = None
+    ) -> None:
+        """One of the run's OpenLineage events (the sink's RUNNING come between)."""
+        if self.lineage is None:
+            return
+        from onceover_jobs.sink.lineage import job_name, run_event
+
+        self.lineage_emitter.emit(
+            run_event(
+                kind, config=self.lineage, run_uuid=self.lineage_run_id,
+                job_name=job_name(self.args.job, self.args.table), streaming=True,
+                table=self.args.table, onceover_run_id=self.run_id,
+                attempt_id=self.attempt_id, rows=rows, error=error,
+            )
+        )  # fmt: skip
+        if kind != "START":
+            self.lineage_emitter.flush(10.0)
 
     def totals(self) -> tuple[int, int]:
         """(rows, batches) committed by the query, pruned batches included. One reader
@@ -434,6 +467,7 @@ class RunReporter:
             RunFinished(rows_committed=rows, batches_committed=batches, **self._common("finished"))
         )
         self.emitter.flush(10.0)
+        self._lineage("COMPLETE", rows=rows)
 
     def failed(self, error: str, *, refused: bool = False) -> None:
         from onceover.events import RunFailed
@@ -449,6 +483,7 @@ class RunReporter:
             )
         )
         self.emitter.flush(10.0)
+        self._lineage("FAIL", rows=rows, error=error)
 
 
 # -- the job ------------------------------------------------------------------------
@@ -502,6 +537,7 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             .option("run_id", run_id)
             .option("job", args.job)
             .option("run_events", "false")  # this job reports its run itself
+            .option("openlineage.run_id", reporter.lineage_run_id)  # its RUNNING, our run
             .option("row_format", args.row_format)
             .option("checkpointLocation", str(args.checkpoint.resolve()))
         )

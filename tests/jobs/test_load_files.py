@@ -19,7 +19,9 @@ from onceover_jobs.generate import write_files
 
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
+from tests.lineage_receiver import API_KEY, LineageReceiver, receipts_of
 from tests.receiver import TOKEN, Receiver
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -46,8 +48,10 @@ class Load:
     table: str
     checkpoint: Path
 
-    def run(self, *extra: str, failpoints: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = job_environment(self.bq_config)
+    def run(
+        self, *extra: str, failpoints: str | None = None, more_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**job_environment(self.bq_config), **(more_env or {})}
         env["ONCEOVER_SPOOL_DIR"] = str(self.checkpoint.parent / "spool")
         # hits counted across the job's processes: a crashed worker's successor must
         # not fire the same failpoint again
@@ -92,7 +96,16 @@ def load(
 
 @pytest.mark.parametrize("mode", ["pending", "committed", "default"])
 def test_each_mode_lands_every_row(load: Load, mode: str) -> None:
-    result = load.run("--mode", mode)
+    # One of the runs also sends its OpenLineage events (configured as the clients are).
+    lineage = LineageReceiver()
+    lineage.up()
+    to_lineage = {"OPENLINEAGE_URL": lineage.url, "OPENLINEAGE_API_KEY": API_KEY}
+    try:
+        result = load.run("--mode", mode, more_env=to_lineage if mode == "pending" else None)
+        if mode == "pending":
+            wait_until("the run's COMPLETE", lambda: lineage.of_type("COMPLETE") or None, 30)
+    finally:
+        lineage.down()
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Committed {ROWS:,} rows" in result.stdout
     # default mode is at-least-once in general; with no faults it lands each row once
@@ -109,6 +122,12 @@ def test_each_mode_lands_every_row(load: Load, mode: str) -> None:
     assert sum(e["rows"] for e in load.receiver.of_type("append_acknowledged")) == ROWS
     if mode == "pending":
         assert sum(e["row_count"] for e in load.receiver.of_type("stream_finalized")) == ROWS
+        # One START and one COMPLETE from the job, a RUNNING per batch from the sink, one run.
+        kinds = [e["eventType"] for e in lineage.received()]
+        assert kinds == ["START", *["RUNNING"] * len(load.ledger()), "COMPLETE"], kinds
+        assert len({e["run"]["runId"] for e in lineage.received()}) == 1
+        assert sum(r["rows"] for e in lineage.of_type("RUNNING") for r in receipts_of(e)) == ROWS
+        assert lineage.refused == []
     # the job's own logs are Cloud Logging JSON lines
     logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     assert any(entry.get("severity") == "INFO" for entry in logged)

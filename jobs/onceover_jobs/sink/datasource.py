@@ -53,6 +53,8 @@ from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.job import SinkJob, streaming_query_id
 from onceover_jobs.sink.ledger import claim_driver, leave_probe
+from onceover_jobs.sink.lineage import LineageReport
+from onceover_jobs.sink.lineage_config import resolve as resolve_lineage
 from onceover_jobs.sink.offsets_log import check_not_reset
 from onceover_jobs.sink.options import connection_options, parse_options
 from onceover_jobs.sink.requests import request_budget
@@ -89,6 +91,9 @@ def prepare_job(
     options = parse_options(
         raw_options, default_project=config.resolved_project(), streaming=streaming
     )
+    # Read here, on the driver's side where the commits run too, so a wrong file
+    # fails the write before a row, not its commit.
+    lineage = resolve_lineage({key.lower(): value for key, value in raw_options.items()})
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     if options.key is not None and options.key.lower() not in {
         name.lower() for name in arrow_schema.names
@@ -129,6 +134,7 @@ def prepare_job(
         streaming=streaming,
         probe=leave_probe(options.ledger),
         write=write,
+        lineage=lineage,
     )
     # A writer schema that leaves no room for a row under the cap: refused here, before
     # any task creates a stream.
@@ -165,9 +171,11 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         results = _results(messages)
         job = written_by_tasks(self.job, results)
+        record = None
         if job is not None:  # else no task ran: nothing was written
-            BatchCommitter(job, None).commit(results)
+            record = BatchCommitter(job, None).commit(results)
         RunReport(job or self.job, None).committed()
+        LineageReport(job or self.job, None).committed(record)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         results = _results(messages)
@@ -175,6 +183,7 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         if job is not None:
             BatchCommitter(job, None).abort(results)
         RunReport(job or self.job, None).aborted(ABORTED)
+        LineageReport(job or self.job, None).aborted(ABORTED)
 
 
 class OnceoverStreamWriter(DataSourceStreamArrowWriter):
@@ -186,12 +195,15 @@ class OnceoverStreamWriter(DataSourceStreamArrowWriter):
         return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        BatchCommitter(self.job, batchId).commit(_results(messages))
+        record = BatchCommitter(self.job, batchId).commit(_results(messages))
         RunReport(self.job, batchId).committed()
+        LineageReport(self.job, batchId).committed(record)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         BatchCommitter(self.job, batchId).abort(_results(messages))
-        RunReport(self.job, batchId).aborted(f"micro-batch {batchId}: {ABORTED}")
+        why = f"micro-batch {batchId}: {ABORTED}"
+        RunReport(self.job, batchId).aborted(why)
+        LineageReport(self.job, batchId).aborted(why)
 
 
 class OnceoverDataSource(DataSource):

@@ -22,6 +22,11 @@ How an event travels:
   deletes it only after a 2xx. The kernel drops the locks of a dead process, so the
   next emitter takes over its files, even one it was still writing (a torn last line
   is set aside in ``rejected.jsonl``).
+* What goes over the wire is a :class:`Wire`: where a batch is posted, whether one
+  request carries the batch (a JSON array, ``POST /api/events``) or one event (an
+  OpenLineage receiver's ``POST /api/v1/lineage``), and what log lines call the
+  receiver and its credential. The spool holds JSON objects either way: our
+  :class:`onceover.events.Event` or a plain dict (an OpenLineage run event).
 * :func:`emitter_for` gives each backend and token a directory of its own under a
   per-user root (:func:`default_spool_root`), so a file is only ever sent with the
   token it was spooled under, and one job's revoked token cannot touch another job's
@@ -61,11 +66,11 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeAlias
 
 import httpx
 
@@ -91,10 +96,49 @@ _PROBLEM_CHARS = 300
 _SPOOL_RESERVE_S = 0.1
 
 
+Payload: TypeAlias = Event | Mapping[str, Any]
+"""What an emitter sends: one of our events, or any JSON object (an OpenLineage event)."""
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What the receiver at the other end takes, and what log lines call it.
+
+    ``path``: where batches are posted, relative to the emitter's URL or absolute.
+    ``one_per_request``: each event is the whole body of its own POST (OpenLineage's
+    HTTP transport) rather than a JSON array of up to ``batch_size`` (ours).
+    """
+
+    path: str = EVENTS_PATH
+    one_per_request: bool = False
+    receiver: str = "control plane"
+    credential: str = "token (monitor.token, --monitor-token)"
+    spool_folder: str | None = None
+    """A folder of the spool root for this wire's spools alone (None: the root itself),
+    so a spooled event is only ever sent the way it was meant to go."""
+
+    def body(self, lines: Sequence[bytes]) -> bytes:
+        if self.one_per_request:
+            assert len(lines) == 1, "one event a request"
+            return lines[0]
+        return b"[" + b",".join(lines) + b"]"
+
+
+CONTROL_PLANE = Wire()
+"""The control plane's ``POST <url>/api/events``."""
+
+
+def serialise(event: Payload) -> bytes:
+    """One spool line: the event as compact JSON (never a newline inside)."""
+    if isinstance(event, Mapping):
+        return json.dumps(event, separators=(",", ":"), allow_nan=False).encode()
+    return event.model_dump_json().encode()
+
+
 class EventEmitterLike(Protocol):
     """What the sink needs from an emitter; :class:`NullEmitter` is the do-nothing one."""
 
-    def emit(self, event: Event) -> None: ...
+    def emit(self, event: Payload) -> None: ...
     def flush(self, timeout_s: float) -> bool: ...
     def close(self, timeout_s: float) -> None: ...
     @property
@@ -110,7 +154,7 @@ class EventEmitterLike(Protocol):
 class NullEmitter:
     """The emitter when no ``monitor.url`` is set: accepts events and forgets them."""
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Payload) -> None:
         pass
 
     def flush(self, timeout_s: float) -> bool:
@@ -410,9 +454,9 @@ class _RefusedTokenError(Exception):
 
 
 class EventEmitter:
-    """Posts events to ``<url>/api/events`` from a background thread, spooling to
-    ``spool_dir`` while the backend is unreachable. ``emit()`` never blocks on the
-    network and never raises; see the module docstring for the guarantees.
+    """Posts events to ``<url>/api/events`` (or where ``wire`` says) from a background
+    thread, spooling to ``spool_dir`` while the backend is unreachable. ``emit()`` never
+    blocks on the network and never raises; see the module docstring for the guarantees.
 
     ``shared_dirs`` are spool folders any token may send (written before spools were
     per token, or where parked files are put back): their files, those this user owns,
@@ -434,6 +478,7 @@ class EventEmitter:
         flush_interval_s: float = 0.5,
         request_timeout_s: float = 5.0,
         transport: httpx.BaseTransport | None = None,
+        wire: Wire = CONTROL_PLANE,
     ) -> None:
         base = httpx.URL(url)
         if base.scheme not in ("http", "https") or not base.host:
@@ -448,6 +493,7 @@ class EventEmitter:
             if seconds <= 0:
                 raise ValueError(f"{name} must be positive, not {seconds}")
         self.url = str(base).rstrip("/")
+        self.wire = wire
         self._batch_size = batch_size
         self._max_buffered = max_buffered
         self._interval = flush_interval_s
@@ -534,10 +580,10 @@ class EventEmitter:
         with self._lock:
             return self._closed
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Payload) -> None:
         """Queue ``event``; never blocks on the network, never raises."""
         try:
-            line = event.model_dump_json().encode()
+            line = serialise(event)
         except Exception:
             logger.exception("cannot serialise event %r; dropped", event)
             with self._lock:
@@ -564,10 +610,11 @@ class EventEmitter:
                 warn, self._warned_full = not self._warned_full, True
                 if warn:
                     logger.warning(
-                        "event buffer full (%d events): spilling to %s; the control plane "
+                        "event buffer full (%d events): spilling to %s; the %s "
                         "at %s is slower than the job",
                         self._max_buffered,
                         self._spool.directory,
+                        self.wire.receiver,
                         self.url,
                     )
         self._to_spool(spill, seal=seal)
@@ -794,9 +841,21 @@ class EventEmitter:
 
         Raises ``_UnreachableError(undelivered_lines)`` when the backend is unreachable.
         """
+        if not self.wire.one_per_request:
+            self._post(lines)
+            return
+        for at, line in enumerate(lines):  # in order: a refusal keeps the rest for later
+            try:
+                self._post([line])
+            except (_UnreachableError, _RefusedTokenError) as exc:
+                exc.undelivered = [*exc.undelivered, *lines[at + 1 :]]
+                raise
+
+    def _post(self, lines: list[bytes]) -> None:
+        """:meth:`_deliver` of what one request carries (all of ``lines``, halved on a 413)."""
         while lines:
             try:
-                response = self._client.post(EVENTS_PATH, content=b"[" + b",".join(lines) + b"]")
+                response = self._client.post(self.wire.path, content=self.wire.body(lines))
             except Exception as exc:  # httpx's errors, and any surprise: keep the batch
                 with self._lock:
                     self._note_failure(f"{type(exc).__name__}: {exc}".rstrip(": "))
@@ -805,7 +864,7 @@ class EventEmitter:
             if 200 <= status < 300:
                 with self._lock:
                     if self._failures:
-                        logger.info("control plane at %s reachable again", self.url)
+                        logger.info("%s at %s reachable again", self.wire.receiver, self.url)
                     self._failures, self._retry_at = 0, 0.0
                     self._token_refused, self._told_parked = False, False
                     self._delivered += len(lines)
@@ -824,7 +883,7 @@ class EventEmitter:
                 # Over the backend's body limit: each half on its own, in order.
                 half = len(lines) // 2
                 try:
-                    self._deliver(lines[:half])
+                    self._post(lines[:half])
                 except (_UnreachableError, _RefusedTokenError) as exc:
                     exc.undelivered = [*exc.undelivered, *lines[half:]]
                     raise
@@ -849,13 +908,16 @@ class EventEmitter:
         self._retry_at = time.monotonic() + delay
         if self._failures == 1 and reason is not None:
             logger.warning(
-                "control plane at %s unreachable (%s): spooling events to %s and retrying",
+                "%s at %s unreachable (%s): spooling events to %s and retrying",
+                self.wire.receiver,
                 self.url,
                 reason,
                 self._spool.directory,
             )
         else:
-            logger.debug("control plane still unreachable (%s), attempt %d", reason, self._failures)
+            logger.debug(
+                "%s still unreachable (%s), attempt %d", self.wire.receiver, reason, self._failures
+            )
 
     def _reject(self, lines: list[bytes], status: int | None, problem: str) -> None:
         head = json.dumps(
@@ -872,7 +934,8 @@ class EventEmitter:
         except OSError as exc:
             where = f"nowhere ({exc})"
         logger.error(
-            "control plane at %s refused %d events with %s: %s; kept in %s",
+            "%s at %s refused %d events with %s: %s; kept in %s",
+            self.wire.receiver,
             self.url,
             len(lines),
             "no status" if status is None else f"HTTP {status}",
@@ -905,8 +968,9 @@ class EventEmitter:
         if claim.spool is not self._spool:
             claim.release()
             logger.warning(
-                "control plane at %s refused this job's token (%s): %s left where it is, "
+                "%s at %s refused this job's token (%s): %s left where it is, "
                 "for a job whose token it accepts",
+                self.wire.receiver,
                 self.url,
                 refusal,
                 claim.pending,
@@ -931,14 +995,16 @@ class EventEmitter:
             return
         replay = shlex.quote(str(self._replay_dir))
         logger.error(
-            "control plane at %s refused this job's token (%s): %d events of %s parked in "
-            "%s and not sent again. Fix the job's token (monitor.token, --monitor-token); "
+            "%s at %s refused this job's token (%s): %d events of %s parked in "
+            "%s and not sent again. Fix the job's %s; "
             "then send them with: mkdir -p %s && mv %s/events-* %s/",
+            self.wire.receiver,
             self.url,
             refusal,
             len(lines),
             _whose(lines),
             folder,
+            self.wire.credential,
             replay,
             shlex.quote(str(folder)),
             replay,
@@ -965,7 +1031,11 @@ def _whose(lines: list[bytes], most: int = 3) -> str:
         with contextlib.suppress(ValueError):
             event = json.loads(line)
             if isinstance(event, dict):
-                for names, value in ((jobs, event.get("job")), (runs, event.get("run_id"))):
+                job, run = event.get("job"), event.get("run_id")
+                if isinstance(job, dict):  # an OpenLineage event: job and run are objects
+                    job = job.get("name")
+                    run = (event.get("run") or {}).get("runId")
+                for names, value in ((jobs, job), (runs, run)):
                     if isinstance(value, str):
                         names[value] = None
 
@@ -1010,7 +1080,7 @@ def _problems(response: httpx.Response, size: int) -> tuple[set[int], str]:
 # -- one emitter per backend per process ------------------------------------------------
 
 _instances: weakref.WeakSet[EventEmitter] = weakref.WeakSet()
-_emitters: dict[tuple[str, str | None], EventEmitter] = {}
+_emitters: dict[tuple[str, str | None, Wire], EventEmitter] = {}
 _emitters_lock = threading.Lock()
 
 
@@ -1080,32 +1150,40 @@ def spool_dirs(root: Path, url: str, token: str | None) -> tuple[Path, Path]:
 
 
 def emitter_for(
-    url: str | None, token: str | None, spool_dir: Path | None = None
+    url: str | None,
+    token: str | None,
+    spool_dir: Path | None = None,
+    *,
+    wire: Wire = CONTROL_PLANE,
 ) -> EventEmitterLike:
-    """The process's emitter for ``url`` and ``token`` (a :class:`NullEmitter` without url).
+    """The process's emitter for ``url``, ``token`` and ``wire`` (a :class:`NullEmitter`
+    without url).
 
     Spark reuses Python workers across tasks, so one emitter serves them all. Its spool
-    is a subdirectory of ``spool_dir`` (default :func:`default_spool_root`) named after
-    the URL and the token (:func:`spool_dirs`), so spooled events only ever go to the
-    backend they were meant for, with the token they were emitted with. Never raises:
-    an emitter that cannot be built is logged and replaced by a NullEmitter.
+    is a subdirectory of ``spool_dir`` (default :func:`default_spool_root`; the wire's
+    ``spool_folder`` of it, if it has one) named after the URL and the token
+    (:func:`spool_dirs`), so spooled events only ever go to the backend they were meant
+    for, with the token they were emitted with. Never raises: an emitter that cannot be
+    built is logged and replaced by a NullEmitter.
     """
     if not url:
         return NullEmitter()
-    key = (url, token)
+    key = (url, token, wire)
     with _emitters_lock:
         emitter = _emitters.get(key)
         if emitter is not None and not emitter.closed:
             return emitter
         try:
             root = spool_dir if spool_dir is not None else default_spool_root()
+            if wire.spool_folder is not None:
+                root = root / wire.spool_folder
             own, shared = spool_dirs(root, url, token)
             drained = [shared]
-            if spool_dir is None and not os.environ.get(SPOOL_DIR_ENV):
+            if wire == CONTROL_PLANE and spool_dir is None and not os.environ.get(SPOOL_DIR_ENV):
                 # The default before it was per user; only this user's files are taken.
                 old = spool_dirs(Path(tempfile.gettempdir()) / "onceover-spool", url, token)[1]
                 drained += [old] if old != shared else []
-            emitter = EventEmitter(url, token, own, shared_dirs=drained)
+            emitter = EventEmitter(url, token, own, shared_dirs=drained, wire=wire)
         except ConfigurationError as exc:
             logger.error("cannot send events to %s; they are not recorded: %s", url, exc)
             return NullEmitter()

@@ -5,6 +5,8 @@ The tree::
     OnceoverError (onceover.errors)
     ├── SinkError                   anything the sink raises on purpose
     │   ├── SinkOptionError         a write option is missing or wrong; a ValueError
+    │   ├── LineageConfigError      the OpenLineage configuration is wrong (names the field
+    │   │                           and the file); a ValueError
     │   ├── TableNotFoundError      the target table does not exist; also a ValueError
     │   ├── SchemaMismatchError     DataFrame and table disagree (names columns); a ValueError
     │   ├── AppendRejectedError     BigQuery refused an append for good (names stream, batch, rows)
@@ -59,6 +61,18 @@ class SinkOptionError(SinkError, ValueError):
     def __init__(self, option: str, problem: str) -> None:
         self.option = option
         super().__init__(f"onceover option {option!r}: {problem}")
+
+
+class LineageConfigError(SinkError, ValueError):
+    """The OpenLineage configuration (a config file, or the variables) is wrong; the
+    message names the field and where it was read (onceover_jobs.sink.lineage_config)."""
+
+    def __init__(self, field: str, problem: str, source: str) -> None:
+        self.field = field
+        self.source = source
+        where = f" in {source}" if source else ""
+        what = f" {field}:" if field else ""
+        super().__init__(f"OpenLineage configuration{where}:{what} {problem}")
 
 
 class TableNotFoundError(SinkError, ValueError):

@@ -11,6 +11,7 @@ from onceover.bigquery import BigQueryConfig
 from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.lineage_config import LineageConfig
 from onceover_jobs.sink.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ class SinkJob:
     write: WriteIdentity | None = None
     """Which write this is: known on the driver for the streaming sink, worked out by
     the tasks otherwise (onceover_jobs.sink.identity); see :meth:`for_write`."""
+    lineage: LineageConfig | None = None
+    """Where OpenLineage events go (onceover_jobs.sink.lineage_config); None: nowhere."""
 
     def for_write(self, write: WriteIdentity) -> SinkJob:
         """This job as the write ``write``: its ledger, and the run and query events name.

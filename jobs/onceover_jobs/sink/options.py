@@ -61,6 +61,15 @@ option                      default     meaning
                                         ``proxyUsername``, ``proxyPassword``, named
                                         as the spark-bigquery-connector names them
                                         (:mod:`onceover.connection`)
+``openlineage.url``         see below   OpenLineage receiver for the run's lineage
+                                        events (with ``openlineage.endpoint``,
+                                        ``openlineage.api_key``,
+                                        ``openlineage.namespace``; or a config file,
+                                        ``openlineage.config``); else as the
+                                        OpenLineage clients find it
+                                        (onceover_jobs.sink.lineage_config)
+``openlineage.run_id``      derived     the OpenLineage runId, for a job that reports
+                                        its own run (``run_events`` false)
 ``ledger.keep_batches``     100         committed batches the ledger keeps per write;
                                         give Spark's
                                         ``spark.sql.streaming.minBatchesToRetain``
@@ -86,6 +95,7 @@ from onceover.modes import MODES, STREAMING_DEFAULT_MODE, Mode
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S
 from onceover_jobs.sink.ledger_retention import DEFAULT_KEEP, how_many_to_keep
+from onceover_jobs.sink.lineage_config import OPTIONS as LINEAGE_OPTIONS
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -131,6 +141,7 @@ KNOWN = frozenset(
         "path",
         "queryname",  # writeStream.queryName(...): Spark passes it to the sink
         *CONNECTION_OPTIONS,
+        *LINEAGE_OPTIONS,
     }
 )
 
