@@ -61,6 +61,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from onceover.identifiers import COLUMN_NAME_RE
+from onceover.key_checksum import BUCKET_LIMIT, KEY_BUCKETS
 from onceover.modes import Mode as Mode  # noqa: PLC0414 - part of the event schema
 from onceover.modes import StreamType as StreamType  # noqa: PLC0414 - likewise
 
@@ -257,6 +258,16 @@ class BatchIntent(_BatchEvent, _DeadLetters):
     expected_rows: _COUNT = Field(description="rows for the target table (set-aside rows apart)")
 
 
+_TALLY_COUNT = Annotated[int, Field(ge=0, le=BUCKET_LIMIT)]
+KeyBucketRow = tuple[
+    Annotated[int, Field(ge=0, lt=KEY_BUCKETS)],
+    _TALLY_COUNT,
+    _TALLY_COUNT,
+    Annotated[str, Field(pattern=r"^-?[0-9]{1,40}$")] | None,
+]
+"""One bucket of a key tally (onceover.key_checksum.KeyBucket)."""
+
+
 class BatchCommitted(_BatchEvent, _DeadLetters):
     """The batch's receipt: which rows, from which source offsets, committed when."""
 
@@ -285,6 +296,14 @@ class BatchCommitted(_BatchEvent, _DeadLetters):
         description="stamped writes with an INT64 or STRING key: the sum over the "
         "batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) "
         "(onceover.key_checksum), so one aggregate query checks the batch in place",
+    )
+    key_buckets: list[KeyBucketRow] | None = Field(
+        default=None,
+        max_length=KEY_BUCKETS,
+        description="with key_checksum: the batch's key tally, one item per non-empty "
+        "bucket (byte 4 of MD5(CAST(key AS STRING))): [bucket, rows, checksum, sum of the "
+        "key values as decimal text for INT64 keys, else null] (onceover.key_checksum); "
+        "reconciliation compares it bucket by bucket and names a missing key from it",
     )
 
 

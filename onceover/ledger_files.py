@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from onceover.errors import LedgerError
+from onceover.key_checksum import KeyBucket
 
 LEDGER_VERSION = 1
 BATCH_WRITE = "write"
@@ -130,6 +131,9 @@ class BatchRecord:
     key_checksum: int | None = None
     """Stamped writes with an INT64 or STRING key: the key checksum of the rows the
     batch commits to ``table`` (:mod:`onceover.key_checksum`)."""
+    key_buckets: tuple[KeyBucket, ...] | None = None
+    """With ``key_checksum``: the batch's key tally, its non-empty buckets
+    (:mod:`onceover.key_checksum`); None for a batch recorded before tallies."""
     offsets: tuple[str, ...] | None = None
     """Streaming: the batch's entry in Spark's offsets log, one offset a source (the
     receipt's source offsets; ``source_offsets`` is the entry's fingerprint)."""
@@ -169,14 +173,21 @@ def read_record(path: Path) -> BatchRecord | None:
         streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
         dead = tuple(StreamCommit(**s) for s in payload.pop("dead_letter_streams", ()))
         offsets = payload.pop("offsets", None)
+        buckets = payload.pop("key_buckets", None)
         return BatchRecord(
             streams=streams,
             dead_letter_streams=dead,
             offsets=None if offsets is None else tuple(offsets),
+            key_buckets=None if buckets is None else tuple(_bucket(b) for b in buckets),
             **payload,
         )
     except (TypeError, KeyError) as exc:
         raise LedgerError(f"ledger record {path}: {exc}") from exc
+
+
+def _bucket(item: list[Any]) -> KeyBucket:
+    bucket, rows, checksum, key_sum = item
+    return (int(bucket), int(rows), int(checksum), None if key_sum is None else str(key_sum))
 
 
 def batch_order(record: BatchRecord) -> int:

@@ -211,6 +211,11 @@ class Batch(SQLModel, table=True):
         default=None, sa_type=JSON, description="streaming: one offset per source (JSON text)"
     )
     key_checksum: int | None = _maybe_count("onceover.key_checksum of the batch's keys")
+    key_buckets: list[list[Any]] | None = Field(
+        default=None,
+        sa_type=JSON,
+        description="the key tally: [bucket, rows, checksum, key sum text] per non-empty bucket",
+    )
 
 
 class Stream(SQLModel, table=True):
@@ -312,6 +317,10 @@ class Reconciliation(SQLModel, table=True):
     batches: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     runs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     warnings: list[str] = Field(default_factory=list, sa_type=JSON)
+    method: str | None = Field(
+        default=None, max_length=20, description="receipts, or counts (null: before 0009)"
+    )
+    queries: int | None = Field(default=None, description="BigQuery queries the check ran")
     error: str | None = Field(default=None, sa_type=Text)
     trigger: str = Field(max_length=20, description="api, or run_succeeded")
     actor: str = Field(max_length=_NAME)

@@ -20,6 +20,7 @@ from onceover_backend.services.reconciliation import Reconciler
 
 from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
+from onceover.key_checksum import BucketTally, key_bucket, key_checksum, key_hash
 from onceover.preflight import free_port
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
@@ -63,15 +64,31 @@ def insert(rest: bigquery.Client, table: str, rows: list[tuple[Any, ...]]) -> No
 
 
 def run_events(
-    run: str, table: str, batches: dict[int, int], *, key: str | None = KEY, stamped: bool = True
+    run: str,
+    table: str,
+    batches: dict[int, int],
+    *,
+    key: str | None = KEY,
+    stamped: bool = True,
+    receipts: dict[int, list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The events of a run that committed ``batches`` (batch id -> rows) and succeeded."""
+    """The events of a run that committed ``batches`` (batch id -> rows) and succeeded;
+    with ``receipts`` (batch id -> its keys), each commit's key checksum and tally as the
+    sink reports them."""
     events: list[ev.Event] = [f.started(run, "a1", 0)]
     for batch, rows in batches.items():
-        events += [
-            f.intent(run, batch, 1 + batch, [f"{run}/b{batch}"], rows),
-            f.committed(run, batch, 1.5 + batch, [f"{run}/b{batch}"], rows),
-        ]
+        committed = f.committed(run, batch, 1.5 + batch, [f"{run}/b{batch}"], rows)
+        if receipts is not None:
+            keys = receipts[batch]
+            tally = BucketTally(integer=all(isinstance(k, int) for k in keys))
+            for k in keys:
+                tally.add(k)
+            buckets = tally.receipt()
+            assert buckets is not None
+            committed = committed.model_copy(
+                update={"key_checksum": key_checksum(keys), "key_buckets": list(buckets)}
+            )
+        events += [f.intent(run, batch, 1 + batch, [f"{run}/b{batch}"], rows), committed]
     events.append(f.finished(run, "a1", 10, sum(batches.values())))
     shaped = []
     for event in events:
@@ -92,18 +109,22 @@ def load_run(
     first_key: int = 0,
     key: str | None = KEY,
     stamped: bool = True,
+    receipts: bool = False,
 ) -> None:
-    """``batches`` of consecutive keys into ``table``, stamped as ``run``'s, and its events."""
+    """``batches`` of consecutive keys into ``table``, stamped as ``run``'s, and its events
+    (with ``receipts``, the receipts of the rows put in)."""
     rows, next_key = [], first_key
+    keys: dict[int, list[Any]] = {}
     for batch, count in batches.items():
         for _ in range(count):
             rows.append((next_key, 10, run if stamped else None, batch if stamped else None))
+            keys.setdefault(batch, []).append(next_key)
             next_key += 1
     insert(rest, table, rows)
-    posted = client.post(
-        "/api/events", json=run_events(run, table, batches, key=key, stamped=stamped),
-        headers=bearer(INGEST),
-    )  # fmt: skip
+    events = run_events(
+        run, table, batches, key=key, stamped=stamped, receipts=keys if receipts else None
+    )
+    posted = client.post("/api/events", json=events, headers=bearer(INGEST))
     assert posted.status_code == 200, posted.text
 
 
@@ -128,7 +149,62 @@ def test_a_clean_stamped_run_is_ok_with_every_count_equal(
     assert [(b["batch_id"], b["status"], b["expected_rows"], b["actual_rows"])
             for b in body["batches"]] == [(0, "ok", 30, 30), (1, "ok", 20, 20)]  # fmt: skip
     assert body["mismatched_batches"] == []
+    assert body["method"] == "counts"  # its batches reported no key tally (a sink before them)
     assert body["warnings"] == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # one is enough
+def test_a_clean_run_with_receipts_is_ok_in_one_query(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30, 1: 20}, receipts=True)
+    body = reconcile(client, "r1")
+    assert body["status"] == "ok", body
+    assert (body["method"], body["queries"], body["warnings"]) == ("receipts", 1, [])
+    assert (body["expected_rows"], body["actual_rows"], body["distinct_keys"]) == (50, 50, 50)
+    assert [(b["batch_id"], b["status"], b["expected_checksum"] == b["actual_checksum"])
+            for b in body["batches"]] == [(0, "ok", True), (1, "ok", True)]  # fmt: skip
+    receipt = client.get("/api/runs/r1/batches/0", headers=bearer(VIEWER)).json()["receipts"][0]
+    assert receipt["key_bucket_count"] == len({key_bucket(k) for k in range(30)})
+
+
+def _keys(batch: dict[str, Any], kind: str) -> list[tuple[str | None, int]]:
+    return [(k["key"], k["copies"]) for k in batch[kind]]
+
+
+def test_receipts_name_the_duplicated_and_the_missing_keys_in_three_queries(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30, 1: 20}, receipts=True)  # keys 0-29, 30-49
+    insert(rest, table, [(35, 10, "r1", 1)])  # a stamped copy
+    rest.query(f"DELETE FROM `{table}` WHERE {KEY} IN (3, 40)").result()
+    body = reconcile(client, "r1")
+    assert (body["status"], body["method"], body["queries"]) == ("mismatch", "receipts", 3)
+    assert body["mismatched_batches"] == [0, 1]
+    first, second = body["batches"]
+    assert (_keys(first, "keys_missing"), _keys(first, "keys_duplicated")) == ([("3", 0)], [])
+    assert _keys(second, "keys_missing") == [("40", 0)]  # INT64 keys: named by value
+    assert _keys(second, "keys_duplicated") == [("35", 2)]
+    assert second["keys_missing"][0]["key_hash"] == key_hash(40)
+    for batch in (first, second):
+        assert (batch["keys_unexpected"], batch["unresolved_buckets"]) == ([], [])
+    assert (body["actual_rows"], body["missing_rows"], body["extra_rows"]) == (49, 2, 1)
+    assert body["duplicate_keys"] == [{"key": "35", "count": 2, "batch_id": 1, "run_id": None}]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # one is enough
+def test_two_keys_missing_from_one_bucket_are_reported_as_that_bucket_not_guessed(
+    client: TestClient, rest: bigquery.Client, table: str
+) -> None:
+    load_run(client, rest, table, "r1", {0: 30}, receipts=True)
+    assert key_bucket(2) == key_bucket(28)
+    rest.query(f"DELETE FROM `{table}` WHERE {KEY} IN (2, 28)").result()
+    body = reconcile(client, "r1")
+    assert (body["status"], body["queries"]) == ("mismatch", 2)  # no key twice: no query 3
+    [batch] = body["batches"]
+    assert batch["keys_missing"] == []
+    bucket = key_bucket(2)
+    assert batch["unresolved_buckets"] == [{"bucket": bucket, "expected_rows": 2, "actual_rows": 0}]
 
 
 def test_duplicates_inserted_by_hand_are_listed_with_their_counts_and_batches(
@@ -157,6 +233,7 @@ def test_rows_deleted_by_hand_are_missing_rows(
     rest.query(f"DELETE FROM `{table}` WHERE {KEY} IN (3, 4, 40)").result()
     body = reconcile(client, "r1")
     assert body["status"] == "mismatch"
+    assert any("carry no key tally" in w for w in body["warnings"])  # so no key is named
     assert (body["expected_rows"], body["actual_rows"], body["missing_rows"]) == (50, 47, 3)
     assert body["extra_rows"] == 0
     assert [(b["batch_id"], b["actual_rows"]) for b in body["batches"]] == [(0, 28), (1, 19)]

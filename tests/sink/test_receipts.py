@@ -16,7 +16,13 @@ from onceover_tools.chaos.runner import ORDER_SCHEMA
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as fn
 
-from onceover.key_checksum import key_checksum, key_checksum_sql
+from onceover.key_checksum import (
+    BucketTally,
+    key_bucket_sql,
+    key_checksum,
+    key_checksum_sql,
+    key_sum_sql,
+)
 from onceover.ledger_files import scope_records
 from tests.receiver import TOKEN, Receiver
 from tests.sink.test_streaming import SOURCE_SCHEMA
@@ -33,6 +39,15 @@ STAMP = [
 def checksum_in_bigquery(rest: bigquery.Client, table: str, key: str, where: str) -> int:
     query = f"SELECT {key_checksum_sql(key)} AS c FROM `{table}` WHERE {where}"
     return int(next(iter(rest.query_and_wait(query)))["c"])
+
+
+def tally_in_bigquery(rest: bigquery.Client, table: str, key: str, where: str) -> list[Any]:
+    """The key tally of the rows ``where`` selects, as receipts carry it (INT64 keys)."""
+    query = (
+        f"SELECT {key_bucket_sql(key)} AS b, COUNT(*) AS n, {key_checksum_sql(key)} AS c, "
+        f"{key_sum_sql(key)} AS s FROM `{table}` WHERE {where} GROUP BY b ORDER BY b"
+    )
+    return [[r["b"], r["n"], r["c"], str(int(r["s"]))] for r in rest.query_and_wait(query)]
 
 
 def test_each_micro_batch_has_its_offsets_commit_time_and_a_checksum_bigquery_agrees_with(
@@ -63,6 +78,10 @@ def test_each_micro_batch_has_its_offsets_commit_time_and_a_checksum_bigquery_ag
         in_place = checksum_in_bigquery(rest, table, "event_id", f"_onceover_batch_id = {batch}")
         assert event["key_checksum"] == in_place == ledger[batch].key_checksum
         assert in_place != 0
+        # The key tally (INT64 key: with key sums) is the grouped query's answer.
+        buckets = tally_in_bigquery(rest, table, "event_id", f"_onceover_batch_id = {batch}")
+        assert event["key_buckets"] == buckets
+        assert [list(b) for b in ledger[batch].key_buckets or ()] == buckets
         # The offsets Spark logged for the batch: one file source, its log offset.
         entry = (checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]
         assert event["source_offsets"] == entry == list(ledger[batch].offsets or ())
@@ -102,6 +121,10 @@ def test_rows_set_aside_are_not_in_the_checksum_of_a_batch_write(
     kept = [f"o-{i}" for i in range(300) if i % 50 != 7]
     in_place = checksum_in_bigquery(rest, table, "order_id", "_onceover_run_id = 'names-1'")
     assert event["key_checksum"] == in_place == key_checksum(kept)
+    tally = BucketTally(integer=False)  # STRING keys: no key sums; set-aside rows left out
+    for k in kept:
+        tally.add(k)
+    assert event["key_buckets"] == [list(b) for b in tally.receipt() or ()]
     assert event["dead_lettered_rows"] == 6
     assert event["source_offsets"] is None  # a batch write reads no stream source
     # Pending: BigQuery's own commit time, as BatchCommitWriteStreams answered it.

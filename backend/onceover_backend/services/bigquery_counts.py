@@ -103,6 +103,8 @@ class TableCounter:
         self.client = client
         self.timeout_s = timeout_s
         self._retry = Retry(timeout=timeout_s)
+        self.queries = 0
+        """Queries run so far (a check reports how many it took)."""
 
     def columns(self, table: str) -> dict[str, str]:
         """Top-level column name -> BigQuery type; a missing table is a failed check."""
@@ -192,8 +194,13 @@ class TableCounter:
         sql = f"SELECT COUNT(*) AS total_rows FROM `{table}` WHERE {where}"
         return int(self._one(sql, params)["total_rows"]), by_table
 
+    def rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """The rows of one query (an aggregate: nothing here reads a table's rows back)."""
+        return self._rows(sql, params)
+
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         config = bigquery.QueryJobConfig(query_parameters=params, use_query_cache=False)
+        self.queries += 1
         try:
             job = self.client.query(
                 sql, job_config=config, retry=self._retry, timeout=self.timeout_s,

@@ -498,7 +498,7 @@ class Projector:
 
     @staticmethod
     def _receipt(batch: Batch, event: ev.BatchCommitted, *, first: bool) -> None:
-        """The batch's receipt (commit time, source offsets, key checksum): the first
+        """The batch's receipt (commit time, source offsets, key checksum and tally): the first
         commit's stands, whichever report arrives first; a later report (the batch
         committed again, found committed on replay) only fills what the first left null.
         Only assigned when it changes (see _RunTally)."""
@@ -506,6 +506,9 @@ class Projector:
             "commit_time": event.commit_time,
             "source_offsets": event.source_offsets,
             "key_checksum": event.key_checksum,
+            "key_buckets": (
+                None if event.key_buckets is None else [list(b) for b in event.key_buckets]
+            ),
         }
         for name, value in fields.items():
             if value is None:

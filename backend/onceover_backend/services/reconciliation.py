@@ -11,6 +11,12 @@ rows only, and their ``dead_lettered_rows`` are reported apart, as ``rows_set_as
 compared with the run's rows counted in the dead-letter table (its ``run_id`` column, and
 its ``table`` column when it has one).
 
+A stamped run with a key whose committed batches all carry a key tally is checked by
+receipt (:mod:`onceover_backend.services.receipt_check`): each batch's rows and key
+checksum against its receipt in one query, and a differing batch's duplicated, missing
+and unexpected keys found by key-hash bucket, in at most three queries whatever the
+table's size. Any other run is checked by counts, as before tallies.
+
 Each check is stored whole, once it has ended (``ok``, ``mismatch``, or ``error`` with the
 reason BigQuery could not answer); a check that cannot start (an unknown run, a table no
 run wrote) raises :class:`~onceover_backend.errors.NotFoundError` and stores nothing.
@@ -42,6 +48,12 @@ from onceover_backend.models import ReconciliationPublic, ReconciliationsPublic
 from onceover_backend.services import audit
 from onceover_backend.services.bigquery_counts import Counts, Scope, TableCounter
 from onceover_backend.services.paging import page
+from onceover_backend.services.receipt_check import (
+    LISTED_KEYS,
+    Receipt,
+    ReceiptCheck,
+    check_receipts,
+)
 from onceover_backend.services.runs import tables_of_run
 from onceover_backend.tables import Batch, Reconciliation, Run, utcnow
 
@@ -75,6 +87,15 @@ SHARED_DEAD_LETTERS = (
 SEVERAL_DEAD_LETTER_TABLES = (
     "the batches named several dead-letter tables ({tables}): rows_in_dead_letter_table "
     "counts the rows in all of them"
+)
+NO_TALLY = (
+    "{missing} of the run's {total} committed batches carry no key tally (written by a sink "
+    "before receipts had one, or with a key neither INT64 nor STRING): checked by counts, "
+    "not by receipt, so duplicated keys are only sampled and missing keys not named"
+)
+RECEIPTS_CUT = (
+    "more than {limit:,} keys are held more than once: the keys listed, and each batch's "
+    "duplicates, are the first {limit:,}"
 )
 OTHER_WRITERS = (
     "a table check counts every row of the table: rows written by anything but onceover "
@@ -117,11 +138,26 @@ class _Expected:
     """Each dead-letter table -> the runs' other tables that set rows aside there."""
     dead_letter_runs: list[str] = field(default_factory=list)
     """The runs whose rows are counted in those tables (by their ``run_id`` column)."""
+    receipts: dict[Any, Receipt] | None = None
+    """Each batch id's receipt, when every committed batch reported a key tally: the run
+    is then checked by receipt."""
+    untallied: str | None = None
+    """Why a stamped run with a key is checked by counts (said when the check differs)."""
 
     @property
     def dead_letter_table(self) -> str | None:
         """The one a report names: the last the batches named."""
         return next(reversed(self.dead_letters), None)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What BigQuery answered for one check."""
+
+    counts: Counts
+    dead_lettered: _DeadLettered | None
+    receipts: ReceiptCheck | None
+    queries: int
 
 
 @dataclass(frozen=True)
@@ -243,15 +279,22 @@ class Reconciler:
             checked_at=checked_at,
             duration_ms=0.0,
         )
+        by_receipt = kind == "run" and expected.receipts is not None
+        record.method = "receipts" if by_receipt else "counts"
         if not_checked is not None:
             record.error = not_checked
         else:
             try:
-                counts, dead_lettered = self._count(_scope(kind, run_id, expected), expected)
+                counted = self._count(_scope(kind, run_id, expected), expected)
             except ReconciliationFailedError as exc:
                 record.error = str(exc)
             else:
-                _compare(record, expected, counts, kind, dead_lettered)
+                record.queries = counted.queries
+                _compare(record, expected, counted.counts, kind, counted.dead_lettered)
+                if counted.receipts is not None:
+                    _compare_receipts(record, counted.receipts)
+                elif expected.untallied is not None and record.status == "mismatch":
+                    record.warnings = [*record.warnings, expected.untallied]
         record.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         with write_transaction(self.engine) as session:
             session.add(record)
@@ -268,9 +311,9 @@ class Reconciler:
         )
         return stored
 
-    def _count(self, scope: Scope, expected: _Expected) -> tuple[Counts, _DeadLettered | None]:
-        """The scope's counts, and the rows of its runs in the dead-letter tables its
-        batches named (None when they named none)."""
+    def _count(self, scope: Scope, expected: _Expected) -> _Counted:
+        """The scope's counts (by receipt when ``expected`` has receipts and ``scope`` is a
+        run's), and the rows of its runs in the dead-letter tables its batches named."""
         try:
             client = bigquery_client(self.bigquery)
         except ConfigurationError as exc:
@@ -278,9 +321,14 @@ class Reconciler:
         try:
             counter = TableCounter(client, self.timeout_s)
             counter.check_scope(scope, counter.columns(scope.table))
-            counts = counter.count(scope)
+            receipts = None
+            if expected.receipts is not None and scope.run_id is not None:
+                receipts = check_receipts(counter, scope, expected.receipts)
+                counts = receipts.counts
+            else:
+                counts = counter.count(scope)
             if not expected.dead_letters:
-                return counts, None
+                return _Counted(counts, None, receipts, counter.queries)
             found = wanted = 0
             warnings = []
             for table, rows in expected.dead_letters.items():
@@ -304,7 +352,8 @@ class Reconciler:
                             dead_letter_table=table, others=", ".join(sharers)
                         )
                     )
-            return counts, _DeadLettered(found, wanted, warnings)
+            dead_lettered = _DeadLettered(found, wanted, warnings)
+            return _Counted(counts, dead_lettered, receipts, counter.queries)
         finally:
             client.close()
 
@@ -363,6 +412,12 @@ def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -
     per_batch: dict[Any, int] = {}
     for batch in committed:  # writes of one micro-batch to one table share its stamp
         per_batch[batch.batch_id] = per_batch.get(batch.batch_id, 0) + _batch_rows(batch)
+    receipts, untallied = None, None
+    if stamped and key is not None and committed and len(stamped_flags) == 1:
+        receipts = _receipts(committed)
+        if receipts is None:
+            tallied = sum(1 for b in committed if b.key_buckets is not None)
+            untallied = NO_TALLY.format(missing=len(committed) - tallied, total=len(committed))
     expected = _Expected(
         table=table,
         rows=sum(_batch_rows(b) for b in committed),
@@ -370,9 +425,25 @@ def _expected_of_run(session: Session, run: Run, table: str, *, several: bool) -
         stamped=stamped,
         key=key,
         warnings=warnings,
+        receipts=receipts,
+        untallied=untallied,
     )
     _expect_dead_letters(session, expected, committed)
     return expected
+
+
+def _receipts(committed: list[Batch]) -> dict[Any, Receipt] | None:
+    """Each batch id's receipt, merged over its writes; None unless every committed batch
+    reported a key checksum and tally (a batch without one is checked by counts)."""
+    reports: dict[Any, list[tuple[int, int, list[Any]]]] = {}
+    for batch in committed:
+        if batch.key_checksum is None or batch.key_buckets is None:
+            return None
+        buckets = [(b, rows, checksum, key_sum) for b, rows, checksum, key_sum in batch.key_buckets]
+        reports.setdefault(batch.batch_id, []).append(
+            (_batch_rows(batch), batch.key_checksum, buckets)
+        )
+    return {batch_id: Receipt.of(found) for batch_id, found in reports.items()}
 
 
 def _expected_of_table(session: Session, table: str, key: str | None) -> _Expected:
@@ -480,6 +551,25 @@ def _compare(
         and (dead_lettered is None or dead_lettered.found == dead_lettered.expected)
     )
     record.status = "ok" if agrees else "mismatch"
+
+
+def _compare_receipts(record: Reconciliation, check: ReceiptCheck) -> None:
+    """Add to ``record``'s batches what their receipts found; a batch whose checksum or
+    keys differ is a mismatch even where its counts agree."""
+    batches = []
+    for counted in record.batches:
+        row = dict(counted)
+        findings = check.batches.get(row["batch_id"])
+        if findings is not None:
+            row |= findings.public()
+            if findings.differs:
+                row["status"] = "mismatch"
+        batches.append(row)
+    record.batches = batches
+    if any(row["status"] != "ok" for row in batches):
+        record.status = "mismatch"
+    if not check.listed_all:
+        record.warnings = [*record.warnings, RECEIPTS_CUT.format(limit=LISTED_KEYS)]
 
 
 def _compare_groups(expected: _Expected, counts: Counts, name: str) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from onceover import events
 from onceover.events import StreamRows, event_id
+from onceover.key_checksum import KeyBucket, merged_tally
 from onceover.ledger_files import BatchRecord, StreamCommit, batch_name
 from onceover.modes import STREAM_TYPES, UNSEEN_UNTIL_COMMIT
 from onceover_jobs.sink import failpoints
@@ -115,6 +116,14 @@ def _key_checksum(results: Sequence[TaskResult | None]) -> int | None:
     if not shares or any(share is None for share in shares):
         return None
     return sum(share for share in shares if share is not None)
+
+
+def _key_buckets(results: Sequence[TaskResult | None]) -> tuple[KeyBucket, ...] | None:
+    """The batch's key tally: its tasks' shares merged; None unless every task kept one."""
+    shares = [r.key_buckets for r in results if r is not None and not r.skipped]
+    if not shares or any(share is None for share in shares):
+        return None
+    return merged_tally(share for share in shares if share is not None)
 
 
 def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
@@ -212,7 +221,7 @@ class BatchCommitter:
                     dead_letters = self._set_aside_already(record, dead_letters)
                 committed = self._commit_new(
                     streams, dead_letters, started, replacing=record,
-                    key_checksum=_key_checksum(results),
+                    key_checksum=_key_checksum(results), key_buckets=_key_buckets(results),
                 )  # fmt: skip
                 if committed is not None:
                     return committed
@@ -233,6 +242,7 @@ class BatchCommitter:
         *,
         replacing: BatchRecord | None,
         key_checksum: int | None = None,
+        key_buckets: tuple[KeyBucket, ...] | None = None,
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
@@ -255,6 +265,7 @@ class BatchCommitter:
             dead_letter_table=job.options.dead_letter if dead_letters else None,
             dead_letter_streams=dead_letters,
             key_checksum=key_checksum,
+            key_buckets=key_buckets if key_checksum is not None else None,
             offsets=self._offsets(),
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
@@ -620,6 +631,7 @@ class BatchCommitter:
                 commit_time=record.commit_time or record.committed_at,
                 source_offsets=None if record.offsets is None else list(record.offsets),
                 key_checksum=record.key_checksum,
+                key_buckets=None if record.key_buckets is None else list(record.key_buckets),
                 **_dead_letter_fields(record),
                 **self.telemetry.batch_event_fields(),
             )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from onceover.key_checksum import KeyBucket
 from onceover.ledger_files import StreamCommit, batch_name
 from onceover.modes import STREAM_TYPES
 from onceover_jobs.sink import failpoints
@@ -91,6 +92,9 @@ class TaskResult:
     key_checksum: int | None = None
     """The partition's share of the batch's key checksum (onceover_jobs.sink.key_tally);
     None when the write keeps none."""
+    key_buckets: tuple[KeyBucket, ...] | None = None
+    """The partition's share of the batch's key tally (onceover.key_checksum), kept with
+    the checksum; None when the write keeps none."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +182,8 @@ def _write_partition(
             return writer(job, client, rows, task, telemetry)
         result = writer(job, client, tally.observe(rows), task, telemetry)
         refused = result.dead_letters.keys if result.dead_letters is not None else ()
-        return replace(result, key_checksum=tally.without(refused))
+        checksum = tally.without(refused)
+        return replace(result, key_checksum=checksum, key_buckets=tally.receipt())
     finally:
         telemetry.flush(EVENT_FLUSH_S)
 

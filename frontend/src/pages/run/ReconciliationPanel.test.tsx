@@ -73,4 +73,47 @@ describe("ReconciliationPanel", () => {
     expect(found.textContent).toBe("2");
     expect(found.getAttribute("title")).toBe("the run's rows in p.d.orders_dlq (run_id = the run)");
   });
+
+  it("names a differing batch's duplicated and missing keys, found by receipt, in a table with headers", () => {
+    const base = {
+      status: "mismatch" as const,
+      distinct_keys: null,
+      duplicate_keys: 1,
+      duplicate_rows: 1,
+      keys_duplicated: [],
+      keys_missing: [],
+      keys_unexpected: [],
+      unresolved_buckets: [],
+    };
+    const byReceipt: Reconciliation = {
+      ...check(5, "p.d.orders", "mismatch", 7),
+      method: "receipts",
+      queries: 3,
+      mismatched_batches: [0, 1],
+      batches: [
+        {
+          ...base,
+          batch_id: 0,
+          expected_rows: 4,
+          actual_rows: 4,
+          keys_duplicated: [{ key: "35", key_hash: "aaaaaaaa01", copies: 2 }],
+          keys_missing: [{ key: null, key_hash: "0123456789", copies: 0 }],
+          unresolved_buckets: [{ bucket: 7, expected_rows: 2, actual_rows: 0 }],
+        },
+        { ...base, batch_id: 1, status: "ok", expected_rows: 4, actual_rows: 4 },
+      ],
+    };
+    render(<ReconciliationPanel latest={byReceipt} history={[byReceipt]} />);
+
+    expect(screen.getByTestId("reconciliation-queries").textContent).toContain("3 queries");
+    const table = screen.getByTestId("batch-differences");
+    const headers = within(table).getAllByRole("columnheader").map((h) => h.textContent);
+    expect(headers).toContain("Duplicated keys");
+    expect(headers).toContain("Missing keys");
+    const rows = within(table).getAllByTestId("batch-difference");
+    expect(rows.map((r) => r.dataset.batchId)).toEqual(["0"]);
+    expect(within(rows[0]).getByTestId("keys-duplicated").textContent).toBe("35 ×2");
+    expect(within(rows[0]).getByTestId("keys-missing").textContent).toBe("md5 0123456789…");
+    expect(within(rows[0]).getByTestId("unresolved-buckets").textContent).toContain("bucket 7");
+  });
 });

@@ -1,17 +1,49 @@
 // Expected rows (what the ledger committed) against what BigQuery holds, for this run:
 // one verdict per table the run wrote (a detail table and its summary are checked apart).
+// A stamped run checked by receipt names, per differing batch, the keys duplicated,
+// missing (INT64 keys by value, STRING keys by hash) or unexpected, and the key-hash
+// buckets no single key explains.
 import type { Reconciliation } from "../../api/client";
+import type { components } from "../../api/schema";
 import { Empty, ErrorNote, Stat, StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
 
-type BatchCheck = {
-  batch_id?: number | null;
-  expected_rows?: number;
-  actual_rows?: number;
-  distinct_keys?: number | null;
-  duplicate_rows?: number;
-  status?: string;
-};
+type BatchCheck = components["schemas"]["BatchReconciliationPublic"];
+type ReceiptKey = components["schemas"]["ReceiptKeyPublic"];
+
+/** A key as the panel shows it: its value, or its hash when only that is known. */
+function keyText(key: ReceiptKey): string {
+  return key.key ?? `md5 ${key.key_hash}…`;
+}
+
+function KeyList({ keys, copies, testId }: { keys: ReceiptKey[] | undefined; copies?: boolean; testId: string }) {
+  if (!keys || keys.length === 0) return <span className="muted">–</span>;
+  return (
+    <ul data-testid={testId}>
+      {keys.map((key) => (
+        <li key={key.key_hash} className="mono" title={`MD5 prefix ${key.key_hash}`}>
+          {keyText(key)}
+          {copies ? ` ×${key.copies}` : ""}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function Unresolved({ batch }: { batch: BatchCheck }) {
+  const buckets = batch.unresolved_buckets ?? [];
+  if (buckets.length === 0) return <span className="muted">–</span>;
+  return (
+    <ul data-testid="unresolved-buckets">
+      {buckets.map((bucket) => (
+        <li key={String(bucket.bucket)}>
+          {bucket.bucket === null ? "NULL keys" : `bucket ${bucket.bucket}`}: expected {formatCount(bucket.expected_rows)},
+          found {formatCount(bucket.actual_rows)}
+        </li>
+      ))}
+    </ul>
+  );
+}
 
 export function ReconciliationPanel({
   latest,
@@ -81,7 +113,8 @@ function Verdicts({ latest, history }: { latest: Reconciliation; history: Reconc
 }
 
 function Verdict({ check }: { check: Reconciliation }) {
-  const batches = (check.batches as BatchCheck[]).filter((b) => b.status && b.status !== "ok");
+  const batches = check.batches.filter((b) => b.status !== "ok");
+  const byReceipt = check.method === "receipts";
   return (
     <>
       <p>
@@ -91,6 +124,12 @@ function Verdict({ check }: { check: Reconciliation }) {
         <span className="muted">
           checked {formatTime(check.checked_at)} by {check.actor} ({check.trigger}), took {formatDuration(check.duration_ms)}
           {check.key ? `, key ${check.key}` : ""}
+          {check.method ? `, by ${check.method}` : ""}
+          {check.queries != null && (
+            <span data-testid="reconciliation-queries">
+              , {check.queries} {check.queries === 1 ? "query" : "queries"}
+            </span>
+          )}
         </span>
       </p>
       {check.error && <ErrorNote message={check.error} />}
@@ -166,16 +205,40 @@ function Verdict({ check }: { check: Reconciliation }) {
                 <th scope="col" className="number">
                   Duplicate rows
                 </th>
+                {byReceipt && (
+                  <>
+                    <th scope="col">Duplicated keys</th>
+                    <th scope="col">Missing keys</th>
+                    <th scope="col">Unexpected keys</th>
+                    <th scope="col">Unresolved</th>
+                  </>
+                )}
                 <th scope="col">Verdict</th>
               </tr>
             </thead>
             <tbody>
               {batches.map((batch) => (
-                <tr key={String(batch.batch_id)}>
+                <tr key={String(batch.batch_id)} data-testid="batch-difference" data-batch-id={batch.batch_id ?? "write"}>
                   <td>{batch.batch_id ?? "–"}</td>
                   <td className="number">{formatCount(batch.expected_rows)}</td>
                   <td className="number">{formatCount(batch.actual_rows)}</td>
                   <td className="number">{formatCount(batch.duplicate_rows)}</td>
+                  {byReceipt && (
+                    <>
+                      <td>
+                        <KeyList keys={batch.keys_duplicated} copies testId="keys-duplicated" />
+                      </td>
+                      <td>
+                        <KeyList keys={batch.keys_missing} testId="keys-missing" />
+                      </td>
+                      <td>
+                        <KeyList keys={batch.keys_unexpected} testId="keys-unexpected" />
+                      </td>
+                      <td>
+                        <Unresolved batch={batch} />
+                      </td>
+                    </>
+                  )}
                   <td>
                     <StatusBadge status={batch.status ?? "error"} />
                   </td>
