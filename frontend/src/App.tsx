@@ -1,10 +1,11 @@
-import { BrowserRouter, Navigate, Route, Routes } from "react-router";
+import { BrowserRouter, Route, Routes } from "react-router";
 import { Layout } from "./components/Layout";
 import { HealthPanel } from "./HealthPanel";
 import { AuthProvider, useAuth } from "./lib/auth";
 import { LiveProvider } from "./lib/live";
 import { AlertsPage } from "./pages/AlertsPage";
 import { AuditPage } from "./pages/AuditPage";
+import { OverviewPage } from "./pages/OverviewPage";
 import { RunPage } from "./pages/RunPage";
 import { RunsPage } from "./pages/RunsPage";
 import { SignInPage } from "./pages/SignInPage";
@@ -16,7 +17,7 @@ function SignedIn() {
     <LiveProvider>
       <Routes>
         <Route element={<Layout />}>
-          <Route index element={<Navigate to="/runs" replace />} />
+          <Route index element={<OverviewPage />} />
           <Route path="runs" element={<RunsPage />} />
           <Route path="runs/:runId" element={<RunPage />} />
           <Route path="tables" element={<TablesPage />} />
@@ -24,7 +25,7 @@ function SignedIn() {
           <Route path="alerts" element={<AlertsPage />} />
           <Route path="audit" element={<AuditPage />} />
           <Route path="health" element={<HealthPanel />} />
-          <Route path="*" element={<p>No such page. <a href="/runs">Go to the runs</a>.</p>} />
+          <Route path="*" element={<p>No such page. <a href="/">Go to the overview</a>.</p>} />
         </Route>
       </Routes>
     </LiveProvider>

@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     stall_check_interval_s: float = Field(
         default=15.0, gt=0, description="How often the backend looks for stalled runs"
     )
+    stale_after_s: float = Field(
+        default=86400.0,
+        gt=0,
+        description="The overview calls a table stale when its last commit is older than "
+        "this (no alert rule kind watches freshness)",
+    )
     change_poll_s: float = Field(
         default=2.0,
         gt=0,

@@ -5,6 +5,7 @@ import { useAuth } from "../lib/auth";
 import { useLive } from "../lib/live";
 
 const NAV = [
+  { to: "/", label: "Overview", end: true }, // only "/" itself, not every page under it
   { to: "/runs", label: "Runs" },
   { to: "/tables", label: "Tables" },
   { to: "/alerts", label: "Alerts" },
@@ -25,7 +26,7 @@ export function Layout() {
         <span className="brand">Onceover</span>
         <nav aria-label="Main">
           {NAV.filter((item) => !item.operator || operator).map((item) => (
-            <NavLink key={item.to} to={item.to}>
+            <NavLink key={item.to} to={item.to} end={item.end}>
               {item.label}
             </NavLink>
           ))}

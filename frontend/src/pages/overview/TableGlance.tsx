@@ -1,0 +1,127 @@
+// Every table at a glance: freshness, rows today, retry codes per hour, rows set aside,
+// the newest check. Stale tables come first (the backend orders them).
+import { Link } from "react-router";
+import { Empty } from "../../components/ui";
+import { formatCount, formatDuration } from "../../lib/format";
+import { Ago, TableLink, VerdictLink } from "./bits";
+import { Sparkline, sparkLabel } from "./Sparkline";
+import type { OverviewTable } from "./types";
+
+export function Freshness({ table, now }: { table: OverviewTable; now: string }) {
+  const stale = table.freshness === "stale";
+  return (
+    <span className="ov-freshness">
+      <span className={`badge badge-${stale ? "warn" : "ok"}`} data-testid="table-freshness" data-freshness={table.freshness}>
+        {table.freshness}
+      </span>{" "}
+      {table.last_commit_at ? (
+        <span className="muted">
+          last commit <Ago iso={table.last_commit_at} now={now} />
+        </span>
+      ) : (
+        <span className="muted">never committed</span>
+      )}
+    </span>
+  );
+}
+
+function hoursOf(table: OverviewTable, code: "already_exists" | "out_of_range") {
+  return table.hours.map((hour) => ({ start: hour.start, count: hour[code] }));
+}
+
+export function TableGlance({
+  tables,
+  count,
+  now,
+  staleAfterS,
+}: {
+  tables: OverviewTable[];
+  count: number;
+  now: string;
+  staleAfterS: number;
+}) {
+  const stale = tables.filter((table) => table.freshness === "stale").length;
+  return (
+    <section aria-labelledby="ov-tables-title" data-testid="overview-tables">
+      <div className="ov-section-header">
+        <h2 id="ov-tables-title">
+          Tables <span className="ov-count">{formatCount(count)}</span>
+          {stale > 0 && <span className="badge badge-warn ov-stale-count">{formatCount(stale)} stale</span>}
+        </h2>
+        <p className="muted ov-note">
+          Stale: no commit for {formatDuration(staleAfterS * 1000)} (<code>ONCEOVER_STALE_AFTER_S</code>). Today is the
+          UTC day; retry codes are per hour over the last 24 hours.
+        </p>
+      </div>
+      {tables.length === 0 ? (
+        <Empty>No table has been loaded yet.</Empty>
+      ) : (
+        <div className="table-wrap">
+          <table className="ov-table">
+            <thead>
+              <tr>
+                <th scope="col">Table</th>
+                <th scope="col">Freshness</th>
+                <th scope="col" className="number">
+                  Rows today
+                </th>
+                <th scope="col" className="code" title="append requests answered ALREADY_EXISTS, per hour">
+                  ALREADY_<wbr />EXISTS 24 h
+                </th>
+                <th scope="col" className="code" title="append requests answered OUT_OF_RANGE, per hour">
+                  OUT_OF_<wbr />RANGE 24 h
+                </th>
+                <th scope="col" className="number">
+                  Set aside 24 h
+                </th>
+                <th scope="col">Latest check</th>
+              </tr>
+            </thead>
+            <tbody>
+              {tables.map((table) => (
+                <tr key={table.table} data-testid="overview-table" data-table={table.table} data-freshness={table.freshness}>
+                  <th scope="row" className="ov-id ov-table-name">
+                    <TableLink table={table.table} testId="overview-table-link" />
+                  </th>
+                  <td>
+                    <Freshness table={table} now={now} />
+                  </td>
+                  <td className="number" data-testid="table-rows-today">
+                    {formatCount(table.rows_committed_today)}
+                  </td>
+                  <td>
+                    <Sparkline
+                      values={table.hours.map((hour) => hour.already_exists)}
+                      label={sparkLabel(`ALREADY_EXISTS on ${table.table}`, hoursOf(table, "already_exists"))}
+                      tone="info"
+                      testId="table-already-exists"
+                    />
+                  </td>
+                  <td>
+                    <Sparkline
+                      values={table.hours.map((hour) => hour.out_of_range)}
+                      label={sparkLabel(`OUT_OF_RANGE on ${table.table}`, hoursOf(table, "out_of_range"))}
+                      tone="bad"
+                      testId="table-out-of-range"
+                    />
+                  </td>
+                  <td className="number" data-testid="table-dead-lettered">
+                    {formatCount(table.rows_dead_lettered)}
+                  </td>
+                  <td>
+                    <VerdictLink verdict={table.reconciliation} now={now} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {count > tables.length && (
+        <p className="ov-more">
+          <Link to="/tables">All {formatCount(count)} tables</Link>
+        </p>
+      )}
+    </section>
+  );
+}
