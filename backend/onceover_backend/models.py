@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from onceover.events import Mode, StreamType
 from onceover.identifiers import COLUMN_NAME_RE
@@ -288,6 +288,20 @@ class BatchPublic(BaseModel):
         "rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum); "
         "one aggregate query over the batch's rows in BigQuery gives the same number"
     )
+    key_bucket_count: int | None = Field(
+        default=None,
+        description="with key_checksum: the non-empty buckets of the batch's key tally "
+        "(rows, checksum and INT64 key sum per key-hash bucket, onceover.key_checksum), "
+        "which reconciliation compares bucket by bucket; null for a batch without one",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_key_buckets(cls, data: Any) -> Any:
+        """The stored tally (``key_buckets``) is shown as its bucket count."""
+        if isinstance(data, dict) and data.get("key_buckets") is not None:
+            data = {**data, "key_bucket_count": len(data["key_buckets"])}
+        return data
 
 
 class BatchReceiptsPublic(BaseModel):
@@ -403,6 +417,119 @@ class TablesPublic(BaseModel):
     count: int
 
 
+# -- the overview -------------------------------------------------------------------
+
+Freshness = Literal["fresh", "stale"]
+
+
+class AttentionRunPublic(BaseModel):
+    """A run someone has to look at: it failed, or the stall sweep found it silent."""
+
+    run_id: str
+    job: str | None
+    table: str
+    status: Literal["failed", "stalled"]
+    since: AwareDatetime = Field(
+        description="failed: when it ended; stalled: when it was last heard from"
+    )
+    reason: str = Field(description="the error's first line, or how long it has been silent")
+    link: str = Field(description="the dashboard path of the run")
+
+
+class FiringAlertPublic(BaseModel):
+    """An alert firing now, with the rule that made it."""
+
+    id: int
+    rule_id: int
+    rule: str = Field(description="the rule's name")
+    severity: str = Field(description="critical, warning or info")
+    run_id: str | None
+    table: str | None
+    summary: str
+    since: AwareDatetime | None = Field(description="firing since")
+    link: str = Field(description="the alerts page, showing this rule's firing alerts")
+    subject_link: str = Field(description="the dashboard path of what it watches")
+
+
+class OverviewHourPublic(BaseModel):
+    """Append requests of one hour (UTC), for a sparkline."""
+
+    start: AwareDatetime
+    requests: int = Field(description="append requests of any response code")
+    already_exists: int
+    out_of_range: int
+
+
+class OverviewVerdictPublic(VerdictPublic):
+    """The newest reconciliation, of a run or of a whole table."""
+
+    scope: Literal["run", "table"]
+    run_id: str | None
+    table: str
+    link: str = Field(description="the run's page (run checks) or the table's page")
+
+
+class OverviewTablePublic(BaseModel):
+    """One table at a glance."""
+
+    table: str = Field(description="project.dataset.table")
+    last_commit_at: AwareDatetime | None = Field(
+        description="the newest batch commit into it; null: nothing committed yet"
+    )
+    freshness: Freshness = Field(
+        description="stale: the last commit is older than stale_after_s, or there is none"
+    )
+    rows_committed_today: int = Field(description="rows of batches committed since 00:00 UTC")
+    requests: int = Field(description="append requests in the 24 hourly buckets")
+    already_exists: int = Field(description="of which ALREADY_EXISTS (deduplication at work)")
+    out_of_range: int = Field(description="of which OUT_OF_RANGE (a gap in the offsets)")
+    hours: list[OverviewHourPublic] = Field(description="24 hours, oldest first")
+    rows_dead_lettered: int = Field(
+        description="rows batches committed in the 24 hours set aside in a dead-letter table"
+    )
+    reconciliation: OverviewVerdictPublic | None = Field(
+        description="the newest check touching the table (of a run into it, or of it whole)"
+    )
+    link: str = Field(description="the dashboard path of the table")
+
+
+class OverviewTotalsPublic(BaseModel):
+    """The same figures over every table."""
+
+    rows_committed_today: int
+    requests: int
+    already_exists: int
+    out_of_range: int
+    hours: list[OverviewHourPublic]
+    rows_dead_lettered: int
+
+
+class OverviewPublic(BaseModel):
+    """``GET /api/overview``: what needs attention now, and every table at a glance."""
+
+    generated_at: AwareDatetime
+    today_since: AwareDatetime = Field(description="00:00 UTC today: 'today' is the UTC day")
+    window_since: AwareDatetime = Field(
+        description="the start of the first of 24 hourly buckets (the last holds now)"
+    )
+    stale_after_s: float = Field(
+        description="a table is stale when its last commit is older than this: the "
+        "ONCEOVER_STALE_AFTER_S setting (no alert rule kind watches freshness)"
+    )
+    runs: list[AttentionRunPublic] = Field(description="failed and stalled runs, newest first")
+    runs_count: int = Field(description="every failed or stalled run, beyond those listed")
+    alerts: list[FiringAlertPublic] = Field(description="firing alerts, newest first")
+    alerts_count: int
+    tables: list[OverviewTablePublic] = Field(
+        description="stale tables first, then the most recently committed"
+    )
+    tables_count: int
+    totals: OverviewTotalsPublic
+    reconciliation: OverviewVerdictPublic | None = Field(
+        description="the newest reconciliation of all"
+    )
+
+
 class PrincipalPublic(BaseModel):
     """``GET /api/session``: who the token is and what it may do."""
 
@@ -451,6 +578,31 @@ class DuplicateKeyPublic(BaseModel):
     )
 
 
+class ReceiptKeyPublic(BaseModel):
+    """A key a receipt check found duplicated, missing or unexpected in one batch."""
+
+    key: str | None = Field(
+        description="the key as text; null for a STRING key known only by its hash"
+    )
+    key_hash: str = Field(
+        description="the first 10 hex digits of MD5(CAST(key AS STRING)): its checksum term "
+        "and its bucket (SUBSTR(TO_HEX(MD5(CAST(key AS STRING))), 1, 10) finds it)"
+    )
+    copies: int = Field(
+        description="rows holding it: duplicated, in the whole table; missing, 0; "
+        "unexpected, in the batch"
+    )
+
+
+class UnresolvedBucketPublic(BaseModel):
+    """A key-hash bucket of a batch whose difference no single key explains: two keys
+    missing, a key missing and another unexpected, or rows with a NULL key."""
+
+    bucket: int | None = Field(description="the bucket; null: the rows whose key is NULL")
+    expected_rows: int = Field(description="rows of the bucket in the batch's receipt")
+    actual_rows: int = Field(description="rows found, extra copies of duplicated keys left out")
+
+
 class BatchReconciliationPublic(BaseModel):
     """One batch of a stamped run: what the control plane recorded against BigQuery."""
 
@@ -461,6 +613,26 @@ class BatchReconciliationPublic(BaseModel):
     distinct_keys: int | None
     duplicate_keys: int = Field(description="keys of the batch found more than once")
     duplicate_rows: int
+    expected_checksum: int | None = Field(
+        default=None, description="checked by receipt: the key checksum of its receipt"
+    )
+    actual_checksum: int | None = Field(
+        default=None, description="checked by receipt: the same sum over the rows found"
+    )
+    keys_duplicated: list[ReceiptKeyPublic] = Field(
+        default=[], description="checked by receipt: its keys held more than once"
+    )
+    keys_missing: list[ReceiptKeyPublic] = Field(
+        default=[],
+        description="checked by receipt: keys of its receipt absent from the table, INT64 "
+        "keys by value, STRING keys by hash",
+    )
+    keys_unexpected: list[ReceiptKeyPublic] = Field(
+        default=[], description="checked by receipt: keys stamped with it its receipt lacks"
+    )
+    unresolved_buckets: list[UnresolvedBucketPublic] = Field(
+        default=[], description="checked by receipt: differences no single key explains"
+    )
 
 
 class RunReconciliationPublic(BaseModel):
@@ -517,6 +689,15 @@ class ReconciliationPublic(BaseModel):
     batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
     runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
     mismatched_batches: list[int | None] = Field(description="batch ids that differ")
+    method: Literal["receipts", "counts"] | None = Field(
+        default=None,
+        description="receipts: each batch's rows and key checksum against its receipt, a "
+        "differing batch's keys found by key-hash bucket (stamped runs whose batches carry "
+        "a key tally); counts: rows, distinct keys and duplicates counted; null before 0009",
+    )
+    queries: int | None = Field(
+        default=None, description="BigQuery queries the check ran (null before 0009)"
+    )
     warnings: list[str]
     error: str | None
     trigger: Literal["api", "run_succeeded"]
@@ -587,6 +768,19 @@ class PendingIntentPublic(BaseModel):
         description="BigQuery's commit time of its streams: the proof it holds the batch"
     )
     resume_will: str = Field(description="what a resume does with it, and why")
+
+
+class RunIntentsPublic(BaseModel):
+    """The batches a run's checkpoint holds as intended but not confirmed, each with what
+    BigQuery says of it: the run page shows a batch committed in BigQuery but not in the
+    checkpoint, with BigQuery's commit time as the proof, before anyone resumes."""
+
+    run_id: str
+    pending_intents: list[PendingIntentPublic]
+    unavailable: str | None = Field(
+        description="why the checkpoint could not be read (no launch spec naming it, or "
+        "the path is not readable here); pending_intents is then empty"
+    )
 
 
 class ResumePlanPublic(BaseModel):

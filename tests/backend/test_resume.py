@@ -240,6 +240,28 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
     assert '"pending_intents":[{"batch_id":1' in entry.outcome
 
 
+def test_any_reader_sees_the_intended_batches_and_what_bigquery_holds_of_them(
+    client: TestClient, tmp_path: Path
+) -> None:
+    failed_run(client, tmp_path, "r1")
+    scripted = f.started("r2", "a1", 0).model_copy(update={"spec": None})  # a script
+    client.post("/api/events", json=[scripted.model_dump(mode="json")], headers=bearer(INGEST))
+
+    answer = client.get("/api/runs/r1/intents", headers=bearer(VIEWER))
+
+    assert answer.status_code == 200, answer.text
+    (pending,) = answer.json()["pending_intents"]
+    assert (pending["batch_id"], pending["streams"], pending["expected_rows"]) == (
+        1, ["stream-1-0"], 100
+    )  # fmt: skip
+    assert pending["in_bigquery"] in ("unknown", "streams_gone")  # no BigQuery knows it
+    assert answer.json()["unavailable"] is None
+    unknown = client.get("/api/runs/r2/intents", headers=bearer(VIEWER)).json()
+    assert unknown["pending_intents"] == []
+    assert "no launch spec" in unknown["unavailable"]
+    assert client.get("/api/runs/nope/intents", headers=bearer(VIEWER)).status_code == 404
+
+
 # -- launching -------------------------------------------------------------------------
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
+from onceover_backend.services.alert_evaluator import evaluate
 from onceover_jobs.generate import write_files
 from playwright.sync_api import Browser, Page, expect
 
+from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
@@ -145,6 +148,12 @@ def test_a_crashed_run_is_resumed_from_its_page_and_shows_succeeded_and_ok(
     new_row.get_by_role("link", name=run_id).click()
     expect(page).to_have_url(f"{stack.url}/runs/{run_id}")
     _assert_run_page_equals_api(page, _api(stack, f"/api/runs/{run_id}"))
+    # Before anyone opens the Resume dialog, the page shows the batch BigQuery committed
+    # and the checkpoint lacks, with BigQuery's commit time as the proof.
+    intents = page.get_by_test_id("intents-panel")
+    expect(intents.get_by_test_id("intent-in-bigquery")).to_contain_text(
+        "Committed in BigQuery, not in the checkpoint · committed "
+    )
     screenshot(page, "run-failed")
 
     # Resume: the dialog shows the dry-run plan, then the run resumes.
@@ -300,7 +309,10 @@ def test_signing_in_and_moving_around_by_keyboard_in_dark_mode(
         skip = page.get_by_role("link", name="Skip to content")
         expect(skip).to_be_focused()
         page.keyboard.press("Tab")
-        runs = page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs")
+        main_nav = page.get_by_role("navigation", name="Main")
+        expect(main_nav.get_by_role("link", name="Overview")).to_be_focused()
+        page.keyboard.press("Tab")
+        runs = main_nav.get_by_role("link", name="Runs")
         expect(runs).to_be_focused()
         page.keyboard.press("Enter")
         expect(page).to_have_url(f"{stack.url}/runs")
@@ -318,3 +330,107 @@ def test_signing_in_and_moving_around_by_keyboard_in_dark_mode(
 def _luminance(css_rgb: str) -> float:
     red, green, blue = (int(c) for c in css_rgb[css_rgb.index("(") + 1 : -1].split(",")[:3])
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def _post_events(stack: Stack, events: Sequence[ev.Event], table: str, at: datetime) -> None:
+    """``events`` (built at factory.T0) as a job would send them: into ``table``, moved so
+    that T0 falls at ``at``, by a script of its own (no launch spec: nothing resumes it)."""
+    by = at - factory.T0
+    moved = [e.model_copy(update={"table": table, "time": e.time + by}) for e in events]
+    moved = [e.model_copy(update={"spec": None}) if isinstance(e, ev.RunStarted) else e
+             for e in moved]  # fmt: skip
+    posted = httpx.post(f"{stack.url}/api/events", json=factory.as_json(moved),
+                        headers=bearer(INGEST), timeout=30)  # fmt: skip
+    assert posted.is_success, posted.text
+
+
+def test_the_overview_shows_a_failed_run_a_firing_alert_and_a_stale_table_on_one_screen(
+    browser: Browser, page: Page, stack: Stack, finished_run: FinishedRun
+) -> None:
+    """The home page, beside the module's real runs: a job that last committed three days
+    ago and then failed (its table stale), and an alert rule firing on it."""
+    stale = f"{stack.dataset}.invoices"
+    run_id = f"invoices-{uuid.uuid4().hex[:6]}"
+    nightly: list[ev.Event] = [
+        factory.started(run_id, "driver-1", 0),
+        factory.intent(run_id, 0, 5, [f"{run_id}/s1"], 40),
+        factory.committed(run_id, 0, 6, [f"{run_id}/s1"], 40),
+        factory.failed(run_id, "driver-1", 9, "Quota exceeded: too many tables"),
+    ]
+    _post_events(stack, nightly, stale, datetime.now(UTC) - timedelta(days=3, minutes=1))
+    rule = httpx.post(
+        f"{stack.url}/api/alert-rules",
+        json={"name": f"{stale} failed", "kind": "run_failed", "scope": "table",
+              "scope_value": stale, "severity": "critical"},
+        headers=bearer(OPERATOR), timeout=30,
+    )  # fmt: skip
+    assert rule.status_code == 201, rule.text
+    assert evaluate(stack.app.state.engine, stack.url) is not None  # a round now, not in 15 s
+
+    sign_in(page, stack.url, VIEWER, "/")
+    expect(page.get_by_role("heading", name="Overview", level=1)).to_be_visible()
+    failed = page.locator(f'[data-testid="attention-run"][data-run-id="{run_id}"]')
+    alert = page.get_by_test_id("firing-alert").filter(has_text=run_id)
+    stale_row = page.locator(f'[data-testid="overview-table"][data-table="{stale}"]')
+    fresh_row = page.locator(f'[data-testid="overview-table"][data-table="{finished_run.table}"]')
+    # All on one screen (the 1280 by 800 viewport), whole: no scrolling to find what is wrong.
+    for shown in (failed, alert, stale_row, fresh_row):
+        expect(shown).to_be_in_viewport(ratio=1)
+    expect(failed).to_have_attribute("data-status", "failed")
+    expect(failed).to_contain_text("Quota exceeded")
+    expect(stale_row).to_have_attribute("data-freshness", "stale")
+    expect(stale_row).to_contain_text("last commit 3 d")
+    expect(fresh_row).to_have_attribute("data-freshness", "fresh")
+    expect(fresh_row.get_by_test_id("table-rows-today")).to_have_text(f"{ROWS:,}")
+    # Each item links to its page.
+    expect(alert.get_by_role("link", name=f"{stale} failed")).to_have_attribute(
+        "href", f"/alerts?state=firing&rule={rule.json()['id']}"
+    )
+    expect(alert.get_by_role("link", name=run_id, exact=True)).to_have_attribute(
+        "href", f"/runs/{run_id}"
+    )
+    expect(stale_row.get_by_test_id("overview-table-link")).to_have_attribute(
+        "href", f"/tables/{stale}"
+    )
+    screenshot(page, "overview")
+
+    # Live: a run that fails now appears without a reload.
+    loads = _count_full_loads(page)
+    retry_id = f"{run_id}-retry"
+    _post_events(stack, [factory.started(retry_id, "driver-1", 0),
+                         factory.failed(retry_id, "driver-1", 1, "Quota exceeded again")],
+                 stale, datetime.now(UTC) - timedelta(seconds=5))  # fmt: skip
+    expect(page.locator(f'[data-testid="attention-run"][data-run-id="{retry_id}"]')).to_be_visible()
+    assert loads == [], f"the page was reloaded: {loads}"
+
+    # By keyboard: skip the navigation, Tab to the failed run's link (visibly focused),
+    # Enter opens its page.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    run_link = failed.get_by_role("link", name=run_id, exact=True)
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if run_link.evaluate("link => link === document.activeElement"):
+            break
+    expect(run_link).to_be_focused()
+    assert run_link.evaluate("link => getComputedStyle(link).outlineStyle") != "none"
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{stack.url}/runs/{run_id}")
+    expect(page.get_by_test_id("run-status")).to_contain_text("failed")
+    assert loads == [], f"the page was reloaded: {loads}"
+
+    # Dark mode: the same screen, dark, its badges readable.
+    context = browser.new_context(viewport=VIEWPORT, color_scheme="dark")
+    dark = context.new_page()
+    try:
+        sign_in(dark, stack.url, VIEWER, "/")
+        row = dark.locator(f'[data-testid="overview-table"][data-table="{stale}"]')
+        expect(row).to_be_in_viewport(ratio=1)
+        background = dark.evaluate("getComputedStyle(document.body).backgroundColor")
+        badge = row.get_by_test_id("table-freshness")
+        assert _luminance(background) < 0.1, background
+        assert _luminance(badge.evaluate("b => getComputedStyle(b).color")) > 0.6
+        screenshot(dark, "overview-dark")
+    finally:
+        context.close()

@@ -47,6 +47,7 @@ from onceover_backend.models import (
     PendingIntentPublic,
     ResumeAcceptedPublic,
     ResumePlanPublic,
+    RunIntentsPublic,
     RunStatus,
 )
 from onceover_backend.services import launch_specs
@@ -191,6 +192,21 @@ class Resumer:
         if refusal:
             plan.warnings.append(refusal)
         return plan
+
+    def pending(self, run_id: str) -> RunIntentsPublic:
+        """The run's intended, unconfirmed batches and what BigQuery holds of each: the
+        plan's question, asked for anyone who may read the run (changes nothing)."""
+        with Session(self.engine) as session:
+            run = _run(session, run_id)
+        try:
+            state = read_checkpoint(_spec(run), run.run_id)
+        except UnresumableError as exc:
+            return RunIntentsPublic(run_id=run_id, pending_intents=[], unavailable=str(exc.detail))
+        return RunIntentsPublic(
+            run_id=run_id,
+            pending_intents=[_pending(b, self.intents.check(b)) for b in state.intents],
+            unavailable=None,
+        )
 
     def _plan(self, run: Run, number: int) -> ResumePlanPublic:
         spec = _spec(run)

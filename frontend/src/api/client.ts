@@ -39,6 +39,7 @@ export type WriteErrors = Schemas["WriteErrorsPublic"];
 export type Reconciliation = Schemas["ReconciliationPublic"];
 export type Verdict = Schemas["VerdictPublic"];
 export type ResumePlan = Schemas["ResumePlanPublic"];
+export type PendingIntent = Schemas["PendingIntentPublic"];
 export type ResumeAccepted = Schemas["ResumeAcceptedPublic"];
 export type RunSpec = Schemas["RunSpecPublic"];
 export type AttemptLog = Schemas["AttemptLogPublic"];

@@ -225,6 +225,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Overview
+         * @description What needs a look now (failed and stalled runs, firing alerts) and every table at
+         *     a glance: last commit and freshness, rows committed today (UTC), ALREADY_EXISTS and
+         *     OUT_OF_RANGE per hour over the last 24 hours, rows set aside, newest reconciliation.
+         *
+         *     A table is stale when its last commit is older than ``stale_after_s``
+         *     (``ONCEOVER_STALE_AFTER_S``, default one day).
+         */
+        get: operations["getOverview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs": {
         parameters: {
             query?: never;
@@ -298,6 +323,28 @@ export interface paths {
          *     each with its commit time, streams, source offsets and key checksum.
          */
         get: operations["getRunBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/intents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Run Intents
+         * @description The batches the run's checkpoint holds as intended but not confirmed, each with
+         *     what BigQuery holds of it (a batch committed in BigQuery, not in the checkpoint,
+         *     comes with BigQuery's commit time) and what a resume would do with it.
+         */
+        get: operations["getRunIntents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1289,6 +1336,39 @@ export interface components {
              */
             status: "resuming" | "running" | "succeeded" | "failed" | "stalled" | "refused";
         };
+        /**
+         * AttentionRunPublic
+         * @description A run someone has to look at: it failed, or the stall sweep found it silent.
+         */
+        AttentionRunPublic: {
+            /** Job */
+            job: string | null;
+            /**
+             * Link
+             * @description the dashboard path of the run
+             */
+            link: string;
+            /**
+             * Reason
+             * @description the error's first line, or how long it has been silent
+             */
+            reason: string;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Since
+             * Format: date-time
+             * @description failed: when it ended; stalled: when it was last heard from
+             */
+            since: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "failed" | "stalled";
+            /** Table */
+            table: string;
+        };
         /** AuditEntryPublic */
         AuditEntryPublic: {
             /** Action */
@@ -1449,6 +1529,16 @@ export interface components {
              * @description the column identifying a row, if the write named one
              */
             key?: string | null;
+            /**
+             * Key Buckets
+             * @description with key_checksum: the batch's key tally, one item per non-empty bucket (byte 4 of MD5(CAST(key AS STRING))): [bucket, rows, checksum, sum of the key values as decimal text for INT64 keys, else null] (onceover.key_checksum); reconciliation compares it bucket by bucket and names a missing key from it
+             */
+            key_buckets?: [
+                number,
+                number,
+                number,
+                string | null
+            ][] | null;
             /**
              * Key Checksum
              * @description stamped writes with an INT64 or STRING key: the sum over the batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum), so one aggregate query checks the batch in place
@@ -1633,6 +1723,11 @@ export interface components {
             /** Intent At */
             intent_at: string | null;
             /**
+             * Key Bucket Count
+             * @description with key_checksum: the non-empty buckets of the batch's key tally (rows, checksum and INT64 key sum per key-hash bucket, onceover.key_checksum), which reconciliation compares bucket by bucket; null for a batch without one
+             */
+            key_bucket_count?: number | null;
+            /**
              * Key Checksum
              * @description stamped writes with an INT64 or STRING key: the sum over the batch's rows of the first 32 bits of MD5(CAST(key AS STRING)) (onceover.key_checksum); one aggregate query over the batch's rows in BigQuery gives the same number
              */
@@ -1710,6 +1805,11 @@ export interface components {
          */
         BatchReconciliationPublic: {
             /**
+             * Actual Checksum
+             * @description checked by receipt: the same sum over the rows found
+             */
+            actual_checksum?: number | null;
+            /**
              * Actual Rows
              * @description rows stamped with this run and batch
              */
@@ -1729,15 +1829,44 @@ export interface components {
             /** Duplicate Rows */
             duplicate_rows: number;
             /**
+             * Expected Checksum
+             * @description checked by receipt: the key checksum of its receipt
+             */
+            expected_checksum?: number | null;
+            /**
              * Expected Rows
              * @description rows of the batch's commit (0: never committed)
              */
             expected_rows: number;
             /**
+             * Keys Duplicated
+             * @description checked by receipt: its keys held more than once
+             * @default []
+             */
+            keys_duplicated: components["schemas"]["ReceiptKeyPublic"][];
+            /**
+             * Keys Missing
+             * @description checked by receipt: keys of its receipt absent from the table, INT64 keys by value, STRING keys by hash
+             * @default []
+             */
+            keys_missing: components["schemas"]["ReceiptKeyPublic"][];
+            /**
+             * Keys Unexpected
+             * @description checked by receipt: keys stamped with it its receipt lacks
+             * @default []
+             */
+            keys_unexpected: components["schemas"]["ReceiptKeyPublic"][];
+            /**
              * Status
              * @enum {string}
              */
             status: "ok" | "mismatch";
+            /**
+             * Unresolved Buckets
+             * @description checked by receipt: differences no single key explains
+             * @default []
+             */
+            unresolved_buckets: components["schemas"]["UnresolvedBucketPublic"][];
         };
         /** BatchSkippedDuplicate */
         BatchSkippedDuplicate: {
@@ -1988,6 +2117,47 @@ export interface components {
             /** Detail */
             detail: unknown;
         };
+        /**
+         * FiringAlertPublic
+         * @description An alert firing now, with the rule that made it.
+         */
+        FiringAlertPublic: {
+            /** Id */
+            id: number;
+            /**
+             * Link
+             * @description the alerts page, showing this rule's firing alerts
+             */
+            link: string;
+            /**
+             * Rule
+             * @description the rule's name
+             */
+            rule: string;
+            /** Rule Id */
+            rule_id: number;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Severity
+             * @description critical, warning or info
+             */
+            severity: string;
+            /**
+             * Since
+             * @description firing since
+             */
+            since: string | null;
+            /**
+             * Subject Link
+             * @description the dashboard path of what it watches
+             */
+            subject_link: string;
+            /** Summary */
+            summary: string;
+            /** Table */
+            table: string | null;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -2104,6 +2274,190 @@ export interface components {
             trigger: "api" | "auto";
         };
         /**
+         * OverviewHourPublic
+         * @description Append requests of one hour (UTC), for a sparkline.
+         */
+        OverviewHourPublic: {
+            /** Already Exists */
+            already_exists: number;
+            /** Out Of Range */
+            out_of_range: number;
+            /**
+             * Requests
+             * @description append requests of any response code
+             */
+            requests: number;
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+        };
+        /**
+         * OverviewPublic
+         * @description ``GET /api/overview``: what needs attention now, and every table at a glance.
+         */
+        OverviewPublic: {
+            /**
+             * Alerts
+             * @description firing alerts, newest first
+             */
+            alerts: components["schemas"]["FiringAlertPublic"][];
+            /** Alerts Count */
+            alerts_count: number;
+            /**
+             * Generated At
+             * Format: date-time
+             */
+            generated_at: string;
+            /** @description the newest reconciliation of all */
+            reconciliation: components["schemas"]["OverviewVerdictPublic"] | null;
+            /**
+             * Runs
+             * @description failed and stalled runs, newest first
+             */
+            runs: components["schemas"]["AttentionRunPublic"][];
+            /**
+             * Runs Count
+             * @description every failed or stalled run, beyond those listed
+             */
+            runs_count: number;
+            /**
+             * Stale After S
+             * @description a table is stale when its last commit is older than this: the ONCEOVER_STALE_AFTER_S setting (no alert rule kind watches freshness)
+             */
+            stale_after_s: number;
+            /**
+             * Tables
+             * @description stale tables first, then the most recently committed
+             */
+            tables: components["schemas"]["OverviewTablePublic"][];
+            /** Tables Count */
+            tables_count: number;
+            /**
+             * Today Since
+             * Format: date-time
+             * @description 00:00 UTC today: 'today' is the UTC day
+             */
+            today_since: string;
+            totals: components["schemas"]["OverviewTotalsPublic"];
+            /**
+             * Window Since
+             * Format: date-time
+             * @description the start of the first of 24 hourly buckets (the last holds now)
+             */
+            window_since: string;
+        };
+        /**
+         * OverviewTablePublic
+         * @description One table at a glance.
+         */
+        OverviewTablePublic: {
+            /**
+             * Already Exists
+             * @description of which ALREADY_EXISTS (deduplication at work)
+             */
+            already_exists: number;
+            /**
+             * Freshness
+             * @description stale: the last commit is older than stale_after_s, or there is none
+             * @enum {string}
+             */
+            freshness: "fresh" | "stale";
+            /**
+             * Hours
+             * @description 24 hours, oldest first
+             */
+            hours: components["schemas"]["OverviewHourPublic"][];
+            /**
+             * Last Commit At
+             * @description the newest batch commit into it; null: nothing committed yet
+             */
+            last_commit_at: string | null;
+            /**
+             * Link
+             * @description the dashboard path of the table
+             */
+            link: string;
+            /**
+             * Out Of Range
+             * @description of which OUT_OF_RANGE (a gap in the offsets)
+             */
+            out_of_range: number;
+            /** @description the newest check touching the table (of a run into it, or of it whole) */
+            reconciliation: components["schemas"]["OverviewVerdictPublic"] | null;
+            /**
+             * Requests
+             * @description append requests in the 24 hourly buckets
+             */
+            requests: number;
+            /**
+             * Rows Committed Today
+             * @description rows of batches committed since 00:00 UTC
+             */
+            rows_committed_today: number;
+            /**
+             * Rows Dead Lettered
+             * @description rows batches committed in the 24 hours set aside in a dead-letter table
+             */
+            rows_dead_lettered: number;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+        };
+        /**
+         * OverviewTotalsPublic
+         * @description The same figures over every table.
+         */
+        OverviewTotalsPublic: {
+            /** Already Exists */
+            already_exists: number;
+            /** Hours */
+            hours: components["schemas"]["OverviewHourPublic"][];
+            /** Out Of Range */
+            out_of_range: number;
+            /** Requests */
+            requests: number;
+            /** Rows Committed Today */
+            rows_committed_today: number;
+            /** Rows Dead Lettered */
+            rows_dead_lettered: number;
+        };
+        /**
+         * OverviewVerdictPublic
+         * @description The newest reconciliation, of a run or of a whole table.
+         */
+        OverviewVerdictPublic: {
+            /**
+             * Checked At
+             * Format: date-time
+             */
+            checked_at: string;
+            /** Id */
+            id: number;
+            /**
+             * Link
+             * @description the run's page (run checks) or the table's page
+             */
+            link: string;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "run" | "table";
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "mismatch" | "error";
+            /** Table */
+            table: string;
+        };
+        /**
          * PendingIntentPublic
          * @description A batch the ledger holds as intended but not known committed: the resumed job
          *     settles it before going on. Pending mode asks BigQuery whether its streams were
@@ -2173,6 +2527,27 @@ export interface components {
             role: string;
         };
         /**
+         * ReceiptKeyPublic
+         * @description A key a receipt check found duplicated, missing or unexpected in one batch.
+         */
+        ReceiptKeyPublic: {
+            /**
+             * Copies
+             * @description rows holding it: duplicated, in the whole table; missing, 0; unexpected, in the batch
+             */
+            copies: number;
+            /**
+             * Key
+             * @description the key as text; null for a STRING key known only by its hash
+             */
+            key: string | null;
+            /**
+             * Key Hash
+             * @description the first 10 hex digits of MD5(CAST(key AS STRING)): its checksum term and its bucket (SUBSTR(TO_HEX(MD5(CAST(key AS STRING))), 1, 10) finds it)
+             */
+            key_hash: string;
+        };
+        /**
          * ReconciliationPublic
          * @description Expected rows (committed batches the control plane recorded) against BigQuery.
          *
@@ -2236,6 +2611,11 @@ export interface components {
              */
             key: string | null;
             /**
+             * Method
+             * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; null before 0009
+             */
+            method?: ("receipts" | "counts") | null;
+            /**
              * Mismatched Batches
              * @description batch ids that differ
              */
@@ -2245,6 +2625,11 @@ export interface components {
              * @description expected rows whose key is absent
              */
             missing_rows: number | null;
+            /**
+             * Queries
+             * @description BigQuery queries the check ran (null before 0009)
+             */
+            queries?: number | null;
             /**
              * Rows In Dead Letter Table
              * @description the run's (or table's runs') rows found in the dead-letter table (run_id = the run); a count other than the rows set aside there is a mismatch
@@ -2818,6 +3203,23 @@ export interface components {
             type: "run_heartbeat";
         };
         /**
+         * RunIntentsPublic
+         * @description The batches a run's checkpoint holds as intended but not confirmed, each with what
+         *     BigQuery says of it: the run page shows a batch committed in BigQuery but not in the
+         *     checkpoint, with BigQuery's commit time as the proof, before anyone resumes.
+         */
+        RunIntentsPublic: {
+            /** Pending Intents */
+            pending_intents: components["schemas"]["PendingIntentPublic"][];
+            /** Run Id */
+            run_id: string;
+            /**
+             * Unavailable
+             * @description why the checkpoint could not be read (no launch spec naming it, or the path is not readable here); pending_intents is then empty
+             */
+            unavailable: string | null;
+        };
+        /**
          * RunPublic
          * @description A run as listed: its state and totals.
          */
@@ -3388,6 +3790,28 @@ export interface components {
              * @description most recently loaded first
              */
             data: components["schemas"]["TablePublic"][];
+        };
+        /**
+         * UnresolvedBucketPublic
+         * @description A key-hash bucket of a batch whose difference no single key explains: two keys
+         *     missing, a key missing and another unexpected, or rows with a NULL key.
+         */
+        UnresolvedBucketPublic: {
+            /**
+             * Actual Rows
+             * @description rows found, extra copies of duplicated keys left out
+             */
+            actual_rows: number;
+            /**
+             * Bucket
+             * @description the bucket; null: the rows whose key is NULL
+             */
+            bucket: number | null;
+            /**
+             * Expected Rows
+             * @description rows of the bucket in the batch's receipt
+             */
+            expected_rows: number;
         };
         /** ValidationError */
         ValidationError: {
@@ -4349,6 +4773,44 @@ export interface operations {
             };
         };
     };
+    getOverview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OverviewPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+        };
+    };
     listRuns: {
         parameters: {
             query?: {
@@ -4568,6 +5030,64 @@ export interface operations {
                 };
             };
             /** @description No such run, or the run has no such batch */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    getRunIntents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunIntentsPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run (or no such launched attempt, or its log is not on this host) */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -11,6 +11,7 @@ import { useLiveReload } from "../lib/live";
 import { modeNote } from "../lib/modes";
 import { useQuery } from "../lib/useQuery";
 import { AttemptsPanel } from "./run/AttemptsPanel";
+import { PendingIntentsPanel } from "./run/PendingIntents";
 import { BatchesTable, type BatchesTableHandle } from "./run/BatchesTable";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
 import { RejectionsPanel } from "./run/RejectionsPanel";
@@ -165,6 +166,9 @@ export function RunPage() {
         </p>
       )}
       <RunSummary run={detail} />
+      {blocked === null && RESUMABLE.has(detail.status) && (
+        <PendingIntentsPanel runId={runId} version={detail.updated_at} />
+      )}
       <ReconciliationPanel latest={latest} history={checks.data?.data ?? []} />
       <RejectionsPanel run={detail} />
       <QueryState query={metrics} what="request metrics">

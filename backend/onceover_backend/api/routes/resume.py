@@ -4,6 +4,8 @@
 nothing; without ``dry_run`` it launches the next attempt and answers 202. Either way
 the audit log keeps who asked and the plan. ``POST /api/runs/{run_id}/spec`` approves or
 rejects the spec a launch would use (:mod:`onceover_backend.services.launch_specs`).
+``GET /api/runs/{run_id}/intents`` asks the plan's question about the checkpoint's
+unconfirmed batches for any reader (``viewer``): the run page shows the answer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from onceover_backend.models import (
     ErrorPublic,
     ResumeAcceptedPublic,
     ResumePlanPublic,
+    RunIntentsPublic,
     RunSpecPublic,
     SpecDecisionCreate,
     Text,
@@ -104,6 +107,21 @@ async def resume_run(
         f"(spec {accepted.plan.spec.digest}): {_compact(accepted.plan.model_dump(mode='json'))}"
     )
     return accepted
+
+
+@router.get(
+    "/runs/{run_id}/intents",
+    operation_id="getRunIntents",
+    response_model=RunIntentsPublic,
+    responses=_errors(404),
+)
+async def run_intents(
+    *, resumer: ResumerDep, _principal: ViewerDep, run_id: RunId
+) -> RunIntentsPublic:
+    """The batches the run's checkpoint holds as intended but not confirmed, each with
+    what BigQuery holds of it (a batch committed in BigQuery, not in the checkpoint,
+    comes with BigQuery's commit time) and what a resume would do with it."""
+    return await run_in_threadpool(resumer.pending, run_id)
 
 
 @router.post(

@@ -7,16 +7,7 @@ import { api, errorMessage, type ResumeAccepted, type ResumePlan } from "../../a
 import { Dialog } from "../../components/Dialog";
 import { ErrorNote, Loading } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
-
-// What BigQuery holds of an intended batch: "committed" is the case a checkpoint misses
-// (the commit took effect, the driver died before recording it).
-const IN_BIGQUERY: Record<string, string> = {
-  committed: "Committed in BigQuery, not in the checkpoint",
-  not_committed: "Not committed",
-  streams_gone: "Streams gone",
-  partly: "Partly committed",
-  unknown: "Cannot tell",
-};
+import { PendingIntentsTable } from "./PendingIntents";
 
 export function ResumePlanView({ plan }: { plan: ResumePlan }) {
   return (
@@ -50,42 +41,7 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
           None: the job starts after the last committed batch.
         </p>
       ) : (
-        <table data-testid="plan-intents">
-          <thead>
-            <tr>
-              <th scope="col">Batch</th>
-              <th scope="col" className="number">
-                Expected rows
-              </th>
-              <th scope="col" className="number">
-                Streams
-              </th>
-              <th scope="col">Intended at</th>
-              <th scope="col">In BigQuery</th>
-              <th scope="col">A resume will</th>
-            </tr>
-          </thead>
-          <tbody>
-            {plan.pending_intents.map((intent) => (
-              <tr key={`${intent.table}/${intent.query_id}/${intent.batch_id ?? "-"}/${intent.write ?? ""}`}>
-                <td>
-                  {intent.batch_id ?? "–"}
-                  {intent.write !== null && <span className="muted"> · {intent.table} write {intent.write}</span>}
-                </td>
-                <td className="number">{formatCount(intent.expected_rows)}</td>
-                <td className="number">{intent.streams.length}</td>
-                <td>{formatTime(intent.intent_at)}</td>
-                <td data-testid="intent-in-bigquery">
-                  {IN_BIGQUERY[intent.in_bigquery]}
-                  {intent.commit_time !== null && (
-                    <span className="muted"> · committed {formatTime(intent.commit_time)}</span>
-                  )}
-                </td>
-                <td data-testid="intent-resume-will">{intent.resume_will}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <PendingIntentsTable intents={plan.pending_intents} testId="plan-intents" />
       )}
       <SpecApproval plan={plan} />
       {plan.warnings.length > 0 && (
