@@ -20,7 +20,10 @@ TARGETS = (
     "Onceover / seeds' approach (proto per row)",
     "Onceover / streaming inserts",
     "Onceover / Arrow ceiling",
-    "monitoring overhead (job wall time)",
+    "Onceover time / Spark's hand-off time",
+    "monitoring overhead, backend healthy (job wall time)",
+    "monitoring overhead, backend slow (job wall time)",
+    "monitoring overhead, backend down (job wall time)",
     "ingest, sqlite",
     "read p95 (slowest endpoint), sqlite",
 )

@@ -15,7 +15,8 @@ N = 1_000
 HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}
 SECONDS = {  # at N; at 4N each takes 4 times as long (linear) except the ceiling (2 times)
     "pending": 1.0, "committed": 1.2, "default": 1.05, "pending_monitored": 1.1,
-    "seed_proto_rows": 4.0, "streaming_inserts": 20.0, "arrow_ceiling": 0.4, "spark_floor": 0.3,
+    "pending_slow": 1.02, "pending_down": 1.04, "seed_proto_rows": 4.0, "streaming_inserts": 20.0,
+    "arrow_ceiling": 0.4, "spark_floor": 0.3,
 }  # fmt: skip
 
 
@@ -59,8 +60,17 @@ def test_every_ratio_is_set_against_its_target_at_both_sizes() -> None:
     assert "| 0.40x | 0.20x | ≥ 0.50x | **missed** |" in _target_line(
         markdown, "Onceover / Arrow ceiling"
     )
+    assert "| 3.33x | 3.33x | ≤ 1.10x | **missed** |" in _target_line(
+        markdown, "Onceover time / Spark's hand-off time"
+    )
     assert "| +10.0% | +10.0% | ≤ 3.0% | **missed** |" in _target_line(
-        markdown, "monitoring overhead (job wall time)"
+        markdown, "monitoring overhead, backend healthy (job wall time)"
+    )
+    assert "| +2.0% | +2.0% | ≤ 3.0% | met |" in _target_line(
+        markdown, "monitoring overhead, backend slow (job wall time)"
+    )
+    assert "| +4.0% | +4.0% | ≤ 3.0% | **missed** |" in _target_line(
+        markdown, "monitoring overhead, backend down (job wall time)"
     )
     assert "| 25,000 events/s |  | ≥ 20,000 events/s | met |" in _target_line(
         markdown, "ingest, sqlite"
@@ -71,9 +81,26 @@ def test_every_ratio_is_set_against_its_target_at_both_sizes() -> None:
     )
     assert _target_line(markdown, "Onceover `pending`").endswith("| 1.00 |")  # linear
     assert _target_line(markdown, "Arrow ceiling").endswith("| 0.50 |")
+    assert _target_line(markdown, "Onceover `pending`, backend slow").startswith(
+        "| Onceover `pending`, backend slow | 1.02 |"
+    )
+    assert _target_line(markdown, "Onceover `pending`, backend down").startswith(
+        "| Onceover `pending`, backend down | 1.04 |"
+    )
     targets = {t["name"]: t for t in document["targets"][str(N)]}
     assert targets["Onceover / seeds' approach (proto per row)"]["met"] is False
     assert targets["pending / default"]["value"] == 1.05
+
+
+def test_each_monitoring_overhead_fails_with_its_own_writer_alone() -> None:
+    markdown, _ = render(_plan(), _writers(failed="pending_down"), [_database()], HEADER)
+
+    assert _target_line(markdown, "monitoring overhead, backend down (job wall time)").endswith(
+        "| FAILED | FAILED | ≤ 3.0% | FAILED |"
+    )
+    assert _target_line(markdown, "monitoring overhead, backend slow (job wall time)").endswith(
+        "| met |"
+    )
 
 
 def test_a_writer_that_failed_is_shown_failed_not_left_out() -> None:

@@ -1,7 +1,8 @@
 """``onceover bench``: every figure in one run, on the same data and the same local BigQuery.
 
 1. The writers (:mod:`onceover_tools.bench.writers`) at N and 4N rows: Onceover's three modes,
-   ``pending`` monitored by a running backend, the seeds' per-row protobuf approach,
+   ``pending`` monitored by a running backend, a slow one and one that is down, the
+   seeds' per-row protobuf approach,
    legacy streaming inserts and the Arrow ceiling; each write counted in BigQuery. Then
    the stream economy (:mod:`onceover_tools.bench.stream_economy`, in a process of its own):
    the write streams a streaming query creates per hour in each mode, each mode's time
@@ -26,6 +27,8 @@ import os
 import secrets
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +39,8 @@ from onceover_tools.bench import report
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
 from onceover_tools.bench.provenance import current_commit, machine
-from onceover_tools.bench.writers import Monitor, WriterFigure, quiet_spark, run_writers
+from onceover_tools.bench.slow_backend import SlowBackend
+from onceover_tools.bench.writers import Backends, Monitor, WriterFigure, quiet_spark, run_writers
 
 QUICK_ROWS = 20_000
 FULL_ROWS = 250_000
@@ -111,12 +115,18 @@ def say(line: str) -> None:
 
 
 def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
-    """The writers, with a local BigQuery in this process and a backend beside it."""
+    """The writers, with a local BigQuery in this process and three backends beside it:
+    a running one, a slow one, and a port nothing listens on. The sink spools into the
+    bench's own folder, never the user's."""
+    from onceover_jobs.sink.emitter import SPOOL_DIR_ENV
+
+    from onceover.preflight import free_port
     from onceover_tools.localbq import LocalBigQuery
     from onceover_tools.stack import BackendProcess
 
     tokens = {"ingest": secrets.token_urlsafe(16), "viewer": secrets.token_urlsafe(16)}
-    with LocalBigQuery() as server:
+    spool = tmp / "spool"
+    with LocalBigQuery() as server, _environment(SPOOL_DIR_ENV, str(spool)), SlowBackend() as slow:
         os.environ.update(server.config.env())  # before the session: Python workers inherit it
         with BackendProcess(
             bigquery=server.config,
@@ -125,7 +135,23 @@ def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
             tokens=tokens,
         ) as backend:
             monitor = Monitor(backend.url, tokens["ingest"], tokens["viewer"])
-            return run_writers(plan.sizes, plan.repeat, server.config, monitor, say)
+            backends = Backends(monitor, slow, f"http://127.0.0.1:{free_port()}", spool)
+            return run_writers(plan.sizes, plan.repeat, server.config, backends, say)
+
+
+@contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``name`` set to ``value`` (before the Spark session: its Python workers inherit
+    it), as it was afterwards: later phases must not spool into a folder that is gone."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def measure_control_plane(plan: BenchPlan, tmp: Path) -> list[cp.Figures]:

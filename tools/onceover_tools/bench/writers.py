@@ -1,15 +1,18 @@
 """Every way of writing the same rows into the same local BigQuery, timed side by side.
 
-One Spark session (``local[2]``), one local BigQuery, one backend (for the monitored
-write). For each size (N, then 4N) the same generated order events are read from
-Parquet and cached in two partitions; each contender writes them into a fresh table,
-whose ``COUNT(*)`` and ``COUNT(DISTINCT event_id)`` must both equal the rows written,
-else the figure is dropped and the bench fails. Contenders run in a rotating order per
-repeat so none always goes first; each figure is the median of its repeats.
+One Spark session (``local[2]``), one local BigQuery, three backends for the monitored
+writes: a running one, a slow one (:mod:`onceover_tools.bench.slow_backend`) and one that
+is down (a port nothing listens on). For each size (N, then 4N) the same generated order
+events are read from Parquet and cached in two partitions; each contender writes them
+into a fresh table, whose ``COUNT(*)`` and ``COUNT(DISTINCT event_id)`` must both equal
+the rows written, else the figure is dropped and the bench fails. Contenders run in a
+rotating order per repeat so none always goes first; each figure is the median of its
+repeats.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -29,6 +32,7 @@ from onceover_tools.bench.handoff import hand_off
 from onceover_tools.bench.sink_modes import KEY, PARTITIONS, Bench, arrow_bytes, count, create_table
 from onceover_tools.bench.sink_modes import prepare as prepare_bench
 from onceover_tools.bench.sink_modes import write as sink_write
+from onceover_tools.bench.slow_backend import SlowBackend
 
 if TYPE_CHECKING:
     from google.cloud import bigquery
@@ -46,7 +50,12 @@ workers are then started afresh and import the BigQuery client libraries (about 
 docs/profiling.md), which the slow baselines between two sink writes would leave to the
 next one. Past this idle time a sink write is preceded by a small untimed one, so its
 figure is throughput, not start-up."""
-SINK_KEYS = frozenset({"pending", "committed", "default", "pending_monitored"})
+SPOOL_WAIT_S = 10.0
+"""The spool is written before a write returns (a flush that cannot deliver spools);
+this only covers a file being renamed as it is read."""
+MONITORED = {"pending_monitored": "healthy", "pending_slow": "slow", "pending_down": "down"}
+"""The monitored writers, by the backend each reports to."""
+SINK_KEYS = frozenset({"pending", "committed", "default", *MONITORED})
 FLOOR = "spark_floor"
 
 
@@ -65,6 +74,18 @@ CONTENDERS = (
         "pending_monitored",
         "Onceover `pending`, monitored",
         "as `pending`, sending its events to a running backend",
+    ),
+    Contender(
+        "pending_slow",
+        "Onceover `pending`, backend slow",
+        "as `pending`, its monitor a server of the bench's that answers every request after "
+        "1 s; the write is kept if the server got its events",
+    ),
+    Contender(
+        "pending_down",
+        "Onceover `pending`, backend down",
+        "as `pending`, its monitor a port nothing listens on; the write is kept if its "
+        "events, run finished included, are in the spool",
     ),
     Contender(
         "seed_proto_rows",
@@ -154,13 +175,77 @@ class Monitor:
         ))  # fmt: skip
 
 
+@dataclass
+class Backends:
+    """What the monitored writes report to: a running backend, a slow one and one that
+    is down. ``spool_root`` is the sink's spool (``ONCEOVER_SPOOL_DIR`` of the bench's
+    Spark session), where the events the down one cannot take go."""
+
+    healthy: Monitor
+    slow: SlowBackend
+    down_url: str
+    spool_root: Path
+
+    def options(self, key: str) -> dict[str, str]:
+        url = {"healthy": self.healthy.url, "slow": self.slow.url, "down": self.down_url}
+        return {"monitor.url": url[MONITORED[key]], "monitor.token": self.healthy.ingest_token}
+
+    def check(self, key: str, table_id: str, rows: int) -> None:
+        """Raise unless the write's events reached where its backend lets them go."""
+        match MONITORED[key]:
+            case "healthy":
+                self.healthy.wait_for_run(table_id, rows)
+            case "slow":
+                poll_until(lambda: self.slow.heard_from(table_id) or None, MONITOR_WAIT_S,
+                           every_s=0.2, timed_out=lambda: baselines.BaselineError(
+                    f"the slow backend got no event of {table_id} ({self.slow.requests} "
+                    "requests in all)"
+                ))  # fmt: skip
+            case "down":
+                poll_until(lambda: self._spooled_run(table_id, rows) or None, SPOOL_WAIT_S,
+                           every_s=0.2, timed_out=lambda: baselines.BaselineError(
+                    f"no finished run of {rows:,} rows into {table_id} in the spool "
+                    f"{self._down_spool()}: {self._spool_files()}"
+                ))  # fmt: skip
+
+    def _down_spool(self) -> Path:
+        from onceover_jobs.sink.emitter import spool_dirs
+
+        return spool_dirs(self.spool_root, self.down_url, self.healthy.ingest_token)[0]
+
+    def _spool_files(self) -> list[str]:
+        folder = self._down_spool()
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def _spooled_run(self, table_id: str, rows: int) -> bool:
+        """Whether a spool file of the down backend holds the write's ``run_finished``
+        with ``rows`` committed (its other events are spooled before it)."""
+        for name in self._spool_files():
+            if not name.startswith("events-"):
+                continue
+            try:
+                data = (self._down_spool() / name).read_bytes()
+            except FileNotFoundError:  # renamed as it is claimed or sealed: look again
+                return False
+            for line in data.splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                if (isinstance(event, dict) and event.get("table") == table_id
+                        and event.get("type") == "run_finished"
+                        and event.get("rows_committed") == rows):  # fmt: skip
+                    return True
+        return False
+
+
 class WriterBench:
     """The contenders over one cached DataFrame of ``rows`` rows."""
 
-    def __init__(self, bench: Bench, spark: SparkSession, monitor: Monitor) -> None:
+    def __init__(self, bench: Bench, spark: SparkSession, backends: Backends) -> None:
         self.bench = bench
         self.spark = spark
-        self.monitor = monitor
+        self.backends = backends
         self.size = arrow_bytes(bench.df)
         self._arrow: list[Any] | None = None
         self._last_sink_write = time.monotonic()
@@ -185,11 +270,11 @@ class WriterBench:
         match key:
             case "pending" | "committed" | "default":
                 return sink_write(df, table_id, key, self._ledger(table))
-            case "pending_monitored":
+            case "pending_monitored" | "pending_slow" | "pending_down":
                 seconds = sink_write(
-                    df, table_id, "pending", self._ledger(table), self.monitor.options()
+                    df, table_id, "pending", self._ledger(table), self.backends.options(key)
                 )
-                self.monitor.wait_for_run(table_id, self.bench.rows)
+                self.backends.check(key, table_id, self.bench.rows)
                 return seconds
             case "seed_proto_rows":
                 return baselines.write_seed_approach(df, table)
@@ -269,14 +354,14 @@ def full_id(table: bigquery.Table) -> str:
     return f"{table.project}.{table.dataset_id}.{table.table_id}"
 
 
-def warm_up(bench: Bench, spark: SparkSession, monitor: Monitor) -> float:
+def warm_up(bench: Bench, spark: SparkSession, backends: Backends) -> float:
     """One small untimed write per contender: the first of each pays its Python workers'
     imports (and ``pending`` its commit process), which is start-up, not throughput."""
     started = time.perf_counter()
     small = bench.df.limit(WARMUP_ROWS).repartition(PARTITIONS).cache()
     rows = small.count()
     tiny = Bench(small, rows, bench.client, bench.config, bench.fields, bench.ledger_root)
-    writers = WriterBench(tiny, spark, monitor)
+    writers = WriterBench(tiny, spark, backends)
     for contender in CONTENDERS:
         if writers.run(contender.key, 0, lambda _: None) is None:
             raise baselines.BaselineError(f"the warm-up write of {contender.key} failed")
@@ -288,7 +373,7 @@ def run_writers(
     sizes: list[int],
     repeat: int,
     config: BigQueryConfig,
-    monitor: Monitor,
+    backends: Backends,
     say: Callable[[str], None],
 ) -> list[WriterFigure]:
     """Every contender at every size, ``repeat`` times; the figures in ``sizes`` order."""
@@ -305,11 +390,11 @@ def run_writers(
                 source = Path(tmp) / f"orders-{rows}"
                 write_files(source, rows, FILES, "parquet")
                 bench = prepare_bench(spark, source, rows, config, Path(tmp) / "ledger")
-                writers = WriterBench(bench, spark, monitor)
+                writers = WriterBench(bench, spark, backends)
                 say(f"{rows:,} rows cached in {PARTITIONS} partitions, {writers.size / 1e6:.1f} "
                     "MB of Arrow")  # fmt: skip
                 if number == 0:
-                    say(f"  warm-up, untimed: {warm_up(bench, spark, monitor):.1f} s")
+                    say(f"  warm-up, untimed: {warm_up(bench, spark, backends):.1f} s")
                 runs = [WriterFigure(c.key, rows, writers.size) for c in CONTENDERS]
                 for attempt in range(1, repeat + 1):
                     shift = (attempt - 1) % len(runs)
