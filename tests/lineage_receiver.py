@@ -33,7 +33,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 
-from tests.local_http import LocalServer, TrackedHandler
+from tests.local_http import JsonPostHandler, LocalServer
 
 API_KEY = "lineage-key"
 ENDPOINT = "/api/v1/lineage"
@@ -210,23 +210,10 @@ def _difference(expected: Any, got: Any, path: str = "") -> str:
     return f"{path.lstrip('.') or 'the event'}: sent {expected!r}, read as {got!r}"
 
 
-class _Handler(TrackedHandler):
-    def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
-        receiver: LineageReceiver = self.owner
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        status, answer = receiver.receive(self.path, self.headers.get("Authorization"), body)
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 class LineageReceiver(LocalServer):
     """An OpenLineage HTTP receiver that keeps the valid events it gets (see above)."""
 
-    handler = _Handler
+    handler = JsonPostHandler
 
     def __init__(self, api_key: str | None = API_KEY) -> None:
         super().__init__()

@@ -5,6 +5,7 @@ control plane's intake and for a webhook receiver."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,21 @@ class TrackedHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class JsonPostHandler(TrackedHandler):
+    """Answers each POST with the status and JSON body its owner's
+    ``receive(path, authorization, body)`` returns."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        status, answer = self.owner.receive(self.path, self.headers.get("Authorization"), body)
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 class LocalServer:

@@ -8,37 +8,24 @@ port.
 
 from __future__ import annotations
 
-import json
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 from pydantic import ValidationError
 
 from onceover.events import EVENT_LIST
-from tests.local_http import LocalServer, TrackedHandler
+from tests.local_http import JsonPostHandler, LocalServer
 
 TOKEN = "ingest-token"
 POISON_RUN = "poison-run"
 
 
-class _Handler(TrackedHandler):
-    def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
-        receiver: Receiver = self.owner
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        status, answer = receiver.receive(self.path, self.headers.get("Authorization"), body)
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 class Receiver(LocalServer):
     """A stand-in for the control plane's event intake (see the module docstring)."""
 
-    handler = _Handler
+    handler = JsonPostHandler
 
     def __init__(self) -> None:
         super().__init__()
@@ -47,6 +34,7 @@ class Receiver(LocalServer):
         self.posts = 0
         self.authorizations: list[str | None] = []
         self.fail_with: list[int] = []  # statuses to answer the next posts with
+        self.answer_after_s = 0.0  # a slow control plane: each POST answered this late
         self._lock = threading.Lock()
 
     @property
@@ -58,6 +46,8 @@ class Receiver(LocalServer):
             return set(self.events)
 
     def receive(self, path: str, authorization: str | None, body: bytes) -> tuple[int, Any]:
+        if self.answer_after_s:
+            time.sleep(self.answer_after_s)  # the slowness stood in for, not a wait
         with self._lock:
             self.posts += 1
             self.authorizations.append(authorization)

@@ -21,7 +21,7 @@ HELD = 256
 """Connections held open at most; later ones are closed at once (a bounded stand-in)."""
 
 
-class _Closing:
+class Closing:
     """``with`` closes it."""
 
     def close(self) -> None:
@@ -39,7 +39,7 @@ class _Closing:
         self.close()
 
 
-class Unanswering(_Closing):
+class Unanswering(Closing):
     """Accepts connections on 127.0.0.1 and never reads or writes; ``close`` ends it."""
 
     def __init__(self, limit: int = HELD) -> None:
@@ -84,7 +84,7 @@ class Unanswering(_Closing):
             connection.close()
 
 
-class HangingBigQuery(_Closing):
+class HangingBigQuery(Closing):
     """A REST and a gRPC endpoint that both accept and never answer."""
 
     def __init__(self) -> None:

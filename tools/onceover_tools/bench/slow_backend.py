@@ -10,13 +10,14 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from onceover_tools.bench.hanging import Closing
 
 DELAY_S = 1.0
 
 
-class SlowBackend:
+class SlowBackend(Closing):
     """Listens on 127.0.0.1 on a free port from construction until :meth:`close`."""
 
     def __init__(self, delay_s: float = DELAY_S) -> None:
@@ -93,14 +94,3 @@ class SlowBackend:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
