@@ -350,3 +350,34 @@ def test_emitter_for_is_one_per_backend_and_null_without_url(
     assert replacement.flush(5)
     assert late.id in receiver.ids()
     replacement.close(0.5)
+
+
+def test_a_patient_flush_spools_instead_of_waiting_for_a_slow_backend(
+    receiver: Receiver, spool: Path
+) -> None:
+    """The write path's flushes (patience_s) wait for the control plane only while it
+    answers promptly: against one that takes 3 s an answer, a flush with 8 s to spare
+    spools what it holds and returns, and the events are delivered from the spool."""
+    receiver.answer_after_s = 3.0
+    events = make_events(30)
+    with running_emitter(receiver.url, spool, request_timeout_s=10.0) as emitter:
+        spent = []
+        for part in (events[:10], events[10:20]):  # a POST under way, then one known slow
+            for event in part:
+                emitter.emit(event)
+            started = time.monotonic()
+            assert not emitter.flush(8.0, patience_s=0.2)
+            spent.append(time.monotonic() - started)
+            assert {e.id for e in part} <= set(spool_ids(spool))
+        # Neither waited for an answer (3 s); the margin is for a loaded CI disk's fsync.
+        assert max(spent) < 2.0, f"patient flushes took {spent}"
+
+        receiver.answer_after_s = 0.0
+        for event in events[20:]:
+            emitter.emit(event)
+        wait_until(
+            "the spooled events delivered",
+            lambda: (receiver.ids() >= {e.id for e in events} and emitter.flush(5)) or None,
+            30,
+        )
+    assert receiver.ids() == {e.id for e in events}

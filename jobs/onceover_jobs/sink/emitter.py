@@ -15,7 +15,10 @@ How an event travels:
   buffer spills to the spool from ``emit()`` itself, one write per buffer-full, so
   nothing is dropped and memory stays bounded.
 * ``flush(timeout_s)`` delivers what is buffered; what is not delivered by the deadline
-  is spooled, so the process may exit right after it.
+  is spooled, so the process may exit right after it. The write path's flushes (the end
+  of a task, a commit) pass ``patience_s``: they wait for the receiver only while it
+  answers within that, and spool at once when it has been slow, so a slow or
+  unreachable control plane costs a write one spool write, not the flush's timeout.
 * Every emitter on a machine may send every spool file in its directory. A file being
   appended to (``*.open.<pid>``) or sent (``*.sending.<pid>``) is held with an
   exclusive ``flock``; a sender claims a file by locking it and then renaming it, and
@@ -94,6 +97,9 @@ _ROTATE_LINES = 10_000
 _PROBLEM_CHARS = 300
 # Part of a flush's time kept for writing the spool, which is what flush promises.
 _SPOOL_RESERVE_S = 0.1
+WRITE_PATH_PATIENCE_S = 0.25
+"""How long a flush on the write path waits for the receiver's answer (``patience_s``):
+well above what a healthy control plane takes to store a batch, well below a write."""
 
 
 Payload: TypeAlias = Event | Mapping[str, Any]
@@ -139,7 +145,7 @@ class EventEmitterLike(Protocol):
     """What the sink needs from an emitter; :class:`NullEmitter` is the do-nothing one."""
 
     def emit(self, event: Payload) -> None: ...
-    def flush(self, timeout_s: float) -> bool: ...
+    def flush(self, timeout_s: float, *, patience_s: float | None = None) -> bool: ...
     def close(self, timeout_s: float) -> None: ...
     @property
     def delivered(self) -> int: ...
@@ -157,7 +163,7 @@ class NullEmitter:
     def emit(self, event: Payload) -> None:
         pass
 
-    def flush(self, timeout_s: float) -> bool:
+    def flush(self, timeout_s: float, *, patience_s: float | None = None) -> bool:
         return True
 
     def close(self, timeout_s: float) -> None:
@@ -521,6 +527,10 @@ class EventEmitter:
         self._flush_ok = False
         self._retry_at = 0.0
         self._failures = 0
+        # When the POST under way started (None: none is), and how long the last one
+        # took: whether the receiver is answering promptly (flush's patience_s).
+        self._posting_since: float | None = None
+        self._last_post_s = 0.0
         self._scan_at = 0.0  # at once: pick up what earlier processes left behind
         self._stopping = False
         self._closed = False
@@ -619,13 +629,19 @@ class EventEmitter:
                     )
         self._to_spool(spill, seal=seal)
 
-    def flush(self, timeout_s: float) -> bool:
+    def flush(self, timeout_s: float, *, patience_s: float | None = None) -> bool:
         """Deliver what is buffered and spooled, within ``timeout_s``.
 
         What is not delivered by then is in the spool when this returns. True when
         nothing is left to deliver: every event was stored, refused for good or parked
         (counted in :attr:`rejected` and :attr:`parked`, and logged; a flush cannot
         tell whose they were).
+
+        With ``patience_s``, it waits only while the receiver answers promptly: not at
+        all when its last answer took longer than ``patience_s``, and no longer than
+        that for the POST under way. The events are then spooled (one write, fsynced)
+        and sent from there in the background: a slow control plane must not slow the
+        write that flushes (the sink passes :data:`WRITE_PATH_PATIENCE_S`).
         """
         timeout_s = max(0.0, timeout_s)
         deadline = time.monotonic() + timeout_s - min(0.2 * timeout_s, _SPOOL_RESERVE_S)
@@ -635,7 +651,10 @@ class EventEmitter:
                 wanted = self._flush_asked
                 self._cond.notify_all()
                 while self._flush_done < wanted:
-                    remaining = deadline - time.monotonic()
+                    now = time.monotonic()
+                    remaining = deadline - now
+                    if patience_s is not None:
+                        remaining = min(remaining, self._patience_left(patience_s, now))
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
@@ -649,6 +668,15 @@ class EventEmitter:
         self._to_spool(spill, seal=True)
         self._spool.seal()
         return False
+
+    def _patience_left(self, patience_s: float, now: float) -> float:
+        """How much longer a patient flush waits (called with _lock held): nothing once
+        the receiver has been slow, else until the POST under way turns slow."""
+        if self._last_post_s > patience_s:
+            return 0.0
+        if self._posting_since is None:
+            return patience_s  # the sender is about to post: wait for that one
+        return self._posting_since + patience_s - now
 
     def close(self, timeout_s: float) -> None:
         """Flush for up to ``timeout_s`` and stop the thread; later events go to the spool."""
@@ -854,12 +882,17 @@ class EventEmitter:
     def _post(self, lines: list[bytes]) -> None:
         """:meth:`_deliver` of what one request carries (all of ``lines``, halved on a 413)."""
         while lines:
+            with self._lock:
+                self._posting_since = started = time.monotonic()
             try:
                 response = self._client.post(self.wire.path, content=self.wire.body(lines))
             except Exception as exc:  # httpx's errors, and any surprise: keep the batch
                 with self._lock:
+                    self._post_ended(started)
                     self._note_failure(f"{type(exc).__name__}: {exc}".rstrip(": "))
                 raise _UnreachableError(lines) from None
+            with self._lock:
+                self._post_ended(started)
             status = response.status_code
             if 200 <= status < 300:
                 with self._lock:
@@ -896,6 +929,11 @@ class EventEmitter:
                 continue  # the rest of the batch is fine: send it again without the bad ones
             self._reject(lines, status, problem)
             return
+
+    def _post_ended(self, started: float) -> None:
+        """Note how long the POST begun at ``started`` took (called with _lock held)."""
+        self._last_post_s = time.monotonic() - started
+        self._posting_since = None
 
     def _note_failure(self, reason: str | None, retry_after: float | None = None) -> None:
         """Back off before the next attempt (called with _lock held)."""

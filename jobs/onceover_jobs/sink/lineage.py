@@ -40,7 +40,13 @@ from typing import Any, Literal
 
 from onceover import __version__, events
 from onceover.ledger_files import BatchRecord
-from onceover_jobs.sink.emitter import EventEmitterLike, Wire, default_spool_root, emitter_for
+from onceover_jobs.sink.emitter import (
+    WRITE_PATH_PATIENCE_S,
+    EventEmitterLike,
+    Wire,
+    default_spool_root,
+    emitter_for,
+)
 from onceover_jobs.sink.job import SinkJob
 from onceover_jobs.sink.lineage_config import LineageConfig
 
@@ -332,7 +338,7 @@ class LineageReport:
 
 def _flush(emitter: EventEmitterLike) -> None:
     try:
-        emitter.flush(FLUSH_S)
+        emitter.flush(FLUSH_S, patience_s=WRITE_PATH_PATIENCE_S)
     except Exception:
         logger.exception("could not flush lineage events")
 

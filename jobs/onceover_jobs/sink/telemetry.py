@@ -66,8 +66,13 @@ class Telemetry:
             logger.exception("could not queue event %s", getattr(event, "type", "?"))
 
     def flush(self, timeout_s: float) -> None:
+        """What was emitted delivered, or spooled, before the write goes on: waiting for
+        the control plane only while it answers promptly (its slowness is not the
+        write's)."""
+        from onceover_jobs.sink.emitter import WRITE_PATH_PATIENCE_S
+
         try:
-            self.emitter.flush(timeout_s)
+            self.emitter.flush(timeout_s, patience_s=WRITE_PATH_PATIENCE_S)
         except Exception:
             logger.exception("could not flush events")
 
