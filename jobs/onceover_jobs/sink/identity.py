@@ -128,7 +128,9 @@ def write_id_name(write_id: str) -> str:
 class OrdinalRegistry:
     """The writes of one call to one table, in order: ``<k>.json`` names the SQL
     execution that holds ordinal k. Files are created exclusively, so the tasks of one
-    write racing to register agree on one ordinal."""
+    write racing to register agree on one ordinal. They are not fsynced
+    (:mod:`onceover_jobs.sink.ledger_writes`): a call is one driver session, which a
+    crash of its machine ends, and a new session counts in a registry of its own."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -143,12 +145,12 @@ class OrdinalRegistry:
             if last is not None and last[1]:
                 return last[0]  # registered already (another task of this write)
             if last is not None and not committed(last[0]):
-                write_replacing(self._path(last[0]), {"execution": execution})
+                write_replacing(self._path(last[0]), {"execution": execution}, durable=False)
                 if self._owner(last[0]) == execution:
                     return last[0]
                 continue  # another write took it over at the same moment
             k = 0 if last is None else last[0] + 1
-            if write_exclusively(self._path(k), {"execution": execution}):
+            if write_exclusively(self._path(k), {"execution": execution}, durable=False):
                 return k
             # another task of this write (or another write) registered k first: look again
         raise LedgerError(

@@ -6,7 +6,10 @@ in :mod:`onceover.ledger_files`, which also reads them (for the sink and the con
 plane alike). This module writes them.
 
 Every write is atomic (temp file, fsync, rename, fsync of the directory), so a crash
-leaves either the old record or the new one, never half of one. A record only moves
+leaves either the old record or the new one, never half of one. Records are fsynced
+before the step they guard (an intent before BatchCommitWriteStreams: invariant 3); the
+probe and a driver's claim are atomic but not fsynced, since they matter only while the
+driver that wrote them lives (:mod:`onceover_jobs.sink.ledger_writes`). A record only moves
 forward: ``intent`` → ``committed``. The ledger is a plain filesystem path: local for
 one machine, shared storage (NFS, a mounted bucket) for a cluster.
 """
@@ -261,7 +264,8 @@ def leave_probe(root: str | os.PathLike[str]) -> str:
     name = uuid.uuid4().hex
     path = Path(root) / SHARED_PROBES / name
     try:
-        write_exclusively(path, {"probe": name})
+        # Seen by this write's tasks, or by none: no fsync (ledger_writes).
+        write_exclusively(path, {"probe": name}, durable=False)
     except OSError as exc:
         raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc
     return name
@@ -364,6 +368,9 @@ def _lease_age(recorded: dict[str, Any]) -> float | None:
 
 def _write_claim(path: Path, owner: str) -> None:
     try:
-        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)})
+        # No fsync (ledger_writes): a crash that loses the claim ends its driver too, and
+        # a claim found older than it was (or none) lets the next driver take over, as it
+        # may once its writer is gone. Intents, which fence the commits, are fsynced.
+        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)}, durable=False)
     except OSError as exc:
         raise LedgerError(f"cannot write the ledger at {path.parent.parent}: {exc}") from exc

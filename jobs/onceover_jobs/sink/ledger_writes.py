@@ -1,6 +1,13 @@
 """Writing one ledger file in one step: a temporary file, fsync, then a rename (or a
 link, when only the first writer may win), then fsync of the directory. A crash leaves
-the old file or the new one, never half of one (the format: onceover.ledger_files)."""
+the old file or the new one, never half of one (the format: onceover.ledger_files).
+
+``durable=False`` keeps the one step and leaves out both fsyncs (5 to 50 ms each on the
+machines measured, docs/profiling.md), for files whose loss in a crash of the machine
+costs nothing: files that matter only while the driver that wrote them lives (a probe,
+the write ordinals of a driver session, a driver's claim), since such a crash ends that
+driver too. Readers on other hosts of a shared ledger see them after ``close``, as they
+see the others (NFS's close-to-open consistency)."""
 
 from __future__ import annotations
 
@@ -13,18 +20,21 @@ from typing import Any
 from onceover.ledger_files import LEDGER_VERSION
 
 
-def write_exclusively(path: Path, payload: dict[str, Any]) -> bool:
+def write_exclusively(path: Path, payload: dict[str, Any], *, durable: bool = True) -> bool:
     """Create ``path`` holding ``payload``; False if it exists (another writer won)."""
-    return write_atomically(path, payload, exclusive=True)
+    return write_atomically(path, payload, exclusive=True, durable=durable)
 
 
-def write_replacing(path: Path, payload: dict[str, Any]) -> None:
+def write_replacing(path: Path, payload: dict[str, Any], *, durable: bool = True) -> None:
     """Write ``path`` holding ``payload``, replacing what it held."""
-    write_atomically(path, payload)
+    write_atomically(path, payload, durable=durable)
 
 
-def write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = False) -> bool:
-    """Write ``payload`` as ``path`` in one step; with ``exclusive``, only if it is absent."""
+def write_atomically(
+    path: Path, payload: dict[str, Any], *, exclusive: bool = False, durable: bool = True
+) -> bool:
+    """Write ``payload`` as ``path`` in one step; with ``exclusive``, only if it is absent;
+    ``durable``: on disk before this returns (the module docstring says when not)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps({"version": LEDGER_VERSION, **payload}, sort_keys=True).encode()
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -32,7 +42,8 @@ def write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = F
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         if exclusive:
             try:
                 os.link(temp, path)  # fails if another attempt created it first
@@ -40,7 +51,8 @@ def write_atomically(path: Path, payload: dict[str, Any], *, exclusive: bool = F
                 return False
         else:
             os.replace(temp, path)
-        fsync_directory(path.parent)
+        if durable:
+            fsync_directory(path.parent)
         return True
     finally:
         if os.path.exists(temp):
