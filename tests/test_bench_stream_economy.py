@@ -81,6 +81,17 @@ def test_every_mode_is_counted_and_its_streams_listed(
         assert modes[name]["counted"] == BATCHES * ROWS
         assert modes[name]["exact"] is True
     assert modes["default"]["counted"] >= BATCHES * ROWS  # at least once
+    # The floor: the same query into Spark's hand-off, interleaved with the modes.
+    floor = figures["floor"]
+    assert floor["failed"] is None
+    assert floor["sink"] == "onceover-handoff"
+    assert [b["round"] for b in floor["batches"]] == [0, 1]
+    assert floor["counted"] == BATCHES * ROWS  # every row handed over, nothing written
+    assert floor["streams"]["total"] == 0
+    for name in MODES:
+        overhead = figures["overhead_over_floor_ms"][name]
+        assert None not in (overhead["p50"], overhead["p95"], overhead["paired_p50"])
+    assert "| **overhead per micro-batch over the floor, p50, ms**" in markdown
     for name in ("pending", "buffered", "committed"):
         ratios = figures["ratios_to_default"][name]
         assert min(ratios["p50"], ratios["p95"], ratios["paired_p50"]) > 0

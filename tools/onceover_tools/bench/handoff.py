@@ -6,6 +6,11 @@ the sink's own tasks, planning and commit workers included. Its commit writes th
 totals to the file the ``out`` option names (on the driver's machine: the bench runs
 Spark locally). Unlike ``mapInArrow`` it needs no pandas, which Onceover does not
 install (google's client libraries import it whenever it is there, a second per worker).
+
+As a streaming sink (``writeStream.format("onceover-handoff")``) it does the same per
+micro-batch, its commit (in Spark's streaming sink worker, as the sink's) adding a line
+``{"batch": <id>, "rows": <n>, "arrow_bytes": <n>}`` to the ``out`` file: the floor
+under a streaming query's micro-batches (:mod:`onceover_tools.bench.stream_economy`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,11 +56,7 @@ class _CountingWriter(DataSourceArrowWriter):
         self.out = out
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Counted:
-        rows = size = 0
-        for batch in iterator:
-            rows += batch.num_rows
-            size += batch.nbytes
-        return Counted(rows, size)
+        return _count(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         counted = [m for m in messages if isinstance(m, Counted)]
@@ -62,6 +68,41 @@ class _CountingWriter(DataSourceArrowWriter):
         pass  # nothing was written anywhere
 
 
+class _CountingStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Counted:
+        return _count(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        counted = [m for m in messages if isinstance(m, Counted)]
+        line = {"batch": batchId, "rows": sum(m.rows for m in counted),
+                "arrow_bytes": sum(m.arrow_bytes for m in counted)}  # fmt: skip
+        with Path(self.out).open("a") as totals:
+            totals.write(json.dumps(line) + "\n")
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        pass  # nothing was written anywhere
+
+
+def _count(iterator: Iterator[pa.RecordBatch]) -> Counted:
+    rows = size = 0
+    for batch in iterator:
+        rows += batch.num_rows
+        size += batch.nbytes
+    return Counted(rows, size)
+
+
+def counted_batches(out: Path) -> dict[int, int]:
+    """Rows by micro-batch, as a streaming hand-off's commits wrote them to ``out`` (a
+    batch Spark committed twice, once)."""
+    if not out.exists():
+        return {}
+    lines = (json.loads(line) for line in out.read_text().splitlines() if line.strip())
+    return {int(line["batch"]): int(line["rows"]) for line in lines}
+
+
 class HandOffDataSource(DataSource):
     """Counts what Spark hands its Python writers; writes nothing."""
 
@@ -71,6 +112,9 @@ class HandOffDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> _CountingWriter:
         return _CountingWriter(self.options["out"])
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> _CountingStreamWriter:  # noqa: N802
+        return _CountingStreamWriter(self.options["out"])
 
 
 def register(spark: SparkSession) -> None:

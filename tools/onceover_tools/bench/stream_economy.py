@@ -38,7 +38,14 @@ the driver's figures in the soak are the driver's alone.
    ``default`` (target: at most 1.2). As a check, the paired ratio: in each round, a
    mode's median over ``default``'s median in that same round, and the median of those
    over the rounds.
-4. **The soak** (``--soak-minutes``, 0 skips it): the query with no ``mode`` option (so
+4. **The floor**: the same query into Spark's hand-off (``format("onceover-handoff")``,
+   :mod:`onceover_tools.bench.handoff`: a Python data source whose writers count the rows
+   and write nothing), run interleaved with the modes as one more of them. Each mode's
+   overhead per micro-batch over it: the mode's p50 (p95) ``addBatch`` less the floor's
+   p50 (p95), in ms; and paired, the median over the rounds of the mode's round median
+   less the floor's. What a micro-batch costs in each mode beyond what Spark costs any
+   Python sink.
+5. **The soak** (``--soak-minutes``, 0 skips it): the query with no ``mode`` option (so
    ``writeStream``'s default, ``buffered``) for that long, a file put in whenever fewer
    than two wait, sampling every ``--sample-seconds``: the driver's Python process (RSS,
    threads), the Spark JVM (RSS, threads), the Python workers under it (count, RSS and
@@ -48,7 +55,8 @@ the driver's figures in the soak are the driver's alone.
 
 Every query's rows are counted in BigQuery (``COUNT(*)``, ``COUNT(DISTINCT event_id)``)
 before its figures are kept: exact for the exactly-once modes (and the soak); ``default``
-is at least once, so every key once and no row missing. Figures, not assertions: a missed
+is at least once, so every key once and no row missing. The floor's rows are counted as
+its writers were handed them, every batch's once. Figures, not assertions: a missed
 target is printed as missed. Exits 1 only when a figure could not be taken (a query that
 failed, rows missing or repeated in an exactly-once mode).
 """
@@ -83,6 +91,9 @@ if TYPE_CHECKING:
 
 MODES = ("pending", "buffered", "committed", "default")
 BASELINE = "default"
+FLOOR = "floor"
+"""The query into Spark's hand-off (onceover_tools.bench.handoff): nothing written."""
+SINK = "onceover"
 KEEPING = ("buffered", "committed")
 """The modes that keep a stream per partition from batch to batch: a streams target each."""
 PARTITIONS = 8
@@ -192,6 +203,12 @@ class QueryFigure:
     failed: str | None = None
     loads: tuple[float, float] | None = None
     """The machine's load average (1 min) as the query started and as it stopped."""
+    sink: str = SINK
+    """The format written to: the sink, or the floor's hand-off (nothing written)."""
+
+    @property
+    def is_floor(self) -> bool:
+        return self.sink != SINK
 
     @property
     def exactly_once(self) -> bool:
@@ -286,6 +303,7 @@ class QueryFigure:
             streams=StreamCount(**data["streams"]),
             failed=data["failed"],
             loads=(data["loads"][0], data["loads"][1]) if data.get("loads") else None,
+            sink=data.get("sink", SINK),
         )
 
 
@@ -395,9 +413,33 @@ class Economy:
     soak: Soak | None = None
     failed: str | None = None
     """Set when the run could not start (no Spark, no local BigQuery)."""
+    floor: QueryFigure | None = None
+    """The same query into Spark's hand-off, interleaved with the modes."""
 
     def mode(self, name: str) -> QueryFigure | None:
         return next((m for m in self.modes if m.name == name), None)
+
+    def overhead(self, name: str, q: float) -> float | None:
+        """``name``'s time per batch at quantile ``q`` less the floor's, ms."""
+        mode = self.mode(name)
+        if mode is None or self.floor is None or self.floor.failed:
+            return None
+        value, floor = mode.add_batch(q), self.floor.add_batch(q)
+        return value - floor if value is not None and floor is not None else None
+
+    def paired_overhead(self, name: str) -> float | None:
+        """The median over the rounds of ``name``'s median time per batch in a round less
+        the floor's in the same round, ms."""
+        mode, floor = self.mode(name), self.floor
+        if mode is None or floor is None or mode.failed or floor.failed:
+            return None
+        gaps = [
+            value - base
+            for number in mode.rounds
+            if (value := mode.round_median(number)) is not None
+            and (base := floor.round_median(number)) is not None
+        ]
+        return statistics.median(gaps) if gaps else None
 
     def ratio(self, name: str, q: float) -> float | None:
         """The sink's time per batch at quantile ``q``, ``name`` over ``default``."""
@@ -428,7 +470,11 @@ class Economy:
 
     @property
     def any_failed(self) -> bool:
-        queries = [*self.modes, *([self.soak.query] if self.soak else [])]
+        queries = [
+            *self.modes,
+            *([self.soak.query] if self.soak else []),
+            *([self.floor] if self.floor else []),
+        ]
         return bool(self.failed) or any(q.failed for q in queries) or not self.modes
 
     def as_json(self) -> dict[str, Any]:
@@ -450,6 +496,15 @@ class Economy:
                 for name in MODES
                 if name != BASELINE
             },
+            "floor": self.floor.as_json() if self.floor else None,
+            "overhead_over_floor_ms": {
+                name: {
+                    "p50": self.overhead(name, 0.5),
+                    "p95": self.overhead(name, 0.95),
+                    "paired_p50": self.paired_overhead(name),
+                }
+                for name in MODES
+            },
             "soak": self.soak.as_json() if self.soak else None,
             "targets": [asdict(goal) for goal in goals(self)],
             "failed": self.failed,
@@ -467,6 +522,7 @@ class Economy:
             round_loads=data.get("round_loads", []),
             soak=Soak.from_json(data["soak"]) if data["soak"] else None,
             failed=data["failed"],
+            floor=QueryFigure.from_json(data["floor"]) if data.get("floor") else None,
         )
 
 
@@ -771,6 +827,16 @@ class Running:
         return self.figure.name
 
 
+def _running(modes: list[tuple[str, str | None]], rows: int, *, floor: bool) -> list[Running]:
+    """The queries of an interleaved run: ``modes`` (name, mode option), then the floor."""
+    from onceover_tools.bench.handoff import FORMAT
+
+    running = [Running(QueryFigure(name, mode, expected_rows=rows)) for name, mode in modes]
+    if floor:
+        running.append(Running(QueryFigure(FLOOR, None, expected_rows=rows, sink=FORMAT)))
+    return running
+
+
 def schedule(batches: int, segment: int, modes: int) -> list[list[tuple[int, int]]]:
     """The rounds after the first batches: each a list of (mode index, files), the order
     rotated by one mode a round, until every mode has ``batches`` in all."""
@@ -831,8 +897,13 @@ class Bench:
         row = next(iter(self.client.query_and_wait(query)))
         return int(row["n"]), int(row["d"])
 
-    def start(self, name: str, table_id: str, mode: str | None) -> Progress:
-        """The user's query on ``<tmp>/<name>/source``, started."""
+    def counted_path(self, name: str) -> Path:
+        """Where the floor's commits count the rows its writers were handed."""
+        return self.tmp / name / "counted.jsonl"
+
+    def start(self, name: str, table_id: str, mode: str | None, sink: str = SINK) -> Progress:
+        """The user's query on ``<tmp>/<name>/source``, started: into the sink (table
+        ``table_id``, ``mode``), or into Spark's hand-off (the floor, ``sink`` its format)."""
         source = self.tmp / name / "source"
         source.mkdir(parents=True, exist_ok=True)
         frame = (
@@ -842,11 +913,14 @@ class Bench:
         )
         writer = (
             frame.repartition(PARTITIONS, KEY)
-            .writeStream.format("onceover")
-            .option("table", table_id)
+            .writeStream.format(sink)
             .option("checkpointLocation", str(self.tmp / name / "checkpoint"))
             .trigger(processingTime=TRIGGER)
         )
+        if sink != SINK:
+            writer = writer.option("out", str(self.counted_path(name)))
+        else:
+            writer = writer.option("table", table_id)
         if mode is not None:
             writer = writer.option("mode", mode)
         started = os.getloadavg()[0]
@@ -898,6 +972,18 @@ class Bench:
         figure.loads = progress.loads
         if progress.rows != figure.expected_rows:
             raise RuntimeError(f"Spark read {progress.rows:,} rows, {figure.expected_rows:,} put")
+        if figure.is_floor:  # nothing written: the rows its writers were handed, per batch
+            from onceover_tools.bench.handoff import counted_batches
+
+            handed = counted_batches(self.counted_path(figure.name))
+            figure.counted = figure.distinct = sum(handed.values())
+            figure.streams = StreamCount(0, 0, {})
+            if figure.counted != figure.expected_rows:
+                raise RuntimeError(
+                    f"the floor's writers were handed {figure.counted:,} rows, "
+                    f"{figure.expected_rows:,} were read"
+                )
+            return
         figure.counted, figure.distinct = self.count(table_id)
         streams = _created(self.streams(table_id))
         figure.streams.total = len(streams)
@@ -923,15 +1009,15 @@ class Bench:
         batches: int,
         segment: int,
         round_loads: list[float] | None = None,
+        *,
+        floor: bool = False,
     ) -> list[QueryFigure]:
         """``batches`` micro-batches of each of ``modes`` (name, mode option), interleaved:
         every query started, then their first batches one after the other, then rounds
-        of ``segment`` batches each (:func:`schedule`). A mode that fails is recorded
-        and left out of the rounds after; the others go on."""
-        running = [
-            Running(QueryFigure(name, mode, expected_rows=batches * self.rows_per_batch))
-            for name, mode in modes
-        ]
+        of ``segment`` batches each (:func:`schedule`). With ``floor``, the same query into
+        Spark's hand-off runs as one more mode, its figure last. A mode that fails is
+        recorded and left out of the rounds after; the others go on."""
+        running = _running(modes, batches * self.rows_per_batch, floor=floor)
         loads = round_loads if round_loads is not None else []
 
         def attempt(run: Running, step: Callable[..., None], *args: Any) -> None:
@@ -945,9 +1031,9 @@ class Bench:
                 traceback.print_exc()
 
         def begin(run: Running) -> None:
-            run.table_id = self.fresh_table(run.name)
+            run.table_id = "" if run.figure.is_floor else self.fresh_table(run.name)
             run.files = self.files(run.name, 0, batches)
-            run.progress = self.start(run.name, run.table_id, run.figure.mode)
+            run.progress = self.start(run.name, run.table_id, run.figure.mode, run.figure.sink)
             stack.callback(end, run)
 
         def end(run: Running) -> None:
@@ -968,7 +1054,8 @@ class Bench:
 
         def first(run: Running) -> None:
             turn(run, 1, 0, FIRST_BATCH_S)
-            run.figure.streams.first_batch = self.created(run.table_id)
+            if not run.figure.is_floor:
+                run.figure.streams.first_batch = self.created(run.table_id)
 
         def settle(run: Running) -> None:
             assert run.progress is not None
@@ -990,16 +1077,8 @@ class Bench:
         for run in running:
             attempt(run, settle)
         for run in running:
-            figure = run.figure
-            if figure.failed:
-                continue
-            say(
-                f"  {figure.name:<10} {len(figure.batches)} micro-batches, {figure.counted:,} "
-                f"rows ({figure.distinct:,} distinct) counted in BigQuery; streams "
-                f"{figure.streams.total} ({figure.streams.first_batch} by the end of the first "
-                f"batch); addBatch p50 {_cell(figure.add_batch(0.5), ',.0f')} ms, "
-                f"p95 {_cell(figure.add_batch(0.95), ',.0f')} ms"
-            )
+            if not run.figure.failed:
+                say(_figure_line(run.figure))
         return [run.figure for run in running]
 
     def run_soak(self, minutes: float, sample_s: float) -> Soak:
@@ -1067,6 +1146,16 @@ class Bench:
         say(f"  warm-up, untimed: {time.perf_counter() - started:.1f} s")
 
 
+def _figure_line(figure: QueryFigure) -> str:
+    return (
+        f"  {figure.name:<10} {len(figure.batches)} micro-batches, {figure.counted:,} "
+        f"rows ({figure.distinct:,} distinct) counted in BigQuery; streams "
+        f"{figure.streams.total} ({figure.streams.first_batch} by the end of the first "
+        f"batch); addBatch p50 {_cell(figure.add_batch(0.5), ',.0f')} ms, "
+        f"p95 {_cell(figure.add_batch(0.95), ',.0f')} ms"
+    )
+
+
 def _sample_line(sample: Sample) -> str:
     return (
         f"  soak {sample.seconds:6.0f} s: driver {sample.driver_rss_mb:,.0f} MB "
@@ -1129,6 +1218,9 @@ def measure(
             spark = spark_session("onceover-bench-stream-economy", MASTER)
             try:
                 register(spark)
+                from onceover_tools.bench import handoff
+
+                handoff.register(spark)
                 _quiet_falling_behind(spark)
                 bench = Bench(
                     spark, client=client, project=project, rest_url=rest_url, tree=tree,
@@ -1137,13 +1229,14 @@ def measure(
                 bench.warm_up(warmup_batches)
                 say(
                     f"{batches} micro-batches of {rows_per_batch} rows per mode, "
-                    f"{PARTITIONS} partitions, trigger {TRIGGER}; the modes interleaved: "
-                    f"their first batches, then {result.rounds} rounds of {segment} "
-                    "micro-batches per mode in turn"
+                    f"{PARTITIONS} partitions, trigger {TRIGGER}; the modes and the floor "
+                    f"(Spark's hand-off) interleaved: their first batches, then "
+                    f"{result.rounds} rounds of {segment} micro-batches per mode in turn"
                 )
-                result.modes = bench.run_modes(
-                    [(mode, mode) for mode in MODES], batches, segment, result.round_loads
-                )
+                *result.modes, result.floor = bench.run_modes(
+                    [(mode, mode) for mode in MODES], batches, segment, result.round_loads,
+                    floor=True,
+                )  # fmt: skip
                 if soak_minutes > 0:
                     say(
                         f"soak: the query with no mode option (`{default_mode()}`) for "
@@ -1186,6 +1279,8 @@ def _cell(value: float | None, fmt: str) -> str:
 def _rows_cell(figure: QueryFigure) -> str:
     if figure.counted is None or figure.distinct is None:
         return "FAILED"
+    if figure.is_floor:
+        return f"none: {figure.counted:,} handed over"
     verdict = "exact" if figure.exact else "at least once" if not figure.exactly_once else "WRONG"
     return f"{figure.counted:,} / {figure.distinct:,} ({verdict})"
 
@@ -1195,14 +1290,22 @@ def _int_cell(value: int | None) -> str:
 
 
 def table(result: Economy) -> list[str]:
-    """The modes side by side, as Markdown."""
-    modes = result.modes
+    """The modes side by side (and the floor, when it ran), as Markdown."""
+    modes = [*result.modes, *([result.floor] if result.floor is not None else [])]
 
     def each(fn: Callable[[QueryFigure], str]) -> list[str]:
         return [fn(m) for m in modes]
 
     def ratio(m: QueryFigure, q: float) -> str:
+        if m.is_floor:
+            return ""
         return "1.00" if m.name == BASELINE else _cell(result.ratio(m.name, q), ".2f")
+
+    def over(m: QueryFigure, q: float | None) -> str:
+        if m.is_floor:
+            return "0"
+        value = result.paired_overhead(m.name) if q is None else result.overhead(m.name, q)
+        return _cell(value, "+,.0f")
 
     rows = [
         ["micro-batches", *each(lambda m: f"{len(m.batches)}")],
@@ -1225,11 +1328,19 @@ def table(result: Economy) -> list[str]:
         ["  p50 / `default`", *each(lambda m: ratio(m, 0.5))],
         ["  p95 / `default`", *each(lambda m: ratio(m, 0.95))],
         ["  paired: median over the rounds of the round's p50 / `default`'s",
-         *each(lambda m: "1.00" if m.name == BASELINE
+         *each(lambda m: "" if m.is_floor else "1.00" if m.name == BASELINE
                else _cell(result.paired_ratio(m.name), ".2f"))],
         ["  the first batch (not in p50/p95), ms",
          *each(lambda m: _cell(m.first_batch_ms, ",.0f"))],
     ]  # fmt: skip
+    if result.floor is not None:
+        rows += [
+            ["**overhead per micro-batch over the floor, p50, ms** (the p50 less the floor's)",
+             *each(lambda m: over(m, 0.5))],
+            ["  p95, ms (the p95 less the floor's)", *each(lambda m: over(m, 0.95))],
+            ["  paired: median over the rounds of the round's p50 less the floor's, ms",
+             *each(lambda m: over(m, None))],
+        ]  # fmt: skip
     return [
         "| | " + " | ".join(f"`{m.name}`" for m in modes) + " |",
         "|---|" + "---:|" * len(modes),
@@ -1246,10 +1357,17 @@ def interleaving(result: Economy) -> str:
         if loads
         else ""
     )
+    floor = (
+        " The floor: the same query into Spark's hand-off (a Python data source whose "
+        "writers count the rows and write nothing), interleaved as one more mode: what "
+        "Spark costs any Python sink per micro-batch."
+        if result.floor is not None
+        else ""
+    )
     return (
         f"The modes interleaved: their queries ran together, one batch at a time; each "
         f"mode's first batch in turn, then {result.rounds} rounds of up to {result.segment} "
-        f"micro-batches per mode in turn (the order rotated each round){load}."
+        f"micro-batches per mode in turn (the order rotated each round){load}.{floor}"
     )
 
 
