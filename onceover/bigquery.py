@@ -34,6 +34,7 @@ from onceover.connection import Connection
 from onceover.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import grpc
     from google.cloud import bigquery
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 
@@ -50,6 +51,16 @@ _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$"
 # gRPC's default 4 MiB receive cap is below BigQuery's 10 MB request cap; the
 # official transport lifts both limits the same way.
 GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
+WRITE_API_HOST = "bigquerystorage.googleapis.com"
+"""The Storage Write API's global endpoint (the client library's ``DEFAULT_HOST``)."""
+WRITE_API_SCOPES = (
+    "https://www.googleapis.com/auth/bigquery",
+    "https://www.googleapis.com/auth/bigquery.insertdata",
+    "https://www.googleapis.com/auth/cloud-platform",
+)
+"""The scopes the client library asks for by default (its transport's ``AUTH_SCOPES``)."""
+MTLS_ENV = "GOOGLE_API_USE_CLIENT_CERTIFICATE"
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,59 @@ def write_client(config: BigQueryConfig | None = None) -> BigQueryWriteClient:
     channel = grpc.insecure_channel(config.grpc_endpoint, options=GRPC_OPTIONS)
     transport = BigQueryWriteGrpcTransport(channel=channel)
     return BigQueryWriteClient(transport=transport, client_info=client_info)
+
+
+def write_channel(config: BigQueryConfig | None = None) -> grpc.Channel:
+    """A gRPC channel to the Storage Write API, as :func:`write_client`'s transport opens
+    its own, for callers that send raw requests (the sink: :mod:`onceover_jobs.sink.write_api`)
+    and must not import the client library (seconds, and pandas where it is installed)."""
+    import grpc
+
+    config = _config(config)
+    options: list[tuple[str, str | int]] = [
+        *GRPC_OPTIONS,
+        ("grpc.primary_user_agent", f"onceover/{__version__}"),
+        # Connections of its own: gRPC shares them between channels to one endpoint, and
+        # a channel made to replace a broken one would find the broken connection again,
+        # waiting out its reconnect backoff (onceover_jobs.sink.write_api).
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+    if config.is_local:
+        assert config.grpc_endpoint is not None  # is_local guarantees it
+        return grpc.insecure_channel(config.grpc_endpoint, options=options)
+    if config.connection.is_default and os.environ.get(MTLS_ENV, "").lower() == "true":
+        # Client certificates (mTLS) are the client library's to find and present.
+        transport: Any = write_client(config).transport
+        return transport.grpc_channel
+    return _remote_write_channel(config.connection, options)
+
+
+def _remote_write_channel(connection: Connection, options: list[tuple[str, str | int]]) -> Any:
+    """What the client library's transport does with the same connection: its credentials
+    (Application Default Credentials if none are given, service accounts signing their own
+    tokens) and quota project, its endpoint, TLS, through its proxy."""
+    import google.auth
+    from google.api_core import grpc_helpers
+    from google.oauth2 import service_account
+
+    if connection.is_default:
+        credentials, _ = google.auth.default(default_scopes=WRITE_API_SCOPES)
+        if isinstance(credentials, service_account.Credentials):
+            credentials = credentials.with_always_use_jwt_access(True)
+    else:
+        credentials, _ = connection.credentials()
+    proxy = connection.proxy_url()
+    if proxy is not None:
+        options = [*options, ("grpc.http_proxy", proxy)]
+    host = connection.storage_endpoint or WRITE_API_HOST
+    return grpc_helpers.create_channel(
+        host if ":" in host else f"{host}:443",
+        credentials=credentials,
+        quota_project_id=connection.parent_project,
+        default_scopes=WRITE_API_SCOPES,
+        default_host=WRITE_API_HOST,
+        options=options,
+    )
 
 
 def _remote_bigquery_client(config: BigQueryConfig, client_info: Any) -> bigquery.Client:

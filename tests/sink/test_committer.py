@@ -14,7 +14,7 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import CommitRejectedError
 from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.task import TaskResult
+from onceover_jobs.sink.results import TaskResult
 from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig
@@ -186,13 +186,15 @@ def test_an_intent_whose_streams_are_gone_is_written_again_on_the_replays_stream
 def test_a_lost_finalize_response_is_asked_again(
     job: SinkJob, write: BigQueryWriteClient, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from onceover_jobs.sink.task import finalize_stream
+    from onceover_jobs.sink.stream_calls import finalize_stream
+    from onceover_jobs.sink.write_api import write_api
 
     stream = create_stream(write, table, PENDING).name
     append_all(write, [append_request(stream, rows(0, 12), 0)])
     monkeypatch.setenv(failpoints.ENV, "finalize.after=drop@1")
     failpoints.reset()
-    assert finalize_stream(job, write, stream) == 12  # finalizing twice answers the count again
+    # finalizing twice answers the count again
+    assert finalize_stream(job, write_api(job.bigquery), stream) == 12
     assert failpoints.fired() == [("finalize.after", failpoints.Action.DROP, 1)]
 
 

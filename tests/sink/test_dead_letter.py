@@ -20,7 +20,8 @@ from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.dead_letter import DEAD_LETTER_FIELDS, column_named
 from onceover_jobs.sink.errors import RowsRejectedError
 from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.task import TaskContextInfo, TaskResult, write_partition
+from onceover_jobs.sink.results import TaskResult
+from onceover_jobs.sink.task import TaskContextInfo, write_partition
 
 from onceover.bigquery import BigQueryConfig
 from tests.writeapi import ARROW_SCHEMA, count, create_refusing_table, streaming_job

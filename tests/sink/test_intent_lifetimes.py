@@ -17,7 +17,7 @@ from onceover_jobs.sink import failpoints, settle
 from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import IntentUnresolvableError
 from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.task import TaskResult
+from onceover_jobs.sink.results import TaskResult
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig

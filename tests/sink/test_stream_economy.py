@@ -20,8 +20,9 @@ from onceover_jobs.sink.commit_limits import commit_bytes_limit
 from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import CommitLimitError
 from onceover_jobs.sink.job import SinkJob
+from onceover_jobs.sink.results import TaskResult
 from onceover_jobs.sink.stream_slots import StreamSlots
-from onceover_jobs.sink.task import TaskContextInfo, TaskResult, write_partition
+from onceover_jobs.sink.task import TaskContextInfo, write_partition
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from onceover_tools.localbq import LocalBigQuery
 from onceover_tools.localbq.admin import write_streams

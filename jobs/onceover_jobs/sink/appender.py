@@ -60,7 +60,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeAlias
 
 import grpc
 
@@ -82,10 +82,16 @@ from onceover_jobs.sink.storage_errors import (
 if TYPE_CHECKING:
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 
+    from onceover_jobs.sink.requests import EncodedRows
+    from onceover_jobs.sink.write_api import WriteApi
+
+    WriteClient: TypeAlias = WriteApi | BigQueryWriteClient
+
 logger = logging.getLogger(__name__)
 
 OK = 0
 ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS.value[0]
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE.value[0]
 UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 TRANSIENT = frozenset(
@@ -156,13 +162,19 @@ class PlannedAppend:
     """Sets the rows on a request: ``fn(request, with_schema: bool) -> None``."""
     may_exist: bool = False
     """An identical request may already have been applied (a re-send)."""
-    digest: str = ""
-    """Of the encoded rows (committed mode records it with the offset)."""
+    encoded: EncodedRows | None = None
+    """The encoded rows, for their :attr:`digest`."""
     source: Any = None
     """The request's rows as the writer knows them, for ``on_row_errors`` to name and
     take out (:class:`onceover_jobs.sink.dead_letter.RequestRows`)."""
     sent_at: float = 0.0
     sends: int = 0
+
+    @property
+    def digest(self) -> str:
+        """Of the encoded rows (committed mode records it with the offset); hashed only
+        when asked for (:class:`onceover_jobs.sink.requests.EncodedRows`)."""
+        return self.encoded.digest if self.encoded is not None else ""
 
     @property
     def describe(self) -> str:
@@ -244,11 +256,13 @@ _MIN_WAIT_S = 0.05
 class _Connection:
     """One AppendRows call: a queue feeding requests, a thread collecting responses."""
 
-    client: BigQueryWriteClient
+    client: WriteClient
     stream: str
     requests: queue.Queue[object] = field(default_factory=queue.Queue)
     responses: queue.Queue[object] = field(default_factory=queue.Queue)
     call: Any = None
+    channel: Any = None
+    """The channel of the sink's client the call went on (None for a client library's)."""
 
     def start(self) -> None:
         def request_iterator() -> Iterator[object]:
@@ -256,8 +270,12 @@ class _Connection:
                 yield item
 
         metadata = (("x-goog-request-params", f"write_stream={self.stream}"),)
-        rpc: Any = self.client.transport.append_rows  # the raw gRPC stream-stream callable
-        self.call = rpc(request_iterator(), metadata=metadata)
+        client: Any = self.client
+        if hasattr(client, "renew"):  # the sink's own (onceover_jobs.sink.write_api)
+            self.channel = client.channel
+            self.call = client.append_rows(request_iterator(), metadata=metadata)
+        else:  # a client library's BigQueryWriteClient: its raw stream-stream callable
+            self.call = client.transport.append_rows(request_iterator(), metadata=metadata)
         threading.Thread(target=self._read, name="onceover-append-reader", daemon=True).start()
 
     def _read(self) -> None:
@@ -297,7 +315,7 @@ class StreamAppender:
 
     def __init__(
         self,
-        client: BigQueryWriteClient,
+        client: WriteClient,
         stream: str,
         *,
         schema_payload: Callable[[types.AppendRowsRequest], None],
@@ -505,9 +523,19 @@ class StreamAppender:
                 storage_code=storage.code,
             )
         elif is_retried(failure.code, failure.message, broken=failure.broken):
+            if failure.broken or (failure.connection_lost and code == UNAVAILABLE):
+                self._renew_channel()
             self._transient(head, failure.code, failure.message)
         else:
             self._reject(head, code_name(failure.code), failure.message, failure)
+
+    def _renew_channel(self) -> None:
+        """A connection broke: the next one goes on a fresh channel of the sink's client
+        (onceover_jobs.sink.write_api), not one gRPC is waiting to reconnect."""
+        channel = self._connection.channel if self._connection is not None else None
+        renew = getattr(self.client, "renew", None)
+        if channel is not None and renew is not None:
+            renew(channel)
 
     def _rows_refused(self, head: PlannedAppend, raw: Any) -> None:
         """BigQuery refused ``head`` for bad rows (module docstring)."""

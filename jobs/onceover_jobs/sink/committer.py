@@ -41,10 +41,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from onceover import events
-from onceover.events import StreamRows, event_id
 from onceover.key_checksum import KeyBucket, merged_tally
 from onceover.ledger_files import BatchRecord, StreamCommit, batch_name
 from onceover.modes import STREAM_TYPES, UNSEEN_UNTIL_COMMIT
@@ -59,19 +58,21 @@ from onceover_jobs.sink.errors import (
     StreamsGoneError,
     StreamsUncommittableError,
 )
-from onceover_jobs.sink.flush import flush_batch, stream_exists
+from onceover_jobs.sink.flush import flush_batch
 from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.job import SinkJob, table_parent
 from onceover_jobs.sink.ledger import renew_driver
 from onceover_jobs.sink.ledger_retention import prune
 from onceover_jobs.sink.offsets_log import check_same_offsets, fingerprint, source_offsets
+from onceover_jobs.sink.results import TaskResult
+from onceover_jobs.sink.stream_calls import finalize_stream, stream_exists
 from onceover_jobs.sink.stream_slots import StreamSlots
-from onceover_jobs.sink.task import TaskResult, finalize_stream
 from onceover_jobs.sink.telemetry import Telemetry
-from onceover_jobs.sink.unary import call_with_retry, gapic
+from onceover_jobs.sink.unary import CallNotFoundError, call_with_retry
 
 if TYPE_CHECKING:
-    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+    from onceover.events import StreamRows
+    from onceover_jobs.sink.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
 
@@ -80,19 +81,16 @@ INTENT_RACES = 3
 """How often a commit settles another driver's intent that appeared as it wrote its own."""
 
 # StorageError codes after which the streams can never be committed, by anyone.
-_UNCOMMITTABLE = frozenset({3, 4, 5})  # STREAM_NOT_FOUND, INVALID_STREAM_TYPE, _STATE
-
-
-def _timestamp_text(value: Any) -> str | None:
-    """A proto timestamp (a datetime in proto-plus) as ISO text; None when unset."""
-    return value.isoformat() if value else None
+_UNCOMMITTABLE = frozenset({"STREAM_NOT_FOUND", "INVALID_STREAM_TYPE", "INVALID_STREAM_STATE"})
 
 
 def _now_text() -> str:
-    return events.now().isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def _stream_rows(streams: Sequence[StreamCommit]) -> list[StreamRows]:
+    from onceover.events import StreamRows
+
     return [
         StreamRows(
             stream=s.stream, rows=s.rows, bytes=s.bytes, partition=s.partition, attempt=s.attempt
@@ -167,14 +165,14 @@ class BatchCommitter:
         self.batch_id = batch_id
         self.ledger = job.ledger()
         self.telemetry = Telemetry(job, batch_id)
-        self._client: BigQueryWriteClient | None = None
+        self._client: WriteApi | None = None
 
     @property
-    def client(self) -> BigQueryWriteClient:
+    def client(self) -> WriteApi:
         if self._client is None:
-            from onceover.bigquery import write_client
+            from onceover_jobs.sink.write_api import write_api
 
-            self._client = write_client(self.job.bigquery)
+            self._client = write_api(self.job.bigquery)  # the commit worker keeps it
         return self._client
 
     @property
@@ -187,6 +185,8 @@ class BatchCommitter:
     def _event_id(self, kind: str, *facts: str) -> str:
         """Derived from the facts, so a repeated event is stored once; the write's table
         and place keep apart the writes of one foreachBatch call or run."""
+        from onceover.events import event_id
+
         return event_id(
             self.job.run_id,
             kind,
@@ -270,15 +270,7 @@ class BatchCommitter:
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
             return None
-        self.telemetry.emit(
-            events.BatchIntent(
-                id=self._event_id("batch_intent", *(s.stream for s in streams)),
-                streams=_stream_rows(streams),
-                expected_rows=intent.expected_rows,
-                **_dead_letter_fields(intent),
-                **self.telemetry.batch_event_fields(),
-            )
-        )
+        self._emit_intent(intent)
         failpoints.hit("ledger.after_intent")
         commit_time: str | None = None
         publishes = job.options.mode in UNSEEN_UNTIL_COMMIT and bool(streams)
@@ -405,28 +397,27 @@ class BatchCommitter:
     ) -> str | None:
         """``BatchCommitWriteStreams`` of ``names`` on the job's table (or ``parent``,
         ``table``); a lost response is retried and resolves as committed."""
-        from google.api_core.exceptions import NotFound
-        from google.cloud.bigquery_storage_v1 import types
-
         parent = parent or self.job.parent
         table = table or self.job.table
-        request = types.BatchCommitWriteStreamsRequest(parent=parent, write_streams=names)
+        client = self.client
         for attempt in range(1, 6):
             try:
                 response = call_with_retry(
                     self.job,
-                    gapic(self.client.batch_commit_write_streams, request=request),
+                    lambda timeout: client.batch_commit_write_streams(
+                        parent, names, timeout=timeout
+                    ),
                     what="BatchCommitWriteStreams",
                     on=parent,
                 )
-            except NotFound as exc:  # a stream that is gone: no one can commit it
+            except CallNotFoundError as exc:  # a stream that is gone: no one can commit it
                 raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
             if failpoints.hit("commit.after"):
                 logger.warning("%s: commit response lost (failpoint); asking again", self.label)
                 continue
             if not response.stream_errors:
                 if response.commit_time:
-                    return _timestamp_text(response.commit_time)
+                    return response.commit_time
                 # BigQuery's API: "if this field is not set, it means the commit was not
                 # successful". Nothing is committed yet; committing again is safe (an
                 # earlier try that did take effect answers STREAM_ALREADY_COMMITTED).
@@ -437,18 +428,17 @@ class BatchCommitter:
                     attempt,
                 )
                 continue
-            already = types.StorageError.StorageErrorCode.STREAM_ALREADY_COMMITTED
             codes = {e.code for e in response.stream_errors}
-            if codes == {already} and len(response.stream_errors) == len(names):
+            if codes == {"STREAM_ALREADY_COMMITTED"} and len(response.stream_errors) == len(names):
                 # Our own earlier try took effect; BigQuery's commit is atomic per table.
                 logger.info(
                     "%s: already committed (retry %d after a lost response)", self.label, attempt
                 )
                 return self._commit_time(names)
             refused = f"BigQuery refused to commit {self.label} into {table}: " + "; ".join(
-                f"{e.entity}: {e.error_message}" for e in response.stream_errors
+                f"{e.entity}: {e.message}" for e in response.stream_errors
             )
-            if codes == {types.StorageError.StorageErrorCode.STREAM_NOT_FOUND}:
+            if codes == {"STREAM_NOT_FOUND"}:
                 raise StreamsGoneError(refused)
             if codes <= _UNCOMMITTABLE:
                 raise StreamsUncommittableError(refused)
@@ -461,20 +451,19 @@ class BatchCommitter:
 
     def _commit_time(self, names: Sequence[str]) -> str | None:
         """The commit time if every stream is committed, None if none is; else an error."""
-        from google.api_core.exceptions import NotFound
-
+        client = self.client
         times = []
         for name in names:
             try:
                 stream = call_with_retry(
                     self.job,
-                    gapic(self.client.get_write_stream, name=name),
+                    lambda timeout, name=name: client.get_write_stream(name, timeout=timeout),
                     what="GetWriteStream",
                     on=name,
                 )
-            except NotFound as exc:  # gone: expired, or forgotten (the caller decides)
+            except CallNotFoundError as exc:  # gone: expired, or forgotten (the caller decides)
                 raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
-            times.append(_timestamp_text(stream.commit_time))
+            times.append(stream.commit_time)
         if all(times):
             return max(t for t in times if t)
         if any(times):
@@ -609,6 +598,11 @@ class BatchCommitter:
         if unseen:
             for stream in replay:
                 self._orphaned(stream, "replay of a committed batch; never committed")
+        logger.warning("%s is already committed; skipped as a duplicate", self.label)
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
         self.telemetry.emit(
             events.BatchSkippedDuplicate(
                 id=self._event_id("batch_skipped_duplicate", *(s.stream for s in replay)),
@@ -617,9 +611,30 @@ class BatchCommitter:
                 **self.telemetry.batch_event_fields(),
             )
         )
-        logger.warning("%s is already committed; skipped as a duplicate", self.label)
+
+    # Events are built only for someone to hear them: without a monitor, the commit
+    # imports neither the event schema nor pydantic (onceover.events).
+
+    def _emit_intent(self, intent: BatchRecord) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchIntent(
+                id=self._event_id("batch_intent", *(s.stream for s in intent.streams)),
+                streams=_stream_rows(intent.streams),
+                expected_rows=intent.expected_rows,
+                **_dead_letter_fields(intent),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
 
     def _emit_committed(self, record: BatchRecord, duration_ms: float | None) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
         self.telemetry.emit(
             events.BatchCommitted(
                 id=self._event_id("batch_committed"),
@@ -633,6 +648,20 @@ class BatchCommitter:
                 key_checksum=record.key_checksum,
                 key_buckets=None if record.key_buckets is None else list(record.key_buckets),
                 **_dead_letter_fields(record),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+
+    def _emit_aborted(self, streams: Sequence[StreamCommit], reason: str) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchAborted(
+                id=self._event_id("batch_aborted", *(s.stream for s in streams)),
+                streams=_stream_rows(streams),
+                reason=reason,
                 **self.telemetry.batch_event_fields(),
             )
         )
@@ -671,14 +700,7 @@ class BatchCommitter:
                     "aborted; rows already visible stay in their streams and a replay "
                     "of this batch goes on from the recorded offsets"
                 )
-            self.telemetry.emit(
-                events.BatchAborted(
-                    id=self._event_id("batch_aborted", *(s.stream for s in streams)),
-                    streams=_stream_rows(streams),
-                    reason=reason,
-                    **self.telemetry.batch_event_fields(),
-                )
-            )
+            self._emit_aborted(streams, reason)
         except Exception:
             # abort must not hide the failure that caused it
             logger.exception("abort of %s could not finish its bookkeeping", self.label)

@@ -57,9 +57,8 @@ from onceover_jobs.sink.lineage import LineageReport
 from onceover_jobs.sink.lineage_config import resolve as resolve_lineage
 from onceover_jobs.sink.offsets_log import check_not_reset
 from onceover_jobs.sink.options import connection_options, parse_options
-from onceover_jobs.sink.requests import request_budget
+from onceover_jobs.sink.results import TaskResult
 from onceover_jobs.sink.run_report import RunReport
-from onceover_jobs.sink.task import TaskResult, current_task, encoder_for, write_partition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,7 +78,9 @@ def prepare_job(
     """Validate everything on the driver, before any task starts."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from onceover_jobs.sink.requests import request_budget
     from onceover_jobs.sink.schema import load_table_schema, plan_write
+    from onceover_jobs.sink.task import encoder_for
 
     failpoints.check_environment()
     if overwrite:
@@ -157,6 +158,15 @@ ABORTED = (
 )
 
 
+def _write(job: SinkJob, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
+    """A task's side (the executor): imported here, so the driver's commit worker never
+    imports what the tasks write with."""
+    from onceover_jobs.sink.task import current_task, write_partition
+
+    # Spark tells executors the micro-batch id through a local property.
+    return OnceoverCommitMessage(write_partition(job, iterator, current_task(None)))
+
+
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:
     return [m.result if isinstance(m, OnceoverCommitMessage) else None for m in messages]
 
@@ -166,7 +176,7 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
-        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+        return _write(self.job, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         results = _results(messages)
@@ -191,8 +201,7 @@ class OnceoverStreamWriter(DataSourceStreamArrowWriter):
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
-        # Spark tells executors the micro-batch id through a local property.
-        return OnceoverCommitMessage(write_partition(self.job, iterator, current_task(None)))
+        return _write(self.job, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         record = BatchCommitter(self.job, batchId).commit(_results(messages))

@@ -238,7 +238,7 @@ class RowRefusals:
             rows=encoded.rows,
             bytes=encoded.bytes,
             rows_payload=encoded.apply,
-            digest=encoded.digest,
+            encoded=encoded,
             source=kept,
         )
 

@@ -73,12 +73,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from onceover.errors import ConfigurationError
-from onceover.events import Event
+
+if TYPE_CHECKING:
+    # Imported where an emitter is made, not here: a write without a monitor never
+    # makes one, and its commit worker should not pay for httpx or the event schema.
+    import httpx
+
+    from onceover.events import Event
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +106,7 @@ WRITE_PATH_PATIENCE_S = 0.25
 well above what a healthy control plane takes to store a batch, well below a write."""
 
 
-Payload: TypeAlias = Event | Mapping[str, Any]
+Payload: TypeAlias = "Event | Mapping[str, Any]"
 """What an emitter sends: one of our events, or any JSON object (an OpenLineage event)."""
 
 
@@ -486,6 +490,8 @@ class EventEmitter:
         transport: httpx.BaseTransport | None = None,
         wire: Wire = CONTROL_PLANE,
     ) -> None:
+        import httpx
+
         base = httpx.URL(url)
         if base.scheme not in ("http", "https") or not base.host:
             raise ValueError(f"url must be an http(s) base URL, not {url!r}")

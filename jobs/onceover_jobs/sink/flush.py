@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING
 from onceover.ledger_files import StreamCommit
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import CallRejectedError, CommitRejectedError, StreamsGoneError
-from onceover_jobs.sink.unary import CallNotFoundError, call_with_retry, gapic
+from onceover_jobs.sink.unary import CallNotFoundError, call_with_retry
 
 if TYPE_CHECKING:
-    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
-
     from onceover_jobs.sink.job import SinkJob
+    from onceover_jobs.sink.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ FLUSH_THREADS = 8
 
 def flush_batch(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     streams: Sequence[StreamCommit],
     *,
     label: str,
@@ -76,31 +75,15 @@ def flush_batch(
             done.result()
 
 
-def stream_exists(job: SinkJob, client: BigQueryWriteClient, stream: str) -> bool:
-    """Whether BigQuery still knows ``stream`` (a BUFFERED stream idle 7 days is gone)."""
-    try:
-        call_with_retry(
-            job, gapic(client.get_write_stream, name=stream), what="GetWriteStream", on=stream
-        )
-    except CallNotFoundError:
-        return False
-    return True
-
-
-def flush_stream(
-    job: SinkJob, client: BigQueryWriteClient, stream: str, last: int, *, label: str
-) -> None:
+def flush_stream(job: SinkJob, client: WriteApi, stream: str, last: int, *, label: str) -> None:
     """Make the rows of ``stream`` up to and including offset ``last`` visible."""
     from google.api_core.exceptions import ServiceUnavailable
-    from google.cloud.bigquery_storage_v1 import types
-
-    request = types.FlushRowsRequest(write_stream=stream, offset=last)
 
     def flush(timeout: float) -> int:
-        answer = client.flush_rows(request=request, retry=None, timeout=timeout)
+        answered = client.flush_rows(stream, last, timeout=timeout)
         if failpoints.hit("flush.after"):
             raise ServiceUnavailable("failpoint flush.after: response lost")
-        return int(answer.offset)
+        return answered
 
     try:
         answered = call_with_retry(job, flush, what="FlushRows", on=stream)

@@ -15,7 +15,7 @@ from onceover_jobs.sink.lineage_config import LineageConfig
 from onceover_jobs.sink.options import SinkOptions
 
 if TYPE_CHECKING:
-    from onceover_jobs.sink.schema import WritePlan
+    from onceover_jobs.sink.plan import WritePlan
 
 
 @dataclass(frozen=True)

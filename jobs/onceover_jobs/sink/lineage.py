@@ -34,11 +34,11 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from onceover import __version__, events
+from onceover import __version__
 from onceover.ledger_files import BatchRecord
 from onceover_jobs.sink.emitter import (
     WRITE_PATH_PATIENCE_S,
@@ -206,7 +206,7 @@ def run_event(
         )
     return {
         "eventType": event_type,
-        "eventTime": (when or events.now()).isoformat(),
+        "eventTime": (when or datetime.now(UTC)).isoformat(),
         "producer": PRODUCER,
         "schemaURL": f"{SPEC}#/$defs/RunEvent",
         "run": {"runId": run_uuid, "facets": run_facets},

@@ -29,7 +29,7 @@ class ProtoEncoder:
         raw_request(request).proto_rows.writer_schema.CopyFrom(self.schema_pb)
 
     def encode(self, batch: pa.RecordBatch) -> EncodedRows:
-        from onceover_jobs.sink.requests import digest_of, raw_request
+        from onceover_jobs.sink.requests import raw_request
 
         rows = serialize_rows(batch, self.fields)
         size = sum(len(row) for row in rows) + _PER_ROW_FRAMING * len(rows)
@@ -37,4 +37,4 @@ class ProtoEncoder:
         def apply(request: Any) -> None:
             raw_request(request).proto_rows.rows.serialized_rows.extend(rows)
 
-        return EncodedRows(batch.num_rows, size, apply, digest_of(*rows))
+        return EncodedRows(batch.num_rows, size, apply, rows)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from functools import cached_property
+from typing import Any, Protocol, TypeAlias
 
 import pyarrow as pa
 
@@ -32,15 +33,25 @@ REQUEST_OVERHEAD_BYTES = 2_000
 (up to about 1,900 bytes), the offset and the protobuf framing of the fields."""
 
 
+Encoded: TypeAlias = bytes  # named apart: EncodedRows has a field called bytes
+
+
 @dataclass(frozen=True)
 class EncodedRows:
     rows: int
     bytes: int
     apply: Callable[[Any], None]
     """Sets the rows on a raw ``AppendRowsRequest`` protobuf."""
-    digest: str = ""
-    """Of the encoded rows: the same rows encode to the same digest (committed mode
-    records it, so a retry can tell its rows are the ones sent at those offsets)."""
+    parts: Sequence[Encoded] = ()
+    """The encoded rows, as :attr:`digest` reads them."""
+
+    @cached_property
+    def digest(self) -> str:
+        """Of the encoded rows: the same rows encode to the same digest (committed mode
+        records it, so a retry can tell its rows are the ones sent at those offsets).
+        Hashed when first asked for: the other modes never ask (a refused request's
+        event aside), and SHA-256 of every byte sent is not free."""
+        return digest_of(*self.parts)
 
 
 def digest_of(*parts: bytes) -> str:
@@ -74,7 +85,7 @@ class ArrowEncoder:
         def apply(request: Any) -> None:
             raw_request(request).arrow_rows.rows.serialized_record_batch = data
 
-        return EncodedRows(batch.num_rows, len(data), apply, digest_of(data))
+        return EncodedRows(batch.num_rows, len(data), apply, (data,))
 
 
 def compact(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from onceover import events
-from onceover.events import event_id
 from onceover.ledger_files import scope_totals
 from onceover_jobs.sink.committer import DRIVER_EVENT_FLUSH_S
 from onceover_jobs.sink.driver import driver_owner, driver_pid, started_at
 from onceover_jobs.sink.job import SinkJob
 from onceover_jobs.sink.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from onceover import events
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def driver_attempt_id() -> str:
 
 def driver_started_at() -> datetime:
     """When the driver's JVM (outside Spark, this process) started."""
-    return started_at(driver_pid()) or events.now()
+    return started_at(driver_pid()) or datetime.now(UTC)
 
 
 class RunReport:
@@ -71,6 +73,8 @@ class RunReport:
         run alive."""
         if not self.enabled:
             return
+        from onceover import events  # only with a monitor: see onceover_jobs.sink.telemetry
+
         try:
             self._started()
             batches, rows = self._totals()
@@ -92,6 +96,8 @@ class RunReport:
         """After an abort: the run failed (a failed micro-batch stops its query)."""
         if not self.enabled:
             return
+        from onceover import events
+
         try:
             self._started()
             _, rows = self._totals()
@@ -106,6 +112,8 @@ class RunReport:
             self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
 
     def _started(self) -> None:
+        from onceover import events
+
         self.telemetry.emit(
             events.RunStarted(
                 mode=self.job.options.mode,
@@ -118,6 +126,8 @@ class RunReport:
         # An ending or heartbeat names its batch and write, so each batch's is stored once
         # (a replayed commit sends the same); the start names only the run and attempt,
         # so it is stored once however often it is sent.
+        from onceover.events import event_id
+
         facts = () if once else (self.batch_id, self.telemetry.write_place())
         return {
             "id": event_id("run", what, self.job.run_id, self.attempt_id, *facts),

@@ -66,17 +66,18 @@ Rules the checks enforce:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from onceover_jobs.sink.errors import SchemaMismatchError, TableNotFoundError
+from onceover_jobs.sink.plan import WritePlan
 
 if TYPE_CHECKING:
+    from google.cloud import bigquery
     from google.cloud.bigquery import SchemaField
 
     from onceover.bigquery import BigQueryConfig
@@ -122,41 +123,35 @@ _TYPE_ALIASES = {
 }
 
 
-@dataclass(frozen=True)
-class WritePlan:
-    """What the executors need to convert batches: shipped from the driver in the job.
-
-    Holds the Arrow schema of the request (the table's names, in the table's order,
-    only the columns the DataFrame has) as Arrow IPC bytes, which pickle anywhere.
-    """
-
-    table: str
-    serialized_schema: bytes
-    """``writer_schema.serialized_schema`` of every request."""
-
-    @cached_property
-    def arrow_schema(self) -> pa.Schema:
-        """The Arrow schema every converted batch has."""
-        return pa.ipc.read_schema(pa.py_buffer(self.serialized_schema))
-
-
 def load_table_schema(config: BigQueryConfig, table_id: str) -> list[SchemaField]:
     """The schema of ``table_id`` (``project.dataset.table``); it must exist."""
     from google.api_core.exceptions import NotFound
 
-    from onceover.bigquery import bigquery_client
-
-    client = bigquery_client(config)
     try:
-        table = client.get_table(table_id)
+        table = _rest_client(config).get_table(table_id)
     except NotFound as exc:
         raise TableNotFoundError(
             f"table {table_id} does not exist ({exc.message}); create it first, for "
             "example with the load job's --create-table"
         ) from exc
-    finally:
-        client.close()
     return list(table.schema)
+
+
+_rest_clients: dict[tuple[int, BigQueryConfig], bigquery.Client] = {}
+
+
+def _rest_client(config: BigQueryConfig) -> bigquery.Client:
+    """The REST client of this process for ``config``, kept: the driver plans each write
+    in a Python worker Spark reuses, and a client made per write paid its credentials and
+    a new connection every time (docs/profiling.md). Keyed by the process, so a forked
+    child makes its own."""
+    from onceover.bigquery import bigquery_client
+
+    key = (os.getpid(), config)
+    client = _rest_clients.get(key)
+    if client is None:
+        client = _rest_clients[key] = bigquery_client(config)
+    return client
 
 
 def plan_write(

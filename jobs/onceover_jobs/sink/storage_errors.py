@@ -117,36 +117,27 @@ def _first(details: Iterable[Any]) -> StorageErrorInfo | None:
 
 def _from_detail(detail: Any) -> StorageErrorInfo | None:
     """One entry of ``Status.details``: an ``Any``, or an already unpacked message
-    (raw protobuf or proto-plus)."""
-    from google.cloud.bigquery_storage_v1 import types
+    (raw protobuf or proto-plus). Read with :mod:`onceover_jobs.sink.write_wire`, so
+    no client library is imported for it."""
     from google.protobuf import any_pb2
 
-    raw_type = types.StorageError.pb()
-    if isinstance(detail, types.StorageError):
-        return _info(types.StorageError.pb(detail))
     if isinstance(detail, any_pb2.Any):
-        if not detail.Is(raw_type.DESCRIPTOR):
+        if detail.type_url.rpartition("/")[2] != STORAGE_ERROR_TYPE:
             return None
-        message = raw_type()
-        detail.Unpack(message)
-        return _info(message)
-    descriptor = getattr(detail, "DESCRIPTOR", None)
+        return _info(detail.value)
+    raw = type(detail).pb(detail) if hasattr(type(detail), "pb") else detail  # proto-plus
+    descriptor = getattr(raw, "DESCRIPTOR", None)
     if getattr(descriptor, "full_name", None) == STORAGE_ERROR_TYPE:
-        return _info(detail)
+        return _info(raw.SerializeToString())
     return None
 
 
-def _info(message: Any) -> StorageErrorInfo:
-    """From a raw protobuf ``StorageError``."""
-    from google.cloud.bigquery_storage_v1 import types
+def _info(serialized: bytes) -> StorageErrorInfo:
+    """From a serialized ``StorageError``."""
+    from onceover_jobs.sink.write_wire import storage_error
 
-    codes = types.StorageError.pb().DESCRIPTOR.enum_types_by_name["StorageErrorCode"]
-    value = codes.values_by_number.get(int(message.code))
-    return StorageErrorInfo(
-        code=value.name if value is not None else f"STORAGE_ERROR_{int(message.code)}",
-        entity=str(message.entity),
-        message=str(message.error_message),
-    )
+    facts = storage_error(serialized)
+    return StorageErrorInfo(code=facts.code, entity=facts.entity, message=facts.message)
 
 
 # -- names ------------------------------------------------------------------------

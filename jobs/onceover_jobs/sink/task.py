@@ -24,14 +24,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from onceover.key_checksum import KeyBucket
 from onceover.ledger_files import StreamCommit, batch_name
 from onceover.modes import STREAM_TYPES
-from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from onceover_jobs.sink.commit_limits import check_partition
 from onceover_jobs.sink.dead_letter import (
@@ -42,19 +40,20 @@ from onceover_jobs.sink.dead_letter import (
     dead_letter_batch,
 )
 from onceover_jobs.sink.errors import LedgerError, NonDeterministicInputError, RowCountMismatchError
-from onceover_jobs.sink.flush import stream_exists
-from onceover_jobs.sink.identity import SparkCall, WriteIdentity
+from onceover_jobs.sink.identity import SparkCall
 from onceover_jobs.sink.job import SinkJob
 from onceover_jobs.sink.key_tally import KeyTally
 from onceover_jobs.sink.ledger import Ledger, PartitionProgress
 from onceover_jobs.sink.requests import ArrowEncoder, RowEncoder, plan_requests
+from onceover_jobs.sink.results import DeadLetters, TaskResult
+from onceover_jobs.sink.stream_calls import finalize_stream, stream_exists
 from onceover_jobs.sink.stream_rate import stream_creations
 from onceover_jobs.sink.stream_slots import READ_RACES, StreamSlot, StreamSlots, continuation
-from onceover_jobs.sink.telemetry import QUIET, StreamTelemetry, Telemetry
+from onceover_jobs.sink.telemetry import QUIET, StreamEvents, Telemetry
 from onceover_jobs.sink.unary import call_with_retry as call_with_retry  # noqa: PLC0414 - re-exported
 
 if TYPE_CHECKING:
-    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
+    from onceover_jobs.sink.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
 
@@ -68,44 +67,6 @@ class TaskContextInfo:
     attempt: int
     batch_id: int | None
     call: SparkCall = field(default_factory=SparkCall)
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    """What a task tells the driver (wrapped in the Spark commit message)."""
-
-    stream: str | None
-    stream_type: str
-    rows: int
-    bytes: int
-    partition: int
-    attempt: int
-    skipped: bool = False
-    """The batch was already committed: the task wrote nothing."""
-    write: WriteIdentity | None = None
-    """The write the task worked out it belongs to; the driver commits that write."""
-    base: int = 0
-    """Where the partition's rows start on ``stream`` (a stream continued across batches)."""
-    dead_letters: DeadLetters | None = None
-    """The rows BigQuery refused, set aside on a PENDING stream of the dead-letter table
-    (finalized; the driver commits it with the batch)."""
-    key_checksum: int | None = None
-    """The partition's share of the batch's key checksum (onceover_jobs.sink.key_tally);
-    None when the write keeps none."""
-    key_buckets: tuple[KeyBucket, ...] | None = None
-    """The partition's share of the batch's key tally (onceover.key_checksum), kept with
-    the checksum; None when the write keeps none."""
-
-
-@dataclass(frozen=True)
-class DeadLetters:
-    """A task's PENDING stream on the dead-letter table."""
-
-    stream: str
-    rows: int
-    bytes: int
-    keys: tuple[str | None, ...] = ()
-    """The refused rows' keys, as text: the key checksum leaves them out."""
 
 
 def current_task(batch_id: int | None) -> TaskContextInfo:
@@ -154,7 +115,7 @@ def write_partition(
 def _write_partition(
     job: SinkJob, batches: Iterable[pa.RecordBatch], task: TaskContextInfo
 ) -> TaskResult:
-    from onceover.bigquery import write_client
+    from onceover_jobs.sink.write_api import write_api
 
     telemetry = Telemetry(job, task.batch_id)
     try:
@@ -174,7 +135,7 @@ def _write_partition(
                 task.attempt,
                 skipped=True,
             )
-        client = write_client(job.bigquery)
+        client = write_api(job.bigquery)  # kept by the process, for its next tasks
         writer = _WRITERS[job.options.mode]
         rows = converted(batches, job, task.batch_id)
         tally = KeyTally.of(job)
@@ -201,11 +162,11 @@ def _context(job: SinkJob, telemetry: Telemetry, task: TaskContextInfo) -> str:
 
 def _appender(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     stream: str,
     *,
     encoder: RowEncoder,
-    events: StreamTelemetry,
+    events: StreamEvents,
     telemetry: Telemetry,
     task: TaskContextInfo,
     before_send: Callable[[PlannedAppend, list[PlannedAppend]], None] | None = None,
@@ -227,7 +188,7 @@ def _appender(
 
 
 def _refusals(
-    job: SinkJob, encoder: RowEncoder, task: TaskContextInfo, events: StreamTelemetry
+    job: SinkJob, encoder: RowEncoder, task: TaskContextInfo, events: StreamEvents
 ) -> RowRefusals:
     """What the task does with rows BigQuery refuses (onceover_jobs.sink.dead_letter)."""
     return RowRefusals(
@@ -243,7 +204,7 @@ def _refusals(
 
 def _write_dead_letters(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     refusals: RowRefusals,
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -358,7 +319,7 @@ def _append_all(
                     bytes=encoded.bytes,
                     rows_payload=encoded.apply,
                     may_exist=(request.offset, request.rows.num_rows) in recorded,
-                    digest=encoded.digest,
+                    encoded=encoded,
                     source=source,
                 )
             )
@@ -369,23 +330,16 @@ def _append_all(
     return rows
 
 
-def _create_stream(
-    job: SinkJob, client: BigQueryWriteClient, kind: str, *, parent: str | None = None
-) -> str:
+def _create_stream(job: SinkJob, client: WriteApi, kind: str, *, parent: str | None = None) -> str:
     """A new PENDING, BUFFERED or COMMITTED stream on the job's table (or ``parent``);
     returns its name."""
-    from google.cloud.bigquery_storage_v1 import types
+    on = parent or job.parent
 
-    write_stream = types.WriteStream(type_=getattr(types.WriteStream.Type, kind))
-
-    def create(timeout: float) -> Any:
+    def create(timeout: float) -> str:
         stream_creations().take()  # every try counts against the quota: pace each
-        return client.create_write_stream(
-            parent=parent or job.parent, write_stream=write_stream, retry=None, timeout=timeout
-        )
+        return client.create_write_stream(on, kind, timeout=timeout).name
 
-    created = call_with_retry(job, create, what="CreateWriteStream", on=parent or job.parent)
-    return str(created.name)
+    return call_with_retry(job, create, what="CreateWriteStream", on=on)
 
 
 # -- pending ----------------------------------------------------------------------
@@ -393,7 +347,7 @@ def _create_stream(
 
 def _write_pending(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     batches: Iterator[pa.RecordBatch],
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -436,21 +390,6 @@ def _write_pending(
     )  # fmt: skip
 
 
-def finalize_stream(job: SinkJob, client: BigQueryWriteClient, stream: str) -> int:
-    def finalize(timeout: float) -> int:
-        answer = client.finalize_write_stream(name=stream, retry=None, timeout=timeout)
-        row_count = int(answer.row_count)
-        if failpoints.hit("finalize.after"):
-            from google.api_core.exceptions import ServiceUnavailable
-
-            raise ServiceUnavailable("failpoint finalize.after: response lost")
-        return row_count
-
-    # Finalizing a finalized stream answers its row count again, so a lost response
-    # is retried safely.
-    return call_with_retry(job, finalize, what="FinalizeWriteStream", on=stream)
-
-
 def _sent_before(progress: PartitionProgress) -> dict[int, tuple[int, str]] | None:
     """What earlier attempts sent, by offset, if recorded from the partition's first row;
     None for a record kept before digests were (or with a gap, which a record never has)."""
@@ -485,7 +424,7 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 def _write_committed(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     batches: Iterator[pa.RecordBatch],
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -664,7 +603,7 @@ long."""
 
 def _continuable(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     slots: StreamSlots,
     task: TaskContextInfo,
     *,
@@ -689,7 +628,7 @@ def _continuable(
 
 def _take_stream(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     slots: StreamSlots,
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -725,7 +664,7 @@ def _take_stream(
 
 def _write_buffered(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     batches: Iterator[pa.RecordBatch],
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -792,7 +731,7 @@ def _in_intent(ledger: Ledger, task: TaskContextInfo) -> StreamCommit | None:
 
 def _take_buffered(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     slots: StreamSlots,
     task: TaskContextInfo,
     telemetry: Telemetry,
@@ -829,7 +768,7 @@ def _take_buffered(
 
 def _write_default(
     job: SinkJob,
-    client: BigQueryWriteClient,
+    client: WriteApi,
     batches: Iterator[pa.RecordBatch],
     task: TaskContextInfo,
     telemetry: Telemetry,

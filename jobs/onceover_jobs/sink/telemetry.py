@@ -2,15 +2,18 @@
 
 Ids are derived from the facts (run, stream, offset, how many times it was sent), so
 an event posted twice is stored once. Telemetry never raises into the write path.
+
+Without a monitor (no ``monitor.url``) nothing is built: no event, and no import of the
+event schema and pydantic, which a fresh commit worker would otherwise pay for events
+no one hears (docs/profiling.md).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from onceover import events
-from onceover.events import event_id, now
 from onceover_jobs.sink.appender import PlannedAppend
 from onceover_jobs.sink.job import SinkJob
 
@@ -21,8 +24,10 @@ logger = logging.getLogger(__name__)
 
 
 def _emitter(job: SinkJob) -> Any:
-    from onceover_jobs.sink.emitter import emitter_for
+    from onceover_jobs.sink.emitter import NullEmitter, emitter_for
 
+    if job.options.monitor_url is None:
+        return NullEmitter()
     return emitter_for(job.options.monitor_url, job.options.monitor_token)
 
 
@@ -34,9 +39,16 @@ class Telemetry:
         self.batch_id = batch_id
         self.emitter = _emitter(job)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether anyone hears the events: else build none."""
+        from onceover_jobs.sink.emitter import NullEmitter
+
+        return not isinstance(self.emitter, NullEmitter)
+
     def common(self) -> dict[str, Any]:
         return {
-            "time": now(),
+            "time": datetime.now(UTC),
             "run_id": self.job.run_id,
             "table": self.job.table,
             "job": self.job.options.job,
@@ -91,9 +103,9 @@ class Telemetry:
     def batch_id_text(self) -> str:
         return "write" if self.batch_id is None else str(self.batch_id)
 
-    def stream(
-        self, stream: str, stream_type: str, partition: int, attempt: int
-    ) -> StreamTelemetry:
+    def stream(self, stream: str, stream_type: str, partition: int, attempt: int) -> StreamEvents:
+        if not self.enabled:
+            return SILENT
         return StreamTelemetry(self, stream, stream_type, partition, attempt)
 
 
@@ -117,6 +129,8 @@ class StreamTelemetry:
         return {**self.parent.batch_fields(), **self.fields}
 
     def _id(self, kind: str, *facts: object) -> str:
+        from onceover.events import event_id
+
         # Tasks of one batch share the _default stream (and a committed-mode stream is
         # shared by a partition's attempts): the task's coordinates keep ids apart.
         f = self.fields
@@ -136,6 +150,8 @@ class StreamTelemetry:
         return self._sequence
 
     def created(self, *, resumed: bool = False) -> None:
+        from onceover import events
+
         attempt = self.fields["attempt"]
         self.parent.emit(
             events.StreamCreated(
@@ -144,6 +160,8 @@ class StreamTelemetry:
         )
 
     def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
+        from onceover import events
+
         # The _default stream has no offsets: its requests are told apart by sequence.
         fact = append.offset if append.offset is not None else f"seq{self._next()}"
         self.parent.emit(
@@ -158,6 +176,8 @@ class StreamTelemetry:
         )
 
     def already_exists(self, append: PlannedAppend) -> None:
+        from onceover import events
+
         assert append.offset is not None
         self.parent.emit(
             events.AppendAlreadyExists(
@@ -172,6 +192,8 @@ class StreamTelemetry:
         )
 
     def out_of_range(self, append: PlannedAppend, message: str) -> None:
+        from onceover import events
+
         assert append.offset is not None
         self.parent.emit(
             events.AppendOutOfRange(
@@ -186,6 +208,8 @@ class StreamTelemetry:
         )
 
     def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        from onceover import events
+
         self.parent.emit(
             events.AppendError(
                 id=self._id("append_error", self._next(), self.fields["attempt"], code),
@@ -200,6 +224,8 @@ class StreamTelemetry:
 
     def rows_rejected(self, append: PlannedAppend, rows: list[RefusedRow]) -> None:
         """BigQuery refused ``rows`` of ``append`` (onceover_jobs.sink.dead_letter)."""
+        from onceover import events
+
         try:
             event = events.RowsRejected(
                 id=self._id("rows_rejected", append.offset, append.digest, self.fields["attempt"]),
@@ -223,6 +249,8 @@ class StreamTelemetry:
         self.parent.emit(event)
 
     def finalized(self, row_count: int) -> None:
+        from onceover import events
+
         self.parent.emit(
             events.StreamFinalized(
                 id=self._id("stream_finalized"), row_count=row_count, **self._base()
@@ -230,6 +258,8 @@ class StreamTelemetry:
         )
 
     def orphaned(self, reason: str, rows: int = 0) -> None:
+        from onceover import events
+
         self.parent.emit(
             events.StreamOrphaned(
                 id=self._id("stream_orphaned"), reason=reason[:4000], rows=rows, **self._base()
@@ -255,3 +285,25 @@ class _Quiet:
 
 
 QUIET = _Quiet()
+
+
+class _Silent(_Quiet):
+    """A stream's telemetry when no one hears it (no monitor): builds no event."""
+
+    def created(self, *, resumed: bool = False) -> None:
+        pass
+
+    def rows_rejected(self, append: PlannedAppend, rows: list[RefusedRow]) -> None:
+        pass
+
+    def finalized(self, row_count: int) -> None:
+        pass
+
+    def orphaned(self, reason: str, rows: int = 0) -> None:
+        pass
+
+
+SILENT = _Silent()
+
+StreamEvents: TypeAlias = StreamTelemetry | _Silent
+"""What :meth:`Telemetry.stream` gives: a stream's events, or silence without a monitor."""
