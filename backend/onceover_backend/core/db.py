@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Iterator
@@ -17,18 +16,6 @@ from sqlmodel import Session, create_engine
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-class JSONText(str):
-    """A JSON document already serialized, stored in a JSON column as it is.
-
-    Ingest stores every event's body; pydantic's ``model_dump_json`` writes it about
-    three times faster than ``json.dumps`` of its ``model_dump`` (docs/profiling.md).
-    """
-
-
-def _json_serializer(value: Any) -> str:
-    return value if isinstance(value, JSONText) else json.dumps(value)
-
-
 def build_engine(database_url: str) -> Engine:
     """An engine for ``database_url``; a SQLite file's directory is created if missing."""
     url = make_url(database_url)
@@ -40,9 +27,7 @@ def build_engine(database_url: str) -> Engine:
         connect_args["check_same_thread"] = False
     elif url.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = 5  # seconds; an unreachable server fails fast
-    engine = create_engine(
-        url, connect_args=connect_args, pool_pre_ping=True, json_serializer=_json_serializer
-    )
+    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
     if url.get_backend_name() == "sqlite":
         _configure_sqlite(engine, in_memory=not url.database or url.database == ":memory:")
     return engine

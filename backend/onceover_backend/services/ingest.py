@@ -5,26 +5,26 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from onceover import events as ev
-from onceover_backend.core.db import JSONText, write_transaction
+from onceover_backend.core.db import write_transaction
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services.projection import Projector
-from onceover_backend.tables import Event, utcnow
+from onceover_backend.services.event_store import store_new
+from onceover_backend.services.projection import Projector, in_utc
+from onceover_backend.tables import utcnow
 
 logger = logging.getLogger(__name__)
 
 MAX_TRANSACTION_TRIES = 6
-_ID_CHUNK = 500  # bound on bind parameters per IN (...)
 
 # Values the event schema allows but the database cannot store; each was a 500 (found by
 # tests/backend/test_schemathesis.py). Integers: bounded below (ge=0) only; SQLite
@@ -118,17 +118,20 @@ class Ingested:
     is reconciled once they are stored."""
 
 
-def ingest_events(engine: Engine, events: list[ev.Event]) -> Ingested:
+def ingest_events(
+    engine: Engine, events: Sequence[ev.Event], bodies: Sequence[str] | None = None
+) -> Ingested:
     """Store the new events of ``events`` and apply them, in one transaction.
 
-    Retried whole when concurrent ingests collide (two first events of one run both
-    inserting it, a PostgreSQL deadlock, SQLite busy past its timeout): the retry sees
-    the winner's rows and stores only what is still new.
+    ``bodies``, when given, are the events' JSON text as received, stored as they are;
+    else each event is serialized. Retried whole when concurrent ingests collide (two
+    first events of one run both inserting it, a PostgreSQL deadlock, SQLite busy past
+    its timeout): the retry sees the winner's rows and stores only what is still new.
     """
     for attempt in range(1, MAX_TRANSACTION_TRIES + 1):
         try:
             with write_transaction(engine) as session:
-                return _ingest(session, events)
+                return _ingest(session, events, bodies)
         except (IntegrityError, OperationalError) as exc:
             if attempt == MAX_TRANSACTION_TRIES:
                 raise
@@ -137,38 +140,24 @@ def ingest_events(engine: Engine, events: list[ev.Event]) -> Ingested:
     raise AssertionError("unreachable")
 
 
-def _ingest(session: Session, events: list[ev.Event]) -> Ingested:
-    unique: dict[str, ev.Event] = {}
-    for event in events:
-        unique.setdefault(event.id, event)
+def _ingest(session: Session, events: Sequence[ev.Event], bodies: Sequence[str] | None) -> Ingested:
+    first: dict[str, int] = {}  # each id's first place in the batch: stored once
+    for index, event in enumerate(events):
+        first.setdefault(event.id, index)
+    unique = [events[index] for index in first.values()]
     projector = Projector(session, received_at=utcnow())
-    projector.lock_runs(event.run_id for event in unique.values())
-
-    known: set[str] = set()
-    ids = list(unique)
-    for start in range(0, len(ids), _ID_CHUNK):
-        chunk = ids[start : start + _ID_CHUNK]
-        known.update(session.exec(select(Event.id).where(col(Event.id).in_(chunk))))
-    new = [event for event in unique.values() if event.id not in known]
+    projector.lock_runs(event.run_id for event in unique)
+    times = [in_utc(event.time) for event in unique]
+    texts = (
+        [bodies[index] for index in first.values()]
+        if bodies is not None
+        else [event.model_dump_json() for event in unique]
+    )
+    stored = store_new(session, unique, times, texts, projector.received_at)
+    new = [unique[index] for index in stored]
     if new:
         projector.load_streams(new)
-        session.execute(
-            insert(Event.__table__),  # type: ignore[attr-defined]  # Core: no ORM bulk
-            [
-                {
-                    "id": event.id,
-                    "type": event.type,
-                    "run_id": event.run_id,
-                    "table_id": event.table,
-                    "time": event.time,
-                    "received_at": projector.received_at,
-                    "body": JSONText(event.model_dump_json()),
-                }
-                for event in new
-            ],
-        )
-        for event in sorted(new, key=lambda e: e.time):
-            projector.apply(event)
+        projector.apply(new, [times[index] for index in stored])
         projector.finish()
     result = IngestResultPublic(
         received=len(events),
