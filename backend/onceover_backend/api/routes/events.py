@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Body, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from onceover.events import Event
@@ -16,10 +17,13 @@ from onceover_backend.api.deps import (
     ReconcilerDep,
     SettingsDep,
 )
+from onceover_backend.api.event_body import EVENT_BODY, EventBody
+from onceover_backend.api.parsed_body import ParsedBodyRoute
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services.ingest import ingest_events, unstorable_values
+from onceover_backend.services.ingest import Ingested, ingest_events, unstorable_values
 
-router = APIRouter(prefix="/events", tags=["events"])
+# The body guard has parsed and validated the batch already (api/event_body.py).
+router = APIRouter(prefix="/events", tags=["events"], route_class=ParsedBodyRoute)
 
 
 @router.post("", operation_id="ingestEvents", response_model=IngestResultPublic)
@@ -41,10 +45,9 @@ async def ingest(
     (same id) are counted as duplicates and change nothing, so a retry is always safe.
     """
     # At most settings.max_events_per_request: counted before validation (body_guard).
-    # Values the schema allows but the database cannot store (a 500 before): 422 as well.
-    if errors := unstorable_values(events):
-        raise RequestValidationError(errors)
-    ingested = await run_in_threadpool(ingest_events, engine, events)
+    batch: EventBody | None = getattr(request.state, EVENT_BODY, None)
+    texts = batch.texts_of(events) if batch is not None else None
+    ingested = await run_in_threadpool(_store, engine, events, texts)
     result = ingested.result
     if ingested.succeeded and settings.reconcile_on_success:
         # After the answer: a job's last flush must not wait for BigQuery's counts. The
@@ -59,3 +62,11 @@ async def ingest(
     if result.stored:
         feed.notify()
     return result
+
+
+def _store(engine: Engine, events: list[Event], texts: list[str] | None) -> Ingested:
+    """Values the schema allows but the database cannot store (a 500 before): 422 as
+    well. Checked here, on the thread pool, with the rest of the work per event."""
+    if errors := unstorable_values(events):
+        raise RequestValidationError(errors)
+    return ingest_events(engine, events, texts)
