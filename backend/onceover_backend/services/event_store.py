@@ -44,7 +44,9 @@ _SQLITE_INSERT = f"INSERT INTO event ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 def sqlite_time(time: datetime) -> str:
     """``time`` as SQLAlchemy's SQLite ``DATETIME`` stores a :class:`UTCDateTime`:
     in UTC, ``YYYY-MM-DD HH:MM:SS.ffffff``, so reads and comparisons see one format."""
-    return time.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    if time.tzinfo is not UTC:
+        time = time.astimezone(UTC)
+    return time.isoformat(" ", "microseconds")[:26]  # without its "+00:00"
 
 
 def store_new(

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from onceover import events as ev
-from onceover_backend.services import launch_specs
-from onceover_backend.tables import Attempt, Batch, Run, Stream, WriteRollup
+from onceover_backend.services import launch_specs, stream_rows
+from onceover_backend.services.stream_rows import StreamRow
+from onceover_backend.tables import Attempt, Batch, Run, WriteRollup
 
 BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
 STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
@@ -115,7 +116,7 @@ class _StreamTally(_Span):
     """What one stream's append outcomes add up to in this batch (counters, the highest
     offset, first and last times); written to its row once, like :class:`_RunTally`."""
 
-    stream: Stream
+    stream: StreamRow
     run: _RunTally
     appending: bool = False
     """The stream's state is at least ``appending``: append outcomes take the fast path."""
@@ -153,7 +154,6 @@ class _StreamTally(_Span):
                 stream.next_offset = reached
 
 
-_NAMES_PER_QUERY = 500  # bound parameters in one IN (...)
 REJECTIONS_KEPT = 20
 """Rows a run's page shows of those BigQuery refused: the newest, each row once."""
 
@@ -236,6 +236,28 @@ def in_utc(time: datetime) -> datetime:
     return time.astimezone(UTC)
 
 
+# Statements built once: building one costs about as much as running it (SQLAlchemy
+# constructs, then looks up its compiled form by a key made from the whole statement).
+_LOCK_RUNS = (
+    select(Run)
+    .where(col(Run.run_id).in_(bindparam("run_ids", expanding=True)))
+    .order_by(col(Run.run_id))
+    .with_for_update()
+)
+_COMMITTED = col(Batch.state) == "committed"
+_TOTALS = select(
+    func.count().filter(_COMMITTED),
+    func.coalesce(func.sum(Batch.rows).filter(_COMMITTED), 0),
+    func.coalesce(func.sum(Batch.dead_lettered_rows).filter(_COMMITTED), 0),
+    func.coalesce(
+        func.sum(func.coalesce(Batch.rows, Batch.expected_rows)).filter(
+            col(Batch.state).in_(["intent", "committed"])
+        ),
+        0,
+    ),
+).where(col(Batch.run_id) == bindparam("run_id"))
+
+
 @dataclass
 class Projector:
     """Applies new events to the state tables of one session; ``finish()`` once at the end."""
@@ -245,7 +267,7 @@ class Projector:
     runs: dict[str, Run] = field(default_factory=dict)
     _attempts: dict[tuple[str, str], Attempt] = field(default_factory=dict)
     _batches: dict[tuple[str, str, str, str], Batch] = field(default_factory=dict)
-    _streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
+    _streams: dict[tuple[str, str], StreamRow] = field(default_factory=dict)
     _not_stored: set[tuple[str, str]] = field(default_factory=set)
     _run_tallies: dict[str, _RunTally] = field(default_factory=dict)
     _stream_tallies: dict[tuple[str, str], _StreamTally] = field(default_factory=dict)
@@ -269,13 +291,7 @@ class Projector:
         ordered = sorted(set(run_ids))
         if not ordered:
             return
-        query = (
-            select(Run)
-            .where(col(Run.run_id).in_(ordered))
-            .order_by(col(Run.run_id))
-            .with_for_update()
-        )
-        for run in self.session.exec(query):
+        for run in self.session.exec(_LOCK_RUNS, params={"run_ids": ordered}):
             self.runs[run.run_id] = run
             self._complete_before[run.run_id] = is_complete(run)
 
@@ -293,14 +309,10 @@ class Projector:
             elif isinstance(event, ev.BatchSkippedDuplicate):
                 names.setdefault(event.run_id, set()).update(event.orphaned_streams)
         for run_id, wanted in names.items():
-            ordered = sorted(wanted)
-            for start in range(0, len(ordered), _NAMES_PER_QUERY):
-                chunk = ordered[start : start + _NAMES_PER_QUERY]
-                query = select(Stream).where(Stream.run_id == run_id, col(Stream.name).in_(chunk))
-                for stream in self.session.exec(query):
-                    self._streams[(run_id, stream.name)] = stream
+            for stream in stream_rows.load(self.session, run_id, wanted):
+                self._streams[(run_id, stream.name)] = stream
             self._not_stored.update(
-                (run_id, name) for name in ordered if (run_id, name) not in self._streams
+                (run_id, name) for name in wanted if (run_id, name) not in self._streams
             )
 
     def apply(self, events: Sequence[ev.Event], times: Sequence[datetime] | None = None) -> None:
@@ -367,6 +379,7 @@ class Projector:
                 self._heard_later.add(run_tally.run.run_id)  # a stalled run is alive after all
         for stream_tally in self._stream_tallies.values():
             stream_tally.write()
+        stream_rows.write(self.session, self._streams.values())
         for run_id, requests in self._rejected_requests.items():
             run = self.runs[run_id]
             run.rejected_requests += requests
@@ -416,6 +429,8 @@ class Projector:
                 table_id=event.table,
                 status="running",
                 started_at=time,
+                rejections=[],  # not left to default factories: see _batch
+                updated_at=self.received_at,
             )
             self.session.add(run)
             # Inserted now: without relationships the flush would not know that
@@ -515,20 +530,7 @@ class Projector:
             run.rows_reported = max(reported) if reported else None
 
     def _recompute_totals(self, run: Run) -> None:
-        committed = col(Batch.state) == "committed"
-        totals = self.session.exec(
-            select(
-                func.count().filter(committed),
-                func.coalesce(func.sum(Batch.rows).filter(committed), 0),
-                func.coalesce(func.sum(Batch.dead_lettered_rows).filter(committed), 0),
-                func.coalesce(
-                    func.sum(func.coalesce(Batch.rows, Batch.expected_rows)).filter(
-                        col(Batch.state).in_(["intent", "committed"])
-                    ),
-                    0,
-                ),
-            ).where(Batch.run_id == run.run_id)
-        ).one()
+        totals = self.session.exec(_TOTALS, params={"run_id": run.run_id}).one()
         run.batches_committed, run.rows_committed = int(totals[0]), int(totals[1] or 0)
         # Like rows_committed: each batch once, from its first commit, however often it
         # was committed again, replayed or found committed (resolved).
@@ -559,6 +561,10 @@ class Projector:
                 write=event.write,
                 mode=event.mode,
                 state="intent",
+                # Given, not left to their default_factory: pydantic inspects a factory's
+                # signature at every call, 1 ms a Batch (docs/profiling.md).
+                streams=[],
+                dead_letter_streams=[],
             )
             self.session.add(batch)
         self._batches[key] = batch
@@ -651,15 +657,14 @@ class Projector:
 
     # -- streams --------------------------------------------------------------------
 
-    def _load_stream(self, run_id: str, name: str) -> Stream | None:
+    def _load_stream(self, run_id: str, name: str) -> StreamRow | None:
         if (run_id, name) in self._not_stored:
             return None
-        stream = self.session.exec(
-            select(Stream).where(Stream.run_id == run_id, Stream.name == name)
-        ).first()
-        if stream is not None:
-            self._streams[(run_id, name)] = stream
-        return stream
+        found = stream_rows.load(self.session, run_id, [name])
+        if not found:
+            return None
+        self._streams[(run_id, name)] = found[0]
+        return found[0]
 
     def _stream_of_batch(
         self,
@@ -667,14 +672,14 @@ class Projector:
         rows: ev.StreamRows,
         time: datetime,
         dead_letter_table: str | None = None,
-    ) -> Stream:
+    ) -> StreamRow:
         """A stream the batch committed: one of its table's, or with ``dead_letter_table``
         one of the PENDING streams holding the rows it set aside there."""
         stream = self._streams.get((event.run_id, rows.stream)) or self._load_stream(
             event.run_id, rows.stream
         )
         if stream is None:  # its executor's events have not arrived (or never will)
-            stream = Stream(
+            stream = StreamRow(
                 run_id=event.run_id,
                 name=rows.stream,
                 stream_type=(
@@ -690,18 +695,17 @@ class Projector:
                 created_at=time,
                 updated_at=time,
             )
-            self.session.add(stream)
             self._streams[(event.run_id, rows.stream)] = stream
         if stream.row_count is None:
             stream.row_count = rows.rows
         return stream
 
-    def _stream(self, event: ev.StreamEvent, time: datetime) -> Stream:
+    def _stream(self, event: ev.StreamEvent, time: datetime) -> StreamRow:
         stream = self._streams.get((event.run_id, event.stream)) or self._load_stream(
             event.run_id, event.stream
         )
         if stream is None:
-            stream = Stream(
+            stream = StreamRow(
                 run_id=event.run_id,
                 name=event.stream,
                 stream_type=event.stream_type,
@@ -715,11 +719,10 @@ class Projector:
                 created_at=time,
                 updated_at=time,
             )
-            self.session.add(stream)
             self._streams[(event.run_id, event.stream)] = stream
         return stream
 
-    def _tally(self, event: ev.StreamEvent, stream: Stream, time: datetime) -> _StreamTally:
+    def _tally(self, event: ev.StreamEvent, stream: StreamRow, time: datetime) -> _StreamTally:
         key = (event.run_id, event.stream)
         tally = self._stream_tallies.get(key)
         if tally is None:
@@ -730,11 +733,11 @@ class Projector:
         return tally
 
     @staticmethod
-    def _raise_stream(stream: Stream, state: str) -> None:
+    def _raise_stream(stream: StreamRow, state: str) -> None:
         if STREAM_RANK[state] > STREAM_RANK[stream.state]:
             stream.state = state
 
-    def _note_error(self, stream: Stream, time: datetime, text: str) -> None:
+    def _note_error(self, stream: StreamRow, time: datetime, text: str) -> None:
         if stream.last_error_at is None or time >= stream.last_error_at:
             stream.last_error = text
             stream.last_error_at = time
@@ -774,7 +777,7 @@ class Projector:
             self._note_error(stream, time, f"{event.code}{where}: {event.message}".rstrip(": "))
             _count(self._rollups, _rollup_key(event, _minute(time), event.code), event.rows, 0)
 
-    def _rows_rejected(self, stream: Stream, event: ev.RowsRejected, time: datetime) -> None:
+    def _rows_rejected(self, stream: StreamRow, event: ev.RowsRejected, time: datetime) -> None:
         """BigQuery refused rows of a request. Counted per run and kept as samples, not
         in the rollups: the request is sent again without them (or the task fails, and
         its append_error is counted there)."""
