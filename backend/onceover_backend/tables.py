@@ -249,13 +249,15 @@ class Stream(SQLModel, table=True):
 
 
 class Event(SQLModel, table=True):
-    """An event exactly as received; ``id`` is its deterministic id, ``seq`` arrival order."""
+    """An event exactly as received; ``id`` is its deterministic id, ``seq`` arrival order.
 
-    __table_args__ = (Index("ix_event_run_id_time", "run_id", "time"),)
+    Indexed only by what reads it: the id (each event stored once) and ``seq``
+    (retention deletes the oldest). Every other index was a write per event stored,
+    and nothing read by it (migration 0010, docs/profiling.md)."""
 
     seq: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
     id: str = Field(max_length=32, unique=True)
-    type: str = Field(max_length=40, index=True)
+    type: str = Field(max_length=40)
     run_id: str = Field(max_length=_NAME)
     table_id: str = Field(max_length=_TABLE)
     time: datetime = Field(sa_type=UTCDateTime)
