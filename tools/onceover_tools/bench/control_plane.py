@@ -1,44 +1,49 @@
 """Ingest throughput and read latency of the control plane, SQLite against PostgreSQL.
 
-    .venv/bin/python -m onceover_tools.bench.control_plane [--events 1000000] [--http-events N]
-        [--databases sqlite,postgresql] [--clients 4] [--batch 500] [--reads 50]
-        [--server-workers 1]
+    .venv/bin/python -m onceover_tools.bench.control_plane [--events 1000000[,10000000]]
+        [--http-events N] [--databases sqlite,postgresql] [--clients 4] [--batch 500]
+        [--fill-batch 5000] [--reads 50] [--readers 2] [--server-workers 1]
 
-The events look like real runs: about 2,000 per run (``run_started``, four micro-batches
-of four pending streams, each ``stream_created``, ~120 appends acknowledged, some
-``append_already_exists``, a few ``append_error`` UNAVAILABLE, ``stream_finalized``,
-then ``batch_intent`` and ``batch_committed``; heartbeats every 30 s; ``run_finished``,
-or ``run_failed`` for one run in 25), each run ~16 minutes long, one starting every
-30 s over the hours before now, across eight tables. They are built with the shared
-schema (:mod:`onceover.events`) once and encoded as ``POST /api/events`` bodies.
+The events look like real runs (:mod:`onceover_tools.bench.control_plane_workload`:
+about 2,000 a run, streams, appends, batches, heartbeats, one run in 25 failing).
+``--events`` is how many are stored in all; several sizes, comma-separated, are
+measured one after the other, each on fresh databases (``--events 1000000,10000000``:
+ingest with 1,000,000 stored, then with 10,000,000). For each size and each database
+(SQLite: a file in a temp dir; PostgreSQL: a fresh database on ``--postgres-admin``,
+dropped at the end) migrated to head:
 
-For each database (SQLite: a file in a temp dir; PostgreSQL: a fresh database on
-``--postgres-admin``, dropped at the end) migrated to head:
+1. **Fill.** The oldest ``events - http_events`` events are made run by run and
+   stored in-process with :func:`onceover_backend.services.ingest.ingest_events`
+   (``--fill-batch`` events a call, no server running), in bounded memory whatever
+   their number; its rate is printed over each tenth, so a cost that grows with what is
+   stored shows even before the server starts. It stores what a real ingest stores:
+   the same function, every table.
+2. **Ingest under reads.** The backend is started as a real server (uvicorn in a child
+   process of its own, so the clients do not share its GIL; on PostgreSQL,
+   ``--server-workers`` processes of ``onceover serve --workers``) and the newest
+   ``http_events`` (default: all) are posted over HTTP, ``--batch`` events a POST, from
+   ``--clients`` threads with their own ``httpx.Client``, each thread posting its own
+   runs; meanwhile ``--readers`` threads call every read the dashboard makes
+   (:func:`read_endpoints`) in turn, as people watching it would. Figures: events/s
+   over the wall time and over each tenth, per-POST latency, the server's CPU time per
+   event posted (its reads included: a figure the machine's other load moves less than
+   the rate), and p50/p95 of each read under ingest. A read of a run that has not been
+   posted yet (404) is not timed.
+3. **Idle reads.** With every event stored, each read endpoint is called ``--reads``
+   times (after three untimed calls) one after the other: p50/p95 latency.
 
-1. the oldest ``events - http_events`` events are stored in-process with
-   :func:`onceover_backend.services.ingest.ingest_events` (``--fill-batch`` events a call,
-   no server running), its rate printed for comparison;
-2. the backend is started as a real server (uvicorn in a child process of its own, so
-   the clients do not share its GIL; on PostgreSQL, ``--server-workers`` processes
-   of ``onceover serve --workers``) and the newest ``http_events`` are posted over
-   HTTP, ``--batch`` events a POST, from ``--clients`` threads with their own
-   ``httpx.Client``, each thread posting its own runs: events/s over the wall time
-   and per-POST latency;
-3. with every event stored, each read endpoint is called ``--reads`` times (after three
-   untimed calls) one after the other: p50/p95 latency.
-
-Figures are printed side by side at the end; none is asserted. Exits 1 when a database
-failed (a POST or read that did not answer 200, or a wrong count of stored events).
+Figures are printed side by side at the end, a column per database and size; with
+several sizes, each database's ingest rate at the largest over the smallest too. None
+is asserted. Exits 1 when a database failed (a POST or read that did not answer 200,
+or a wrong count of stored events).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import multiprocessing
 import os
-import random
 import sys
 import tempfile
 import threading
@@ -48,16 +53,24 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import ChildProcess
 from onceover.waiting import poll_until
+from onceover_tools.bench.control_plane_workload import (
+    TABLES,
+    TYPICAL_BATCH,
+    Workload,
+    build_workload,
+    encode,
+    run_events,
+)
+
+__all__ = ["TABLES", "Workload", "build_workload"]
 
 DATABASES = ("sqlite", "postgresql")
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -67,245 +80,8 @@ TOKENS = {
     "operator": "bench-operator-token-0123456789",
 }
 SERVER_START_S = 60.0
-
-# The shape of one run (see the module docstring).
-PROJECT = "bench-project"
-TABLES = tuple(f"{PROJECT}.sales.orders_{n}" for n in range(8))
-BATCHES = 4
-STREAMS = 4
-APPENDS = 120
-APPEND_EVERY_S = 2.0
-HEARTBEAT_EVERY_S = 30.0
-RUN_EVERY_S = 30.0
-ROWS_PER_APPEND = 5_000
-BYTES_PER_ROW = 120
-ALREADY_EXISTS_SHARE = 0.03
-UNAVAILABLE_SHARE = 0.005
-FAIL_EVERY = 25  # run i with i % FAIL_EVERY == FAIL_AT fails in its third batch
-FAIL_AT = 7
-BATCH_S = APPENDS * APPEND_EVERY_S + 10  # seconds of one micro-batch
-RUN_S = 5 + BATCHES * BATCH_S  # seconds from a run's start to its end
-
-
-# -- the events ---------------------------------------------------------------------
-
-
-class _Run:
-    """Builds the events of one run (one attempt) as its job would send them."""
-
-    def __init__(self, index: int, start: datetime) -> None:
-        self.index = index
-        self.start = start
-        self.run_id = f"bench-{index:06d}"
-        self.table = TABLES[index % len(TABLES)]
-        self.query_id = f"q-{index:06d}"
-        self.attempt = "a1"
-        self.rng = random.Random(index)  # noqa: S311 - reproducible noise, not crypto
-        self.fails = index % FAIL_EVERY == FAIL_AT
-        self.events: list[ev.Event] = []
-
-    def common(self, kind: str, seconds: float, *facts: object) -> dict[str, Any]:
-        return {
-            "id": ev.event_id(self.run_id, kind, *facts),
-            "time": self.start + timedelta(seconds=seconds),
-            "run_id": self.run_id,
-            "table": self.table,
-            "job": f"orders_{self.index % len(TABLES)}",
-        }
-
-    def stream(self, batch: int, partition: int, begin: float, appends: int) -> int:
-        """One executor's stream: created, appended to, finalized unless cut short;
-        returns the rows appended."""
-        fields: dict[str, Any] = {
-            "mode": "pending",
-            "query_id": self.query_id,
-            "batch_id": batch,
-            "partition": partition,
-            "attempt": 0,
-            "stream": f"{self.run_id}/b{batch}/p{partition}",
-            "stream_type": "PENDING",
-        }
-        name = fields["stream"]
-        add = self.events.append
-        add(ev.StreamCreated(**fields, **self.common("created", begin + partition * 0.1, name)))
-        offset = 0
-        t = begin
-        for number in range(appends):
-            t = begin + 1 + number * APPEND_EVERY_S + partition * 0.1
-            if self.rng.random() < UNAVAILABLE_SHARE:
-                add(ev.AppendError(
-                    code="UNAVAILABLE", offset=offset, rows=ROWS_PER_APPEND, retrying=True,
-                    message="the service is currently unavailable",
-                    **fields, **self.common("error", t, name, offset, "UNAVAILABLE"),
-                ))  # fmt: skip
-                t += 0.5
-            add(ev.AppendAcknowledged(
-                offset=offset, rows=ROWS_PER_APPEND, bytes=ROWS_PER_APPEND * BYTES_PER_ROW,
-                latency_ms=round(self.rng.uniform(20, 150), 1),
-                **fields, **self.common("acked", t, name, offset),
-            ))  # fmt: skip
-            if self.rng.random() < ALREADY_EXISTS_SHARE:  # a retry after a lost acknowledgement
-                add(ev.AppendAlreadyExists(
-                    offset=offset, rows=ROWS_PER_APPEND,
-                    **fields, **self.common("exists", t + 0.3, name, offset),
-                ))  # fmt: skip
-            offset += ROWS_PER_APPEND
-        if appends < APPENDS:  # the task dies: its job fails
-            if partition == 0:
-                add(ev.AppendError(
-                    code="INTERNAL", offset=offset, rows=ROWS_PER_APPEND, retrying=False,
-                    message="internal error",
-                    **fields, **self.common("error", t + 1, name, offset, "INTERNAL"),
-                ))  # fmt: skip
-            return offset
-        finalized_at = begin + BATCH_S - 8
-        add(
-            ev.StreamFinalized(
-                row_count=offset, **fields, **self.common("final", finalized_at, name)
-            )
-        )
-        return offset
-
-    def batch(self, batch: int, end: float, streams: list[ev.StreamRows]) -> None:
-        rows = sum(s.rows for s in streams)
-        fields: dict[str, Any] = {"mode": "pending", "query_id": self.query_id, "batch_id": batch}
-        self.events.append(ev.BatchIntent(
-            streams=streams, expected_rows=rows, **fields, **self.common("intent", end - 5, batch)
-        ))  # fmt: skip
-        self.events.append(ev.BatchCommitted(
-            streams=streams, rows=rows, duration_ms=round(self.rng.uniform(200, 2000), 1),
-            **fields, **self.common("committed", end - 3, batch),
-        ))  # fmt: skip
-
-    def build(self) -> list[ev.Event]:
-        """The run's events by time: started, four batches (or a failure), heartbeats, end."""
-        attempt = self.attempt
-        spec = ev.JobSpec(
-            module="onceover_jobs.load_files", args=["--table", self.table], checkpoint="/c"
-        )
-        self.events.append(ev.RunStarted(
-            attempt_id=attempt, mode="pending", spec=spec, query_id=self.query_id,
-            **self.common("started", 0, attempt),
-        ))  # fmt: skip
-        commits: list[tuple[float, int]] = []  # (when, rows) of each committed batch
-        end = 0.0
-        for batch in range(BATCHES):
-            begin = 5 + batch * BATCH_S
-            failing = self.fails and batch == 2
-            appends = APPENDS // 2 if failing else APPENDS
-            streams = []
-            for partition in range(STREAMS):
-                rows = self.stream(batch, partition, begin, appends)
-                streams.append(ev.StreamRows(
-                    stream=f"{self.run_id}/b{batch}/p{partition}", rows=rows,
-                    bytes=rows * BYTES_PER_ROW, partition=partition, attempt=0,
-                ))  # fmt: skip
-            if failing:
-                end = begin + appends * APPEND_EVERY_S + 5
-                break
-            end = begin + BATCH_S
-            self.batch(batch, end, streams)
-            commits.append((end - 3, sum(s.rows for s in streams)))
-        beat = 1
-        while beat * HEARTBEAT_EVERY_S < end:
-            t = beat * HEARTBEAT_EVERY_S
-            done = [rows for when, rows in commits if when <= t]
-            self.events.append(ev.RunHeartbeat(
-                attempt_id=attempt, rows_committed=sum(done), batches_committed=len(done),
-                **self.common("beat", t, attempt, beat),
-            ))  # fmt: skip
-            beat += 1
-        total = sum(rows for _, rows in commits)
-        if self.fails:
-            self.events.append(ev.RunFailed(
-                attempt_id=attempt, rows_committed=total,
-                error="Job aborted: append failed with INTERNAL on stream p0 of batch 2",
-                **self.common("failed", end, attempt),
-            ))  # fmt: skip
-        else:
-            self.events.append(ev.RunFinished(
-                attempt_id=attempt, rows_committed=total, batches_committed=len(commits),
-                **self.common("finished", end, attempt),
-            ))  # fmt: skip
-        return sorted(self.events, key=lambda e: e.time)
-
-
-def _run_events(index: int, start: datetime) -> list[ev.Event]:
-    """The events of run ``index``, started at ``start``, by time."""
-    return _Run(index, start).build()
-
-
-@dataclass
-class Workload:
-    """Every event, as ``POST /api/events`` bodies of ``batch`` events.
-
-    ``fill`` holds the oldest runs' bodies (stored in-process); ``clients[c]`` the
-    bodies client ``c`` posts: the newest runs, dealt out one run at a time.
-    """
-
-    events: int
-    runs: int
-    fill_events: int
-    fill: list[bytes] = field(default_factory=list)
-    clients: list[list[tuple[int, bytes]]] = field(default_factory=list)
-    typical_run: str = ""
-    first: datetime | None = None
-    last: datetime | None = None
-
-    @property
-    def http_events(self) -> int:
-        return self.events - self.fill_events
-
-
-def _encode(events: list[ev.Event]) -> bytes:
-    return json.dumps([event.model_dump(mode="json") for event in events]).encode()
-
-
-def build_workload(total: int, http_events: int, clients: int, batch: int) -> Workload:
-    """Runs of ~2,000 events until ``total``; the last run is cut short (still running)."""
-    sample = [len(_run_events(n, datetime(2026, 1, 1, tzinfo=UTC))) for n in range(FAIL_EVERY)]
-    runs = math.ceil(total / (sum(sample) / len(sample)))  # about; the loop makes it exact
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    # The last run ends about ten minutes ago; the first starts hours earlier.
-    first_start = now - timedelta(seconds=(runs - 1) * RUN_EVERY_S + RUN_S + 600)
-    fill_events = total - http_events
-    work = Workload(events=total, runs=0, fill_events=fill_events)
-    work.clients = [[] for _ in range(clients)]
-    typical = runs // 2 + (1 if (runs // 2) % FAIL_EVERY == FAIL_AT else 0)  # mid-aged, succeeded
-    pending: list[ev.Event] = []  # fill events not yet encoded
-    unsent: list[list[ev.Event]] = [[] for _ in range(clients)]  # each client's, likewise
-    produced = 0
-    http_runs = 0
-    index = 0
-    while produced < total:
-        events = _run_events(index, first_start + timedelta(seconds=index * RUN_EVERY_S))
-        events = events[: total - produced]
-        if index == typical or not work.typical_run:
-            work.typical_run = events[0].run_id
-        if work.first is None:
-            work.first = events[0].time
-        work.last = max(work.last or events[-1].time, events[-1].time)
-        to_fill = max(0, min(len(events), fill_events - produced))
-        produced += len(events)
-        pending.extend(events[:to_fill])
-        while len(pending) >= batch:
-            work.fill.append(_encode(pending[:batch]))
-            del pending[:batch]
-        if to_fill < len(events):
-            client = http_runs % clients
-            http_runs += 1
-            unsent[client].extend(events[to_fill:])
-            while len(unsent[client]) >= batch:
-                work.clients[client].append((batch, _encode(unsent[client][:batch])))
-                del unsent[client][:batch]
-        index += 1
-    work.runs = index
-    if pending:
-        work.fill.append(_encode(pending))
-    for client, rest in enumerate(unsent):
-        if rest:
-            work.clients[client].append((len(rest), _encode(rest)))
-    return work
+_run_events = run_events  # the starvation bench posts one more run of the same shape
+_encode = encode
 
 
 # -- databases and the server -------------------------------------------------------
@@ -398,6 +174,10 @@ class _Workers:
         """Its exit status and the end of its log."""
         return f"{self._child.poll()}: {self._log_path.read_text(errors='replace')[-2000:]}"
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the supervisor and its workers (its process group)."""
+        return process_cpu_seconds(group=self._child.pid)
+
     def stop(self) -> None:
         self._child.stop()  # its whole process group: the supervisor and its workers
         self._logs.cleanup()
@@ -429,6 +209,10 @@ class _Single:
     def exitcode(self) -> int | None:
         return self._process.exitcode
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far."""
+        return process_cpu_seconds(pid=self._process.pid)
+
     def stop(self) -> None:
         self._process.terminate()
         self._process.join(self._stop_s)
@@ -446,6 +230,21 @@ def server(
     bigquery: BigQueryConfig | None = None,
     stop_s: float = 30.0,
 ) -> Iterator[str]:
+    """:func:`serving`, its address only."""
+    with serving(database_url, workers, overrides=overrides, bigquery=bigquery,
+                 stop_s=stop_s) as (base, _):  # fmt: skip
+        yield base
+
+
+@contextmanager
+def serving(
+    database_url: str,
+    workers: int = 1,
+    *,
+    overrides: dict[str, Any] | None = None,
+    bigquery: BigQueryConfig | None = None,
+    stop_s: float = 30.0,
+) -> Iterator[tuple[str, _Workers | _Single]]:
     """The backend serving ``database_url`` (already at head) in a child process; with
     ``workers`` above 1, that many worker processes (PostgreSQL only). One process may
     take settings ``overrides`` and a ``bigquery`` to ask, and is killed if it has not
@@ -477,7 +276,7 @@ def server(
             poll_until(answers, SERVER_START_S, every_s=0.1, between=alive, timed_out=lambda: (
                 RuntimeError(f"the backend did not answer within {SERVER_START_S} s")
             ))  # fmt: skip
-        yield base
+        yield base, process
     finally:
         process.stop()
 
@@ -495,20 +294,42 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
+def process_cpu_seconds(*, pid: int | None = None, group: int | None = None) -> float:
+    """User and system CPU seconds of process ``pid``, or of every process in process
+    group ``group`` (Linux ``/proc``; 0.0 where it cannot be read)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pids = [pid] if pid is not None else [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    for one in pids:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # after the name: state ppid pgrp ... utime (14th field) stime (15th)
+        if group is not None and int(fields[2]) != group:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 @dataclass
 class Figures:
-    """What one database measured; ``None`` where a phase did not run."""
+    """What one database measured at one size; ``None`` where a phase did not run."""
 
     database: str
     stored: int = 0
     size_mb: float | None = None
     fill_rate: float | None = None
+    fill_tenths: list[float] = field(default_factory=list)  # events/s over each tenth filled
     ingest_seconds: float | None = None
     posted: int = 0
     post_ms: list[float] = field(default_factory=list)
     tenths: list[float] = field(default_factory=list)  # events/s over each tenth posted
-    reads_ms: dict[str, list[float]] = field(default_factory=dict)
+    server_cpu_s: float | None = None  # the server's CPU time while the events were posted
+    reads_ms: dict[str, list[float]] = field(default_factory=dict)  # idle, all stored
+    reads_under_ingest_ms: dict[str, list[float]] = field(default_factory=dict)
     failed: str | None = None
+    events: int = 0  # the size: events stored in all once every phase ran
 
     @property
     def ingest_rate(self) -> float | None:
@@ -516,38 +337,109 @@ class Figures:
             return None
         return self.posted / self.ingest_seconds
 
+    @property
+    def server_us_per_event(self) -> float | None:
+        if self.server_cpu_s is None or not self.posted:
+            return None
+        return self.server_cpu_s / self.posted * 1e6
 
-def fill(database_url: str, work: Workload, batch: int) -> float:
-    """Store ``work.fill`` in-process, ``batch`` events a transaction; returns seconds."""
+
+def fill(
+    database_url: str, work: Workload, batch: int, *, progress: bool = False
+) -> tuple[float, list[float]]:
+    """Store ``work``'s oldest events in-process, ``batch`` events a transaction, made
+    run by run as they go in: the seconds it took, and the events/s over each tenth
+    (none when a batch is more than a tenth)."""
     from onceover_backend.core.db import build_engine
     from onceover_backend.services.ingest import ingest_events
 
     engine = build_engine(database_url)
+    marks: list[float] = []  # seconds since the start at each tenth
+    stored = 0
     started = time.perf_counter()
-    pending: list[ev.Event] = []
     try:
-        for body in work.fill:
-            pending.extend(ev.EVENT_LIST.validate_json(body))
-            if len(pending) >= batch:
-                ingest_events(engine, pending)
-                pending = []
-        if pending:
-            ingest_events(engine, pending)
+        for events in work.fill_batches(batch):
+            ingest_events(engine, events)
+            stored += len(events)
+            while len(marks) < 10 and stored >= work.fill_events * (len(marks) + 1) / 10:
+                marks.append(time.perf_counter() - started)
+                if progress:
+                    print(f"    filled {stored:,} in {marks[-1]:.0f} s", flush=True)
     finally:
         engine.dispose()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if batch > work.fill_events / 10:
+        return seconds, []
+    tenth = work.fill_events / 10
+    return seconds, [tenth / (b - a) for a, b in zip([0.0, *marks], marks, strict=False)]
 
 
-def post_all(base: str, work: Workload) -> tuple[float, list[float], list[float]]:
-    """Post every client's bodies from its own thread: the wall seconds, each POST's
-    milliseconds, and the events/s over each tenth of the events posted."""
+class Readers:
+    """``count`` threads calling every read endpoint in turn, each with its own client,
+    from :meth:`start` until :meth:`stop`: the dashboard's reads while ingest runs."""
+
+    def __init__(self, base: str, endpoints: dict[str, tuple[str, dict[str, Any]]],
+                 count: int) -> None:  # fmt: skip
+        self._base = base
+        self._endpoints = endpoints
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self.timings: dict[str, list[float]] = {label: [] for label in endpoints}
+        self.errors: list[str] = []
+        self._threads = [threading.Thread(target=self._read, args=(n,)) for n in range(count)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> dict[str, list[float]]:
+        self._done.set()
+        for thread in self._threads:
+            thread.join()
+        if self.errors:
+            raise RuntimeError(self.errors[0])
+        return self.timings
+
+    def _read(self, number: int) -> None:
+        labels = list(self._endpoints)
+        shift = number * len(labels) // max(1, len(self._threads))  # readers out of step
+        with httpx.Client(base_url=self._base, headers=_bearer("viewer"), timeout=120) as http:
+            while not self._done.is_set():
+                for label in labels[shift:] + labels[:shift]:
+                    if self._done.is_set():
+                        return
+                    path, params = self._endpoints[label]
+                    started = time.perf_counter()
+                    response = http.get(path, params=params)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    if response.status_code == 200:
+                        with self._lock:
+                            self.timings[label].append(elapsed)
+                    elif not (response.status_code == 404 and "{run_id}" in label):
+                        self.errors.append(
+                            f"{label} answered {response.status_code}: {response.text[:300]}"
+                        )
+                        return
+                    # a 404 of a run not posted yet is not timed
+
+
+def post_all(
+    base: str, work: Workload, readers: Readers | None = None
+) -> tuple[float, list[float], list[float]]:
+    """Post every client's bodies from its own thread (``readers`` reading meanwhile):
+    the wall seconds, each POST's milliseconds, and the events/s over each tenth of the
+    events posted."""
     latencies: list[list[float]] = [[] for _ in work.clients]
     done: list[tuple[float, int]] = []  # (seconds since the start, events) of each POST
     errors: list[str] = []
     start = [0.0]  # set when every client is ready, before any POST
-    gate = threading.Barrier(
-        len(work.clients) + 1, action=lambda: start.__setitem__(0, time.perf_counter())
-    )
+
+    def begin() -> None:
+        start[0] = time.perf_counter()
+        if readers is not None:
+            readers.start()
+
+    gate = threading.Barrier(len(work.clients) + 1, action=begin)
 
     def client(number: int) -> None:
         headers = {**_bearer("ingest"), "Content-Type": "application/json"}
@@ -574,6 +466,8 @@ def post_all(base: str, work: Workload) -> tuple[float, list[float], list[float]
     for thread in threads:
         thread.join()
     seconds = time.perf_counter() - start[0]
+    if readers is not None:
+        readers.stop()
     if errors:
         raise RuntimeError(errors[0])
     return seconds, [ms for per_client in latencies for ms in per_client], by_tenth(done)
@@ -595,23 +489,39 @@ def by_tenth(done: list[tuple[float, int]]) -> list[float]:
     return rates
 
 
-def read_endpoints(work: Workload) -> dict[str, tuple[str, dict[str, str | int]]]:
-    """Label -> (path, query) of each timed read."""
+def read_endpoints(work: Workload) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Label -> (path, query) of each timed read: every read the dashboard's pages make
+    (frontend/src/pages), about the typical run and the first table where they name one.
+    ``GET /api/runs/{id}/intents`` is left out: it asks BigQuery, which these servers
+    have none of."""
+    run = f"/api/runs/{work.typical_run}"
+    table = TABLES[0]
     return {
         "GET /api/runs": ("/api/runs", {}),
         "GET /api/runs?status=succeeded&limit=50": (
             "/api/runs",
             {"status": "succeeded", "limit": 50},
         ),
-        "GET /api/runs/{run_id}": (f"/api/runs/{work.typical_run}", {}),
+        "GET /api/runs/{run_id}": (run, {}),
         "GET /api/metrics/write-errors?run_id=": (
             "/api/metrics/write-errors",
             {"run_id": work.typical_run},
         ),
         "GET /api/metrics/write-errors?table=&step=5m": (
             "/api/metrics/write-errors",
-            {"table": TABLES[0], "step": "5m"},
+            {"table": table, "step": "5m"},
         ),
+        "GET /api/overview": ("/api/overview", {}),
+        "GET /api/runs?status=failed&status=stalled": (
+            "/api/runs",
+            {"status": ["failed", "stalled"]},
+        ),
+        "GET /api/runs?table=": ("/api/runs", {"table": table}),
+        "GET /api/runs/{run_id}/batches/{batch}": (f"{run}/batches/{TYPICAL_BATCH}", {}),
+        "GET /api/runs/{run_id}/reconciliations": (f"{run}/reconciliations", {}),
+        "GET /api/tables": ("/api/tables", {}),
+        "GET /api/tables/{table}/reconciliations": (f"/api/tables/{table}/reconciliations", {}),
+        "GET /api/alerts": ("/api/alerts", {}),
     }
 
 
@@ -659,28 +569,35 @@ def bench_database(
     kind: str, tmp: Path, args: argparse.Namespace, work: Workload, workers: int = 1
 ) -> Figures:
     """All phases on one fresh database, served by ``workers`` processes (several need
-    PostgreSQL, as ``onceover serve --workers`` does)."""
+    PostgreSQL, as ``onceover serve --workers`` does). ``args`` may lack ``readers``
+    (then 2) and ``progress`` (then off)."""
     from onceover_backend.core.migrate import upgrade_to_head
 
     if workers > 1 and kind != "postgresql":
         raise ValueError(f"{workers} server workers need PostgreSQL, not {kind}")
-    figures = Figures(kind if workers == 1 else f"{kind}, {workers} workers")
+    figures = Figures(kind if workers == 1 else f"{kind}, {workers} workers", events=work.events)
     print(f"\n{figures.database}:", flush=True)
     try:
         with database(kind, tmp, args.postgres_admin) as url:
             upgrade_to_head(url)
-            if work.fill:
-                seconds = fill(url, work, args.fill_batch)
+            if work.fill_events:
+                progress = getattr(args, "progress", False)
+                seconds, figures.fill_tenths = fill(url, work, args.fill_batch, progress=progress)
                 figures.fill_rate = work.fill_events / seconds
                 print(
-                    f"  filled in-process: {work.fill_events:,} events with ingest_events() "
-                    f"({args.fill_batch:,} a call, no server) in {seconds:.1f} s, "
-                    f"{figures.fill_rate:,.0f} events/s",
+                    f"  filled in-process: {work.fill_events:,} events made run by run and "
+                    f"stored with ingest_events() ({args.fill_batch:,} a call, no server) in "
+                    f"{seconds:.1f} s, {figures.fill_rate:,.0f} events/s; over each tenth: "
+                    + (", ".join(f"{rate:,.0f}" for rate in figures.fill_tenths) or "n/a"),
                     flush=True,
                 )
-            with server(url, workers) as base:
+            with serving(url, workers) as (base, process):
                 if work.http_events:
-                    seconds, post_ms, figures.tenths = post_all(base, work)
+                    readers = Readers(base, read_endpoints(work), getattr(args, "readers", 2))
+                    cpu_before = process.cpu_seconds()
+                    seconds, post_ms, figures.tenths = post_all(base, work, readers)
+                    figures.server_cpu_s = process.cpu_seconds() - cpu_before
+                    figures.reads_under_ingest_ms = readers.timings
                     figures.ingest_seconds = seconds
                     figures.posted = work.http_events
                     figures.post_ms = post_ms
@@ -690,28 +607,39 @@ def bench_database(
                         f"{workers} server process{'es' if workers > 1 else ''} in "
                         f"{seconds:.1f} s: {figures.ingest_rate:,.0f} events/s, POST "
                         f"p50 {percentile(post_ms, 0.5):.0f} ms, "
-                        f"p95 {percentile(post_ms, 0.95):.0f} ms\n"
+                        f"p95 {percentile(post_ms, 0.95):.0f} ms; server CPU "
+                        f"{figures.server_us_per_event:.1f} us an event\n"
                         "  events/s over each tenth of the events posted: "
                         + ", ".join(f"{rate:,.0f}" for rate in figures.tenths),
                         flush=True,
                     )
+                    print("  reads while ingest ran:", flush=True)
+                    _print_reads(figures.reads_under_ingest_ms)
                 figures.stored, figures.size_mb = stored_and_size(url)
                 if figures.stored != work.events:
                     raise RuntimeError(
                         f"the database holds {figures.stored:,} events, {work.events:,} were sent"
                     )
                 figures.reads_ms = time_reads(base, work, args.reads)
-                for label, values in figures.reads_ms.items():
-                    print(
-                        f"  {label:<46} p50 {percentile(values, 0.5):8.1f} ms, "
-                        f"p95 {percentile(values, 0.95):8.1f} ms",
-                        flush=True,
-                    )
+                print("  reads with ingest done:", flush=True)
+                _print_reads(figures.reads_ms)
     except Exception as exc:
         figures.failed = f"{type(exc).__name__}: {exc}"
         print(f"FAILED: {kind}: {figures.failed}", flush=True)
         traceback.print_exc()
     return figures
+
+
+def _print_reads(reads: dict[str, list[float]]) -> None:
+    for label, values in reads.items():
+        if values:
+            print(
+                f"    {label:<46} p50 {percentile(values, 0.5):8.1f} ms, "
+                f"p95 {percentile(values, 0.95):8.1f} ms ({len(values)} reads)",
+                flush=True,
+            )
+        else:
+            print(f"    {label:<46} no read answered", flush=True)
 
 
 # -- the report ---------------------------------------------------------------------
@@ -721,34 +649,53 @@ def _ms(values: list[float], share: float) -> float | None:
     return percentile(values, share) if values else None
 
 
-def _tenth(figures: Figures, index: int) -> float | None:
-    return figures.tenths[index] if len(figures.tenths) == 10 else None
+def _tenth(tenths: list[float], index: int) -> float | None:
+    return tenths[index] if len(tenths) == 10 else None
 
 
-def report(results: list[Figures], work: Workload) -> None:
+def slowest_read_p95(reads: dict[str, list[float]]) -> float | None:
+    """The p95 of the slowest endpoint (None: no read answered)."""
+    return max((percentile(values, 0.95) for values in reads.values() if values), default=None)
+
+
+def report(results: list[Figures], labels: list[str]) -> None:
+    """A column per result; ``labels`` the read endpoints, in order."""
+    fill_rows = any(r.fill_rate for r in results)
     rows: list[tuple[str, list[float | None], str]] = [
         ("events stored", [float(r.stored) if r.stored else None for r in results], ",.0f"),
         ("database size, MB", [r.size_mb for r in results], ",.0f"),
     ]
-    if work.fill_events:
-        rows.append(("in-process fill, events/s", [r.fill_rate for r in results], ",.0f"))
+    if fill_rows:
+        rows += [
+            ("in-process fill, events/s", [r.fill_rate for r in results], ",.0f"),
+            ("  over the first tenth filled", [_tenth(r.fill_tenths, 0) for r in results], ",.0f"),
+            ("  over the last tenth filled", [_tenth(r.fill_tenths, 9) for r in results], ",.0f"),
+        ]
     rows += [
         ("ingest over HTTP, events/s", [r.ingest_rate for r in results], ",.0f"),
-        ("  over the first tenth posted", [_tenth(r, 0) for r in results], ",.0f"),
-        ("  over the last tenth posted", [_tenth(r, 9) for r in results], ",.0f"),
+        ("  over the first tenth posted", [_tenth(r.tenths, 0) for r in results], ",.0f"),
+        ("  over the last tenth posted", [_tenth(r.tenths, 9) for r in results], ",.0f"),
+        ("server CPU per event posted, us", [r.server_us_per_event for r in results], ",.1f"),
         ("POST p50, ms", [_ms(r.post_ms, 0.5) for r in results], ",.0f"),
         ("POST p95, ms", [_ms(r.post_ms, 0.95) for r in results], ",.0f"),
-    ]
-    labels = list(read_endpoints(work))
+        ("slowest read p95 under ingest, ms",
+         [slowest_read_p95(r.reads_under_ingest_ms) for r in results], ",.1f"),
+        ("slowest read p95 idle, ms", [slowest_read_p95(r.reads_ms) for r in results], ",.1f"),
+    ]  # fmt: skip
     for label in labels:
         for share, name in ((0.5, "p50"), (0.95, "p95")):
-            values = [_ms(r.reads_ms.get(label, []), share) for r in results]
-            rows.append((f"{label} {name}, ms", values, ",.1f"))
-    both = len(results) == 2
-    heading = "| | " + " | ".join(r.database for r in results) + " |"
+            under = [_ms(r.reads_under_ingest_ms.get(label, []), share) for r in results]
+            if any(value is not None for value in under):
+                rows.append((f"{label} {name} under ingest, ms", under, ",.1f"))
+            idle = [_ms(r.reads_ms.get(label, []), share) for r in results]
+            rows.append((f"{label} {name}, ms", idle, ",.1f"))
+    sizes = sorted({r.events for r in results})
+    names = [r.database if len(sizes) == 1 else f"{r.database}, {r.events:,}" for r in results]
+    both = len(results) == 2 and len(sizes) == 1
+    heading = "| | " + " | ".join(names) + " |"
     rule = "|---|" + "---:|" * len(results)
     if both:
-        heading += f" {results[1].database} / {results[0].database} |"
+        heading += f" {names[1]} / {names[0]} |"
         rule += "---:|"
     print(f"\n{heading}\n{rule}")
     for name, values, fmt in rows:
@@ -763,11 +710,42 @@ def report(results: list[Figures], work: Workload) -> None:
             f"\ningest over HTTP: {results[1].database} / {results[0].database} = "
             f"{results[1].ingest_rate / results[0].ingest_rate:.2f}"
         )
+    for small, large in growth(results):
+        print(
+            f"\ningest over HTTP, {large.database}: at {large.events:,} stored / at "
+            f"{small.events:,} = {_ratio_text(large.ingest_rate, small.ingest_rate)}; "
+            f"server CPU per event "
+            f"{_ratio_text(large.server_us_per_event, small.server_us_per_event)}"
+        )
+
+
+def growth(results: list[Figures]) -> list[tuple[Figures, Figures]]:
+    """Per database measured at several sizes: (smallest, largest)."""
+    pairs = []
+    for name in dict.fromkeys(r.database for r in results):
+        mine = sorted((r for r in results if r.database == name), key=lambda r: r.events)
+        if len(mine) > 1:
+            pairs.append((mine[0], mine[-1]))
+    return pairs
+
+
+def _ratio_text(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 1:
+        raise ValueError(text)
+    return sizes
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="events stored in all")
+    parser.add_argument(
+        "--events", default="1000000",
+        help="events stored in all; several sizes comma-separated (1000000,10000000)",
+    )  # fmt: skip
     parser.add_argument(
         "--http-events",
         type=int,
@@ -779,7 +757,10 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4, help="concurrent posting threads")
     parser.add_argument("--batch", type=int, default=500, help="events per POST")
     parser.add_argument("--fill-batch", type=int, default=5_000, help="events per in-process call")
-    parser.add_argument("--reads", type=int, default=50, help="timed calls per read endpoint")
+    parser.add_argument("--reads", type=int, default=50, help="timed idle calls per read endpoint")
+    parser.add_argument(
+        "--readers", type=int, default=2, help="threads reading while ingest runs (0: none)"
+    )
     parser.add_argument(
         "--server-workers",
         type=int,
@@ -788,18 +769,23 @@ def main() -> int:
     )
     parser.add_argument("--postgres-admin", default=POSTGRES_ADMIN, help="admin DSN")
     args = parser.parse_args()
+    args.progress = True
     kinds = [kind.strip() for kind in args.databases.split(",") if kind.strip()]
     if not kinds or any(kind not in DATABASES for kind in kinds):
         parser.error(f"--databases takes a comma-separated subset of {','.join(DATABASES)}")
+    try:
+        sizes = _sizes(args.events)
+    except ValueError:
+        parser.error("--events takes one or more sizes >= 1, comma-separated")
     if (
-        min(args.events, args.clients, args.batch, args.fill_batch, args.reads, args.server_workers)
-        < 1
+        min(args.clients, args.batch, args.fill_batch, args.reads, args.server_workers) < 1
+        or args.readers < 0
     ):
         parser.error(
-            "--events, --clients, --batch, --fill-batch, --reads and --server-workers must be >= 1"
+            "--events, --clients, --batch, --fill-batch, --reads and --server-workers must "
+            "be >= 1, --readers >= 0"
         )
-    http_events = args.events if args.http_events is None else args.http_events
-    if not 0 <= http_events <= args.events:
+    if args.http_events is not None and not 0 <= args.http_events <= min(sizes):
         parser.error("--http-events must be between 0 and --events")
 
     load = os.getloadavg()
@@ -809,30 +795,35 @@ def main() -> int:
         "run alongside)",
         flush=True,
     )
-    started = time.perf_counter()
-    work = build_workload(args.events, http_events, args.clients, args.batch)
-    size = sum(len(body) for body in work.fill) + sum(
-        len(body) for queue in work.clients for _, body in queue
-    )
-    assert work.first is not None
-    assert work.last is not None
-    print(
-        f"events: {work.events:,} in {work.runs:,} runs (~{work.events // work.runs:,} each, "
-        f"{len(TABLES)} tables) from {work.first:%Y-%m-%d %H:%M} to {work.last:%H:%M} UTC, "
-        f"{size / 1e6:,.0f} MB of JSON, built in {time.perf_counter() - started:.1f} s\n"
-        f"store filled: the oldest {work.fill_events:,} in-process with ingest_events(), then "
-        f"the newest {work.http_events:,} over HTTP ({args.clients} clients, {args.batch} "
-        f"events a POST); reads: {args.reads} timed calls each, typical run {work.typical_run}",
-        flush=True,
-    )
+    results: list[Figures] = []
+    labels: list[str] = []
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
-        results = [
-            bench_database(
-                kind, Path(tmp), args, work, args.server_workers if kind == "postgresql" else 1
+        for size in sizes:
+            http_events = size if args.http_events is None else args.http_events
+            started = time.perf_counter()
+            work = build_workload(size, http_events, args.clients, args.batch)
+            body_mb = sum(len(body) for queue in work.clients for _, body in queue) / 1e6
+            assert work.first is not None
+            assert work.last is not None
+            print(
+                f"\nevents: {work.events:,} in {work.runs:,} runs (~{work.events // work.runs:,} "
+                f"each, {len(TABLES)} tables) from {work.first:%Y-%m-%d %H:%M} to "
+                f"{work.last:%H:%M} UTC, laid out in {time.perf_counter() - started:.1f} s\n"
+                f"store filled: the oldest {work.fill_events:,} in-process with ingest_events(), "
+                f"then the newest {work.http_events:,} over HTTP ({body_mb:,.0f} MB of JSON, "
+                f"{args.clients} clients, {args.batch} events a POST) while {args.readers} "
+                f"reader(s) call every dashboard read; idle reads: {args.reads} timed calls "
+                f"each, typical run {work.typical_run}",
+                flush=True,
             )
-            for kind in kinds
-        ]
-    report(results, work)
+            labels = list(read_endpoints(work))
+            results += [
+                bench_database(
+                    kind, Path(tmp), args, work, args.server_workers if kind == "postgresql" else 1
+                )
+                for kind in kinds
+            ]
+    report(results, labels)
     load = os.getloadavg()
     print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0 if all(r.failed is None for r in results) else 1

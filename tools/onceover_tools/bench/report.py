@@ -9,11 +9,13 @@ from typing import Any
 
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
-from onceover_tools.bench.control_plane import Figures, percentile
+from onceover_tools.bench.control_plane import Figures, growth, percentile, slowest_read_p95
 from onceover_tools.bench.writers import CONTENDERS, FLOOR, MONITORED, WriterFigure
 
 INGEST_TARGET = 20_000.0
 READ_P95_TARGET_MS = 100.0
+INGEST_GROWTH_TARGET = 0.8
+"""Ingest with ten times the events stored at least this share of its rate (flat cost)."""
 MONITORING_OVERHEAD_TARGET = 0.03
 FLOOR_TARGET = 1.1
 """Onceover ``pending``'s wall time at most this many times Spark's own hand-off of the
@@ -110,13 +112,18 @@ def control_plane_targets(figures: list[Figures]) -> list[Target]:
         targets.append(
             Target(f"ingest, {db.database}", db.ingest_rate, INGEST_TARGET, True, "events/s")
         )
-        worst = max(
-            (percentile(values, 0.95) for values in db.reads_ms.values() if values), default=None
-        )
+        # The promise holds while ingest runs at full rate; idle reads only when the
+        # bench took none under ingest.
+        worst = slowest_read_p95(db.reads_under_ingest_ms or db.reads_ms)
         targets.append(
             Target(f"read p95 (slowest endpoint), {db.database}", worst, READ_P95_TARGET_MS,
                    False, "ms")
         )  # fmt: skip
+    for small, large in growth(figures):
+        targets.append(Target(
+            f"ingest at {large.events:,} stored / at {small.events:,}, {large.database}",
+            _ratio(large.ingest_rate, small.ingest_rate), INGEST_GROWTH_TARGET, True,
+        ))  # fmt: skip
     return targets
 
 
@@ -256,10 +263,17 @@ def control_plane_section(figures: list[Figures], events: int) -> list[str]:
         ["ingest over HTTP, events/s", *each(lambda db: db.ingest_rate, ",.0f")],
         ["  over the first tenth posted", *(tenth(db, 0) for db in figures)],
         ["  over the last tenth posted", *(tenth(db, 9) for db in figures)],
+        ["server CPU per event posted, µs", *each(lambda db: db.server_us_per_event, ",.1f")],
         ["POST p95, ms", *each(lambda db: percentile(db.post_ms, 0.95) if db.post_ms else None,
                                ",.0f")],
     ]  # fmt: skip
+    under = any(db.reads_under_ingest_ms for db in figures)
     for label in read_endpoints_labels(figures):
+        if under:
+            rows.append([f"{label} p95 under ingest, ms", *each(
+                lambda db, label=label: percentile(db.reads_under_ingest_ms[label], 0.95)  # type: ignore[misc]
+                if db.reads_under_ingest_ms.get(label) else None, ",.1f",
+            )])  # fmt: skip
         rows.append([f"{label} p95, ms", *each(
             lambda db, label=label: percentile(db.reads_ms[label], 0.95)  # type: ignore[misc]
             if db.reads_ms.get(label) else None, ",.1f",
