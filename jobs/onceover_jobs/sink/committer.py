@@ -63,6 +63,7 @@ from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.job import SinkJob, table_parent
 from onceover_jobs.sink.ledger import renew_driver
 from onceover_jobs.sink.ledger_retention import prune
+from onceover_jobs.sink.ledger_writes import Sync
 from onceover_jobs.sink.offsets_log import check_same_offsets, fingerprint, source_offsets
 from onceover_jobs.sink.results import TaskResult
 from onceover_jobs.sink.stream_calls import finalize_stream, stream_exists
@@ -283,7 +284,12 @@ class BatchCommitter:
             commit_time = self._batch_commit([s.stream for s in streams])
         if job.options.mode == "buffered" and streams:
             self._flush(intent)
-        committed = self.ledger.mark_committed(intent, at=_now_text(), commit_time=commit_time)
+        # Whole, not durable (no fsync of the directory): a mark a crash of the machine
+        # loses leaves the intent, which the next attempt settles without writing a row
+        # again (_resolve_intent: BigQuery's commit_time, a flush repeated, or as done).
+        committed = self.ledger.mark_committed(
+            intent, at=_now_text(), commit_time=commit_time, sync=Sync.WHOLE
+        )
         self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
         self._prune()
         logger.info(

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from onceover_jobs.sink.errors import LedgerError
-from onceover_jobs.sink.ledger_writes import write_exclusively, write_replacing
+from onceover_jobs.sink.ledger_writes import Sync, write_exclusively, write_replacing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -145,12 +145,12 @@ class OrdinalRegistry:
             if last is not None and last[1]:
                 return last[0]  # registered already (another task of this write)
             if last is not None and not committed(last[0]):
-                write_replacing(self._path(last[0]), {"execution": execution}, durable=False)
+                write_replacing(self._path(last[0]), {"execution": execution}, sync=Sync.NONE)
                 if self._owner(last[0]) == execution:
                     return last[0]
                 continue  # another write took it over at the same moment
             k = 0 if last is None else last[0] + 1
-            if write_exclusively(self._path(k), {"execution": execution}, durable=False):
+            if write_exclusively(self._path(k), {"execution": execution}, sync=Sync.NONE):
                 return k
             # another task of this write (or another write) registered k first: look again
         raise LedgerError(

@@ -6,10 +6,12 @@ in :mod:`onceover.ledger_files`, which also reads them (for the sink and the con
 plane alike). This module writes them.
 
 Every write is atomic (temp file, fsync, rename, fsync of the directory), so a crash
-leaves either the old record or the new one, never half of one. Records are fsynced
-before the step they guard (an intent before BatchCommitWriteStreams: invariant 3); the
-probe and a driver's claim are atomic but not fsynced, since they matter only while the
-driver that wrote them lives (:mod:`onceover_jobs.sink.ledger_writes`). A record only moves
+leaves either the old record or the new one, never half of one. Records are on disk
+before the step they guard (an intent before BatchCommitWriteStreams: invariant 3); a
+commit's own committed mark is whole but its rename not synced, since an intent left by
+a lost mark is settled again; the probe and a driver's claim are not synced at all,
+since they matter only while the driver that wrote them lives
+(:class:`onceover_jobs.sink.ledger_writes.Sync`). A record only moves
 forward: ``intent`` → ``committed``. The ledger is a plain filesystem path: local for
 one machine, shared storage (NFS, a mounted bucket) for a cluster.
 """
@@ -40,6 +42,7 @@ from onceover_jobs.sink.errors import (
 )
 from onceover_jobs.sink.identity import OrdinalRegistry, WriteIdentity
 from onceover_jobs.sink.ledger_writes import (
+    Sync,
     fsync_directory,
     write_atomically,
     write_exclusively,
@@ -120,10 +123,12 @@ class Ledger:
                 return legacy
         return record
 
-    def _save(self, record: BatchRecord) -> None:
+    def _save(self, record: BatchRecord, *, sync: Sync = Sync.DURABLE) -> None:
         try:
             write_atomically(
-                self._batch_path(record.batch_id), asdict(replace(record, write=self.write))
+                self._batch_path(record.batch_id),
+                asdict(replace(record, write=self.write)),
+                sync=sync,
             )
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
@@ -159,12 +164,20 @@ class Ledger:
         return started
 
     def mark_committed(
-        self, record: BatchRecord, *, at: str, commit_time: str | None, resolved: bool = False
+        self,
+        record: BatchRecord,
+        *,
+        at: str,
+        commit_time: str | None,
+        resolved: bool = False,
+        sync: Sync = Sync.DURABLE,
     ) -> BatchRecord:
+        """Mark ``record`` committed. ``sync=Sync.WHOLE`` where a mark lost in a crash of
+        the machine costs nothing: its intent is then settled from BigQuery again."""
         committed = replace(
             record, state="committed", committed_at=at, commit_time=commit_time, resolved=resolved
         )
-        self._save(committed)
+        self._save(committed, sync=sync)
         return committed
 
     def set_aside(self, record: BatchRecord, *, at: str) -> Path:
@@ -265,7 +278,7 @@ def leave_probe(root: str | os.PathLike[str]) -> str:
     path = Path(root) / SHARED_PROBES / name
     try:
         # Seen by this write's tasks, or by none: no fsync (ledger_writes).
-        write_exclusively(path, {"probe": name}, durable=False)
+        write_exclusively(path, {"probe": name}, sync=Sync.NONE)
     except OSError as exc:
         raise LedgerError(f"cannot write the ledger at {root}: {exc}") from exc
     return name
@@ -371,6 +384,6 @@ def _write_claim(path: Path, owner: str) -> None:
         # No fsync (ledger_writes): a crash that loses the claim ends its driver too, and
         # a claim found older than it was (or none) lets the next driver take over, as it
         # may once its writer is gone. Intents, which fence the commits, are fsynced.
-        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)}, durable=False)
+        write_replacing(path, {"owner": owner, "renewed_at": round(time.time(), 3)}, sync=Sync.NONE)
     except OSError as exc:
         raise LedgerError(f"cannot write the ledger at {path.parent.parent}: {exc}") from exc
