@@ -570,7 +570,7 @@ def bench_database(
 ) -> Figures:
     """All phases on one fresh database, served by ``workers`` processes (several need
     PostgreSQL, as ``onceover serve --workers`` does). ``args`` may lack ``readers``
-    (then 2) and ``progress`` (then off)."""
+    (then 1) and ``progress`` (then off)."""
     from onceover_backend.core.migrate import upgrade_to_head
 
     if workers > 1 and kind != "postgresql":
@@ -593,7 +593,7 @@ def bench_database(
                 )
             with serving(url, workers) as (base, process):
                 if work.http_events:
-                    readers = Readers(base, read_endpoints(work), getattr(args, "readers", 2))
+                    readers = Readers(base, read_endpoints(work), getattr(args, "readers", 1))
                     cpu_before = process.cpu_seconds()
                     seconds, post_ms, figures.tenths = post_all(base, work, readers)
                     figures.server_cpu_s = process.cpu_seconds() - cpu_before
@@ -759,7 +759,7 @@ def main() -> int:
     parser.add_argument("--fill-batch", type=int, default=5_000, help="events per in-process call")
     parser.add_argument("--reads", type=int, default=50, help="timed idle calls per read endpoint")
     parser.add_argument(
-        "--readers", type=int, default=2, help="threads reading while ingest runs (0: none)"
+        "--readers", type=int, default=1, help="threads reading while ingest runs (0: none)"
     )
     parser.add_argument(
         "--server-workers",

@@ -168,7 +168,7 @@ def measure_control_plane(plan: BenchPlan, tmp: Path) -> list[cp.Figures]:
         batch=500,
         clients=4,
         reads=50,
-        readers=2,  # the dashboard's reads while ingest runs: the read target's figure
+        readers=1,  # the dashboard's reads while ingest runs: the read target's figure
         progress=False,
     )
     # PostgreSQL also as production serves it on two cores: `onceover serve --workers 2`.
