@@ -291,3 +291,29 @@ def test_the_commit_imports_no_client_library_pandas_pyarrow_httpx_or_pydantic(
     heavy = [m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY)]
     assert heavy == []
     assert count(rest, table) == (12, 12)  # and it did commit
+
+
+def test_an_append_whose_connection_broke_goes_on_over_a_fresh_channel() -> None:
+    """The appender (invariant 1) on the sink's kept client: a connection that ends with
+    UNAVAILABLE is retried on a new channel, and the rows are acknowledged once."""
+    from tests.sink.test_error_classes import FAKE_STREAM, FakeWrite, Heard, Step, append_rows
+    from tests.sink.test_error_classes import appender as make_appender
+
+    fake = FakeWrite()
+    fake.play(  # the first connection fails, the next ones take every request
+        "AppendRows", Step("fail", grpc.StatusCode.UNAVAILABLE, "connection reset"), Step("ok")
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), handlers=[fake])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        api = _kept(port)
+        first = api.channel
+        heard = Heard()
+        append_rows(make_appender(api, FAKE_STREAM, heard), 0, 10)  # type: ignore[arg-type]
+        assert heard.acked == [0, 10]
+        assert heard.errors == [("UNAVAILABLE", True)]  # one failure, retried
+        assert api.channel is not first
+        assert fake.calls["AppendRows"] == 2  # the broken connection, then the fresh one
+    finally:
+        server.stop(0).wait()
