@@ -2,7 +2,7 @@
 
     .venv/bin/python -m onceover_tools.bench.control_plane [--events 1000000[,10000000]]
         [--http-events N] [--databases sqlite,postgresql] [--clients 4] [--batch 500]
-        [--fill-batch 5000] [--reads 50] [--readers 2] [--server-workers 1]
+        [--fill-batch 5000] [--reads 50] [--readers 1] [--server-workers 1]
 
 The events look like real runs (:mod:`onceover_tools.bench.control_plane_workload`:
 about 2,000 a run, streams, appends, batches, heartbeats, one run in 25 failing).
