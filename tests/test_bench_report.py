@@ -111,3 +111,21 @@ def test_a_writer_that_failed_is_shown_failed_not_left_out() -> None:
     )
     assert "| FAILED |" in _target_line(markdown, "Onceover `default`")
     assert document["targets"][str(N)][0]["met"] is None
+
+
+def test_a_read_not_reached_while_a_short_ingest_ran_is_not_shown_failed() -> None:
+    database = _database()
+    database.reads_ms["GET /api/alerts"] = [12.0] * 20
+    database.reads_under_ingest_ms = {"GET /api/runs": [40.0] * 20}  # alerts never reached
+
+    markdown, _ = render(_plan(), _writers(), [database], HEADER)
+
+    assert _target_line(markdown, "GET /api/runs p95 under ingest, ms").endswith("| 40.0 |")
+    assert _target_line(markdown, "GET /api/alerts p95 under ingest, ms").endswith(
+        "| not reached |"
+    )
+    assert not [line for line in markdown.splitlines() if "under ingest" in line and "FAILED" in line]
+
+    database.failed = "POST /api/events answered 500"
+    markdown, _ = render(_plan(), _writers(), [database], HEADER)
+    assert _target_line(markdown, "GET /api/alerts p95 under ingest, ms").endswith("| FAILED |")
