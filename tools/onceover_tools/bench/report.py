@@ -270,8 +270,9 @@ def control_plane_section(figures: list[Figures], events: int) -> list[str]:
     under = any(db.reads_under_ingest_ms for db in figures)
     for label in read_endpoints_labels(figures):
         if under:
-            rows.append([f"{label} p95 under ingest, ms",
-                         *(_under_ingest(db, label) for db in figures)])
+            rows.append(
+                [f"{label} p95 under ingest, ms", *(_under_ingest(db, label) for db in figures)]
+            )
         rows.append([f"{label} p95, ms", *each(
             lambda db, label=label: percentile(db.reads_ms[label], 0.95)  # type: ignore[misc]
             if db.reads_ms.get(label) else None, ",.1f",
