@@ -185,6 +185,24 @@ def test_a_bad_schedule_is_refused_saying_what_is_wrong(
         load_schedule(path)
 
 
+def test_cis_share_of_the_curated_set_still_arms_every_kind_on_every_job() -> None:
+    from onceover_tools.chaos.curated import CI_LEFT_OUT, curated_schedules
+
+    every = curated_schedules()
+    share = curated_schedules("ci")
+    assert len(share) == len(every) - len(CI_LEFT_OUT)
+    assert [s.name for s in share] == [s.name for s in every if s in share]  # names kept
+    assert {f.kind for s in share for f in s.faults} == set(KINDS)
+    # every job but the cluster, whose resume tests/jobs/test_cluster_job.py runs
+    assert {s.workload for s in share} == set(WORKLOADS) - {"cluster"}
+    assert {s.mode for s in share if s.workload == "load_files"} == {
+        "pending", "buffered", "committed"
+    }  # fmt: skip
+    assert {(s.workload, s.mode) for s in every} >= CI_LEFT_OUT  # nothing left out by typo
+    with pytest.raises(ValueError, match="share"):
+        curated_schedules("most")
+
+
 def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> None:
     from onceover_tools.chaos.curated import curated_schedules
     from onceover_tools.chaos.schedule import _UNARY_BY_MODE

@@ -221,8 +221,37 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
-def curated_schedules() -> list[Schedule]:
-    """The curated set, in the order it runs."""
+# CI's share: every schedule but four, chosen so that every fault kind, every job but
+# the cluster, and the load job in every exactly-once mode still run on each change (a
+# test checks it). Left to ``onceover chaos --curated`` and ``make chaos``: the users' jobs in
+# buffered mode (tests/sink's foreachBatch and buffered tests run that path under
+# failpoints), the standalone cluster (tests/jobs/test_cluster_job.py resumes onto one)
+# and bad rows in committed mode (buffered's schedule sets rows aside the same way).
+# On the 2-core machine the whole set took about 1,500 s of CI's 90 minutes.
+CI_LEFT_OUT: frozenset[tuple[str, str]] = frozenset({
+    ("foreach_batch", "buffered"),
+    ("two_tables", "buffered"),
+    ("cluster", "committed"),
+    ("bad_rows", "committed"),
+})  # fmt: skip
+
+SHARES = ("all", "ci")
+"""What ``--curated`` takes: the whole set, or CI's share of it."""
+
+
+def curated_schedules(share: str = "all") -> list[Schedule]:
+    """The curated set (``share`` "all") or CI's share of it ("ci"), in the order it runs.
+    A schedule keeps its name and index in either, so a report of one compares with
+    the other's."""
+    if share not in SHARES:
+        raise ValueError(f"share: {share!r} is not one of {', '.join(SHARES)}")
+    every = _curated()
+    if share == "ci":
+        return [s for s in every if (s.workload, s.mode) not in CI_LEFT_OUT]
+    return every
+
+
+def _curated() -> list[Schedule]:
     load_files = [(("load_files", mode, faults)) for mode, faults in _FAULTS]
     schedules = [
         Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload=workload)

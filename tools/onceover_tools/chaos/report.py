@@ -22,12 +22,15 @@ class Session:
     modes: Sequence[str]
     rows: int | None
     replay: str | None = None
-    curated: bool = False
+    curated: str | None = None
+    """The curated share run ("all" or "ci"), or None for draws and replays."""
     workloads: Sequence[str] = ("load_files",)
 
     def command(self) -> str:
         if self.replay:
             return f"onceover chaos --replay {self.replay}"
+        if self.curated == "ci":
+            return "onceover chaos --curated ci"
         if self.curated:
             return "onceover chaos --curated"
         rows = f" --rows {self.rows}" if self.rows else ""
