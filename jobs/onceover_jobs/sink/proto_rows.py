@@ -67,6 +67,7 @@ from google.protobuf import descriptor_pb2
 
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.schema import RANGE_BOUNDS, RANGE_ELEMENTS
+from onceover_jobs.sink.write_wire import tag
 
 __all__ = ["proto_data", "proto_schema", "serialize_rows"]
 
@@ -298,7 +299,7 @@ def _encode(field: _Field, column: pa.Array) -> list[_Piece]:
     if field.repeated:
         return [_list(field, column)]
     kind = _KINDS[field.bq_type]
-    return kind.encode(field, _tag(field.number, kind.wire_type), column)
+    return kind.encode(field, tag(field.number, kind.wire_type), column)
 
 
 def _int64s(_field: _Field, tag: bytes, column: pa.Array) -> list[_Piece]:
@@ -415,19 +416,6 @@ def _present(column: pa.Array) -> npt.NDArray[np.bool_]:
         return np.ones(len(column), dtype=np.bool_)
     valid: npt.NDArray[np.bool_] = column.is_valid().to_numpy(zero_copy_only=False)
     return valid
-
-
-def _tag(number: int, wire_type: int) -> bytes:
-    return _varint((number << 3) | wire_type)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # A varint takes one byte per 7 bits: 2**7 and up take two, ..., 2**63 and up ten.

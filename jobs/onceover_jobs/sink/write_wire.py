@@ -65,7 +65,8 @@ def storage_error_name(code: int) -> str:
 # -- writing -------------------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint (the rows' encoder in proto_rows.py uses it too)."""
     value &= (1 << 64) - 1  # a negative int64 goes as its two's complement, in ten bytes
     out = bytearray()
     while value > 0x7F:
@@ -75,8 +76,8 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _tag(field: int, wire: int) -> bytes:
-    return _varint(field << 3 | wire)
+def tag(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
 
 
 def _text(field: int, value: str) -> bytes:
@@ -85,12 +86,12 @@ def _text(field: int, value: str) -> bytes:
 
 
 def _length(field: int, data: bytes) -> bytes:
-    return _tag(field, _LENGTH) + _varint(len(data)) + data
+    return tag(field, _LENGTH) + varint(len(data)) + data
 
 
 def _number(field: int, value: int) -> bytes:
     """An integer or enum field; proto3 leaves a zero out."""
-    return _tag(field, _VARINT) + _varint(value) if value else b""
+    return tag(field, _VARINT) + varint(value) if value else b""
 
 
 def create_write_stream_request(parent: str, stream_type: str) -> bytes:
