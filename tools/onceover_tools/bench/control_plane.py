@@ -658,10 +658,14 @@ def slowest_read_p95(reads: dict[str, list[float]]) -> float | None:
     return max((percentile(values, 0.95) for values in reads.values() if values), default=None)
 
 
+NOT_REACHED = "not reached"
+"""A read under ingest with no figure: the readers did not reach it before ingest ended."""
+
+
 def report(results: list[Figures], labels: list[str]) -> None:
     """A column per result; ``labels`` the read endpoints, in order."""
     fill_rows = any(r.fill_rate for r in results)
-    rows: list[tuple[str, list[float | None], str]] = [
+    rows: list[tuple[str, list[float | None], str] | tuple[str, list[float | None], str, str]] = [
         ("events stored", [float(r.stored) if r.stored else None for r in results], ",.0f"),
         ("database size, MB", [r.size_mb for r in results], ",.0f"),
     ]
@@ -682,15 +686,13 @@ def report(results: list[Figures], labels: list[str]) -> None:
          [slowest_read_p95(r.reads_under_ingest_ms) for r in results], ",.1f"),
         ("slowest read p95 idle, ms", [slowest_read_p95(r.reads_ms) for r in results], ",.1f"),
     ]  # fmt: skip
-    unreached: set[int] = set()
     for label in labels:
         for share, name in ((0.5, "p50"), (0.95, "p95")):
             under = [_ms(r.reads_under_ingest_ms.get(label, []), share) for r in results]
             if any(value is not None for value in under):
                 # A read the readers did not reach before a short ingest ended has no
                 # figure; that is not a failure (a failed read raises in Readers.stop).
-                unreached.add(len(rows))
-                rows.append((f"{label} {name} under ingest, ms", under, ",.1f"))
+                rows.append((f"{label} {name} under ingest, ms", under, ",.1f", NOT_REACHED))
             idle = [_ms(r.reads_ms.get(label, []), share) for r in results]
             rows.append((f"{label} {name}, ms", idle, ",.1f"))
     sizes = sorted({r.events for r in results})
@@ -702,9 +704,8 @@ def report(results: list[Figures], labels: list[str]) -> None:
         heading += f" {names[1]} / {names[0]} |"
         rule += "---:|"
     print(f"\n{heading}\n{rule}")
-    for number, (name, values, fmt) in enumerate(rows):
-        missing = "not reached" if number in unreached else "FAILED"
-        cells = [missing if v is None else format(v, fmt) for v in values]
+    for name, values, fmt, *missing in rows:
+        cells = [(missing or ["FAILED"])[0] if v is None else format(v, fmt) for v in values]
         line = f"| {name} | " + " | ".join(cells) + " |"
         if both:
             a, b = values

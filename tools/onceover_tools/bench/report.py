@@ -9,7 +9,13 @@ from typing import Any
 
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
-from onceover_tools.bench.control_plane import Figures, growth, percentile, slowest_read_p95
+from onceover_tools.bench.control_plane import (
+    NOT_REACHED,
+    Figures,
+    growth,
+    percentile,
+    slowest_read_p95,
+)
 from onceover_tools.bench.writers import CONTENDERS, FLOOR, MONITORED, WriterFigure
 
 INGEST_TARGET = 20_000.0
@@ -290,7 +296,7 @@ def _under_ingest(db: Figures, label: str) -> str:
     timings = db.reads_under_ingest_ms.get(label)
     if timings:
         return format(percentile(timings, 0.95), ",.1f")
-    return "FAILED" if db.failed else "not reached"
+    return "FAILED" if db.failed else NOT_REACHED
 
 
 def read_endpoints_labels(figures: list[Figures]) -> list[str]:

@@ -29,10 +29,10 @@ class Session:
     def command(self) -> str:
         if self.replay:
             return f"onceover chaos --replay {self.replay}"
-        if self.curated == "ci":
-            return "onceover chaos --curated ci"
         if self.curated:
-            return "onceover chaos --curated"
+            return "onceover chaos --curated" + (
+                "" if self.curated == "all" else f" {self.curated}"
+            )
         rows = f" --rows {self.rows}" if self.rows else ""
         return (
             f"onceover chaos --schedules {self.schedules} --seed {self.seed}"
