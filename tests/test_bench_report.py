@@ -9,7 +9,7 @@ from pathlib import Path
 
 from onceover_tools.bench.control_plane import Figures
 from onceover_tools.bench.run import BenchPlan, render
-from onceover_tools.bench.writers import CONTENDERS, WriterFigure
+from onceover_tools.bench.writers import CONTENDERS, WriterFigure, schedule
 
 N = 1_000
 HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}
@@ -130,3 +130,25 @@ def test_a_read_not_reached_while_a_short_ingest_ran_is_not_shown_failed() -> No
     database.failed = "POST /api/events answered 500"
     markdown, _ = render(_plan(), _writers(), [database], HEADER)
     assert _target_line(markdown, "GET /api/alerts p95 under ingest, ms").endswith("| FAILED |")
+
+
+def test_the_per_row_baselines_run_after_every_other_write_at_every_size() -> None:
+    """After minutes of per-row requests every write against the local BigQuery was slower
+    for minutes (docs/profiling.md): a monitored write timed in that shadow showed +114%.
+    So no Onceover writer, the floor or the ceiling may follow a per-row baseline."""
+    per_row = {c.key for c in CONTENDERS if c.per_row}
+    assert per_row == {"seed_proto_rows", "streaming_inserts"}
+    passes = schedule([N, 4 * N], 3)
+    writes = [(p.rows, attempt, c.key) for p in passes for attempt, c in p.writes]
+    keys = [key for _, _, key in writes]
+    first_per_row = min(i for i, key in enumerate(keys) if key in per_row)
+    assert not per_row & set(keys[:first_per_row])
+    assert set(keys[first_per_row:]) == per_row
+    # Everyone at every size, three times, once each.
+    assert sorted(writes) == sorted(
+        (rows, attempt, c.key) for rows in (N, 4 * N) for attempt in (1, 2, 3) for c in CONTENDERS
+    )
+    # Still rotated: every other writer leads some attempt, so none always pays for another.
+    others = [p for p in passes if not per_row & {c.key for _, c in p.writes}]
+    leaders = {c.key for p in others for attempt, c in p.writes[:: len(CONTENDERS) - 2]}
+    assert len(leaders) == 3

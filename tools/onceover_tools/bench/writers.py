@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,6 +64,10 @@ class Contender:
     key: str
     label: str
     description: str
+    per_row: bool = False
+    """A per-row baseline: minutes of small requests against the local BigQuery, after
+    which every write for minutes was slower (``docs/profiling.md``, "Monitoring
+    overhead"), so each attempt runs these last."""
 
 
 CONTENDERS = (
@@ -91,11 +95,13 @@ CONTENDERS = (
         "seed_proto_rows",
         "seeds' approach",
         "foreachPartition, AppendRowsStream, COMMITTED stream, a protobuf message per row",
+        per_row=True,
     ),
     Contender(
         "streaming_inserts",
         "streaming inserts",
         "foreachPartition, insert_rows_json with row ids (tabledata.insertAll)",
+        per_row=True,
     ),
     Contender(
         "arrow_ceiling",
@@ -369,6 +375,43 @@ def warm_up(bench: Bench, spark: SparkSession, backends: Backends) -> float:
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One size's writes in one pass: ``repeat`` attempts of ``contenders``, each rotated."""
+
+    rows: int
+    writes: list[tuple[int, Contender]]
+
+
+def schedule(
+    sizes: Sequence[int], repeat: int, contenders: Sequence[Contender] = CONTENDERS
+) -> list[Pass]:
+    """Every size's writes by everyone but the per-row baselines, then every size's
+    per-row baselines: after minutes of their small requests every write against the
+    local BigQuery was slower for minutes (``docs/profiling.md``, "Monitoring overhead"),
+    so nothing the report sets against a target may run in their shadow. Within a pass
+    the order rotates by one an attempt, so that no contender always pays for the one
+    before it."""
+    passes = []
+    for per_row in (False, True):
+        group = [c for c in contenders if c.per_row is per_row]
+        if not group:
+            continue
+        for rows in sizes:
+            writes = [
+                (attempt, contender)
+                for attempt in range(1, repeat + 1)
+                for contender in _rotated(group, attempt - 1)
+            ]
+            passes.append(Pass(rows, writes))
+    return passes
+
+
+def _rotated(items: list[Contender], shift: int) -> list[Contender]:
+    shift %= len(items)
+    return items[shift:] + items[:shift]
+
+
 def run_writers(
     sizes: list[int],
     repeat: int,
@@ -376,35 +419,35 @@ def run_writers(
     backends: Backends,
     say: Callable[[str], None],
 ) -> list[WriterFigure]:
-    """Every contender at every size, ``repeat`` times; the figures in ``sizes`` order."""
+    """Every contender at every size, ``repeat`` times, in ``schedule``'s order; the
+    figures in ``sizes`` order, each size's in ``CONTENDERS`` order."""
     from onceover_jobs.generate import write_files
     from onceover_jobs.sink.datasource import register
     from onceover_jobs.spark import spark_session
 
-    figures: list[WriterFigure] = []
+    runs = {(c.key, rows): WriterFigure(c.key, rows, 0) for rows in sizes for c in CONTENDERS}
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
         spark = spark_session("onceover-bench", MASTER)
         try:
             register(spark)
-            for number, rows in enumerate(sizes):
-                source = Path(tmp) / f"orders-{rows}"
-                write_files(source, rows, FILES, "parquet")
-                bench = prepare_bench(spark, source, rows, config, Path(tmp) / "ledger")
+            for number, run in enumerate(schedule(sizes, repeat)):
+                source = Path(tmp) / f"orders-{run.rows}"
+                if not source.exists():
+                    write_files(source, run.rows, FILES, "parquet")
+                bench = prepare_bench(spark, source, run.rows, config, Path(tmp) / "ledger")
                 writers = WriterBench(bench, spark, backends)
-                say(f"{rows:,} rows cached in {PARTITIONS} partitions, {writers.size / 1e6:.1f} "
-                    "MB of Arrow")  # fmt: skip
+                say(f"{run.rows:,} rows cached in {PARTITIONS} partitions, "
+                    f"{writers.size / 1e6:.1f} MB of Arrow")  # fmt: skip
                 if number == 0:
                     say(f"  warm-up, untimed: {warm_up(bench, spark, backends):.1f} s")
-                runs = [WriterFigure(c.key, rows, writers.size) for c in CONTENDERS]
-                for attempt in range(1, repeat + 1):
-                    shift = (attempt - 1) % len(runs)
-                    for figure in runs[shift:] + runs[:shift]:
-                        figure.seconds.append(writers.run(figure.key, attempt, say))
-                figures += runs
+                for attempt, contender in run.writes:
+                    figure = runs[(contender.key, run.rows)]
+                    figure.arrow_bytes = writers.size
+                    figure.seconds.append(writers.run(contender.key, attempt, say))
                 bench.df.unpersist()
         finally:
             spark.stop()
-    return figures
+    return list(runs.values())
 
 
 def quiet_spark() -> None:
