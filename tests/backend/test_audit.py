@@ -59,6 +59,49 @@ def test_each_post_is_audited_with_actor_outcome_and_request_id(client: TestClie
     assert rejected["request_id"] == broken.headers["X-Request-ID"]
 
 
+@pytest.mark.parametrize("where", ["storing the events", "storing the audit row"])
+def test_an_ingest_whose_transaction_fails_is_audited_once_as_failed(
+    app: Any, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A stored batch's audit row is written in the batch's own transaction; one that
+    rolls back, before its row was made or at its row, takes the row with it, and the
+    middleware writes the failure instead."""
+    from onceover_backend.api.routes import events as route
+    from onceover_backend.services import ingest
+
+    def fail(*_: Any, **__: Any) -> None:
+        raise RuntimeError("disk full")
+
+    def unstorable_row(*args: Any, **kwargs: Any) -> Any:
+        row = route_audit_entry(*args, **kwargs)
+        row.actor = None  # NOT NULL: the flush at the commit fails
+        return row
+
+    route_audit_entry = route.audit_entry
+    events = f.as_json(f.full_run("r1"))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        stored = client.post(
+            "/api/events", json=events[:3], headers={**bearer(INGEST), "X-Request-ID": "ok-1"}
+        )
+        with monkeypatch.context() as patch:
+            if where == "storing the events":
+                patch.setattr(ingest, "store_new", fail)
+            else:
+                patch.setattr(route, "audit_entry", unstorable_row)
+            failed = client.post(
+                "/api/events", json=events[3:], headers={**bearer(INGEST), "X-Request-ID": "no-2"}
+            )
+        assert (stored.status_code, failed.status_code) == (200, 500)
+        entries = list(reversed(_audit(client)))
+        run = client.get("/api/runs/r1", headers=bearer(OPERATOR)).json()
+    assert [(e["request_id"], e["status_code"]) for e in entries] == [("ok-1", 200), ("no-2", 500)]
+    assert entries[0]["outcome"] == "ok: stored 3 of 3 events (0 duplicates)"
+    assert entries[0]["target"] == "runs r1"
+    assert entries[1]["outcome"].startswith("error"), entries[1]
+    assert entries[1]["target"] is None  # what the rolled-back try stored is not claimed
+    assert run["status"] != "succeeded"  # nothing of the failed batch was kept
+
+
 def test_reads_are_not_audited_and_the_log_is_operator_only(client: TestClient) -> None:
     client.get("/api/runs", headers=bearer(VIEWER))
 

@@ -2,6 +2,10 @@
 every answer, and an audit row for every mutating call by someone who showed a token
 (whatever route it reaches, so a new route cannot forget it).
 
+A route may write its own row inside the transaction that does its work (``POST
+/api/events``: one commit a batch, not two) and say so (:data:`AUDITED`); the
+middleware then writes none, whatever follows.
+
 A call without a valid token is not audited: anyone can make those, and a row for
 each would let anyone fill the audit table. They are counted instead
 (``app.state.unauthenticated``, shown by ``/api/health``) and logged in the access log
@@ -29,6 +33,8 @@ REQUEST_ID_HEADER = "x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _BODY_KEPT = 4000  # characters of an error answer kept in the audit log
+AUDITED = "audited"
+"""State key: the route wrote this call's audit row itself (with its own work's commit)."""
 
 # The dashboard is its own origin's scripts and styles, and talks only to its own API.
 # React and recharts set inline styles through the DOM, which style-src allows; the
@@ -113,19 +119,13 @@ class RequestContextMiddleware:
             request_id_var.reset(token)
 
     async def _audit(self, scope: Scope, request_id: str, status: int, body: bytes) -> None:
+        if scope.get("state", {}).get(AUDITED):
+            return
         state: dict[str, Any] = scope.get("state", {})
-        principal: Principal | None = state.get("principal")
-        route = scope.get("route")
-        action = getattr(route, "operation_id", None) or getattr(route, "name", None) or "unknown"
-        entry = AuditLog(
-            actor=principal.name if principal else "anonymous",
-            role=principal.role if principal else None,
-            action=action,
-            method=scope["method"],
-            path=scope["path"],
+        entry = audit_entry(
+            scope,
+            status,
             target=state.get("audit_target"),
-            request_id=request_id,
-            status_code=status,
             outcome=state.get("audit_outcome") or _outcome(status, body),
         )
         engine = scope["app"].state.engine
@@ -133,6 +133,25 @@ class RequestContextMiddleware:
             await anyio.to_thread.run_sync(audit.record, engine, entry)
         except Exception:  # the answer is already sent; the failure must at least be logged
             logger.exception("could not write the audit log entry for %s", request_id)
+
+
+def audit_entry(scope: Scope, status: int, *, target: str | None, outcome: str) -> AuditLog:
+    """The audit row of the call ``scope`` answered with ``status``: who did what."""
+    state: dict[str, Any] = scope.get("state", {})
+    principal: Principal | None = state.get("principal")
+    route = scope.get("route")
+    action = getattr(route, "operation_id", None) or getattr(route, "name", None) or "unknown"
+    return AuditLog(
+        actor=principal.name if principal else "anonymous",
+        role=principal.role if principal else None,
+        action=action,
+        method=scope["method"],
+        path=scope["path"],
+        target=target,
+        request_id=state["request_id"],
+        status_code=status,
+        outcome=outcome,
+    )
 
 
 def _count_unauthenticated(scope: Scope) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from onceover_backend.core.db import write_transaction
 from onceover_backend.models import IngestResultPublic
 from onceover_backend.services.event_store import store_new
 from onceover_backend.services.projection import Projector, in_utc
-from onceover_backend.tables import utcnow
+from onceover_backend.tables import AuditLog, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -119,19 +119,28 @@ class Ingested:
 
 
 def ingest_events(
-    engine: Engine, events: Sequence[ev.Event], bodies: Sequence[str] | None = None
+    engine: Engine,
+    events: Sequence[ev.Event],
+    bodies: Sequence[str] | None = None,
+    *,
+    audit_row: Callable[[IngestResultPublic], AuditLog] | None = None,
 ) -> Ingested:
     """Store the new events of ``events`` and apply them, in one transaction.
 
     ``bodies``, when given, are the events' JSON text as received, stored as they are;
-    else each event is serialized. Retried whole when concurrent ingests collide (two
-    first events of one run both inserting it, a PostgreSQL deadlock, SQLite busy past
-    its timeout): the retry sees the winner's rows and stores only what is still new.
+    else each event is serialized. ``audit_row``, when given, makes the call's audit
+    row from the result, stored in the same transaction. Retried whole when concurrent
+    ingests collide (two first events of one run both inserting it, a PostgreSQL
+    deadlock, SQLite busy past its timeout): the retry sees the winner's rows and stores
+    only what is still new.
     """
     for attempt in range(1, MAX_TRANSACTION_TRIES + 1):
         try:
             with write_transaction(engine) as session:
-                return _ingest(session, events, bodies)
+                ingested = _ingest(session, events, bodies)
+                if audit_row is not None:
+                    session.add(audit_row(ingested.result))
+                return ingested
         except (IntegrityError, OperationalError) as exc:
             if attempt == MAX_TRANSACTION_TRIES:
                 raise

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, BackgroundTasks, Body, Request
+from fastapi import APIRouter, BackgroundTasks, Body, Request, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
@@ -18,9 +19,11 @@ from onceover_backend.api.deps import (
     SettingsDep,
 )
 from onceover_backend.api.event_body import EVENT_BODY, EventBody
+from onceover_backend.api.middleware import AUDITED, audit_entry
 from onceover_backend.api.parsed_body import ParsedBodyRoute
 from onceover_backend.models import IngestResultPublic
 from onceover_backend.services.ingest import Ingested, ingest_events, unstorable_values
+from onceover_backend.tables import AuditLog
 
 # The body guard has parsed and validated the batch already (api/event_body.py).
 router = APIRouter(prefix="/events", tags=["events"], route_class=ParsedBodyRoute)
@@ -47,7 +50,9 @@ async def ingest(
     # At most settings.max_events_per_request: counted before validation (body_guard).
     batch: EventBody | None = getattr(request.state, EVENT_BODY, None)
     texts = batch.texts_of(events) if batch is not None else None
-    ingested = await run_in_threadpool(_store, engine, events, texts)
+    ingested = await run_in_threadpool(_store, engine, events, texts, _audit_row(request))
+    # Its audit row is committed with the events (one commit a batch, not two).
+    setattr(request.state, AUDITED, True)
     result = ingested.result
     if ingested.succeeded and settings.reconcile_on_success:
         # After the answer: a job's last flush must not wait for BigQuery's counts. The
@@ -55,18 +60,36 @@ async def ingest(
         background.add_task(
             reconciler.automatic.after_success, ingested.succeeded, request.state.request_id
         )
-    request.state.audit_target = "runs " + ",".join(result.run_ids) if result.run_ids else None
-    request.state.audit_outcome = (
-        f"ok: stored {result.stored} of {result.received} events ({result.duplicates} duplicates)"
-    )
     if result.stored:
         feed.notify()
     return result
 
 
-def _store(engine: Engine, events: list[Event], texts: list[str] | None) -> Ingested:
+def _audit_row(request: Request) -> Callable[[IngestResultPublic], AuditLog]:
+    """The call's audit row, made from what the transaction stored (it may be retried).
+    Nothing goes into the request's state: a commit that fails after this leaves the
+    middleware to audit the failure, not this outcome."""
+
+    def row(result: IngestResultPublic) -> AuditLog:
+        return audit_entry(
+            request.scope,
+            status.HTTP_200_OK,
+            target="runs " + ",".join(result.run_ids) if result.run_ids else None,
+            outcome=f"ok: stored {result.stored} of {result.received} events "
+            f"({result.duplicates} duplicates)",
+        )
+
+    return row
+
+
+def _store(
+    engine: Engine,
+    events: list[Event],
+    texts: list[str] | None,
+    audit_row: Callable[[IngestResultPublic], AuditLog],
+) -> Ingested:
     """Values the schema allows but the database cannot store (a 500 before): 422 as
     well. Checked here, on the thread pool, with the rest of the work per event."""
     if errors := unstorable_values(events):
         raise RequestValidationError(errors)
-    return ingest_events(engine, events, texts)
+    return ingest_events(engine, events, texts, audit_row=audit_row)
