@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from http import HTTPStatus
 
+import anyio
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.engine = build_engine(settings.database_url)
     app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
     app.state.change_feed = ChangeFeed()
+    app.state.ingest_limiter = anyio.CapacityLimiter(settings.ingest_concurrency)
     bigquery = bigquery or BigQueryConfig.from_env()
     app.state.bigquery_probe = BigQueryProbe(bigquery)
     app.state.health = HealthChecks(

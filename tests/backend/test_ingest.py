@@ -366,3 +366,68 @@ def test_concurrent_posts_of_one_run_lose_nothing(engine: Engine) -> None:
     with Session(engine) as session:
         assert session.exec(select(func.sum(WriteRollup.requests))).one() == 400
         assert session.exec(select(func.sum(Stream.rows))).one() == 400
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
+    settings: Any, engine: Engine, monkeypatch: pytest.MonkeyPatch, concurrency: int
+) -> None:
+    """ONCEOVER_INGEST_CONCURRENCY: at 1 a second batch waits its turn (for the limiter,
+    taking no CPU) while the first is stored; at 2 both are stored at once. Nothing is
+    lost either way."""
+    from onceover_backend.api.routes import events as route
+    from onceover_backend.main import create_app
+
+    from onceover.bigquery import BigQueryConfig
+    from tests.waiting import wait_until
+
+    app = create_app(
+        settings.model_copy(update={"ingest_concurrency": concurrency}),
+        bigquery=BigQueryConfig(),
+    )
+    limiter = app.state.ingest_limiter
+    lock = threading.Lock()
+    inside = [0, 0]  # now, most
+    seen_waiting: list[int] = []  # batches waiting for the limiter, at each look
+
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            inside[0] += 1
+            inside[1] = max(inside[1], inside[0])
+        try:
+            # Hold this batch's turn until the other batch is either inside too or
+            # waiting for the limiter: only then does the cap show.
+            wait_until(
+                "the other batch stored beside this one or waiting its turn",
+                lambda: (
+                    inside[1] == 2
+                    or seen_waiting.append(limiter.statistics().tasks_waiting)
+                    or max(seen_waiting) >= 1
+                    or None
+                ),
+                timeout_s=20,
+            )
+            return ingest_events(*args, **kwargs)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(route, "ingest_events", tracked)
+    answers: list[int] = []
+    with TestClient(app) as client:
+
+        def post(run_id: str) -> None:
+            response = client.post(
+                "/api/events", json=f.as_json(f.full_run(run_id)), headers=bearer(INGEST)
+            )
+            answers.append(response.status_code)
+
+        threads = [threading.Thread(target=post, args=(f"r{n}",)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert answers == [200, 200]
+    assert inside[1] == concurrency
+    with Session(engine) as session:
+        assert session.exec(select(func.count()).select_from(Run)).one() == 2

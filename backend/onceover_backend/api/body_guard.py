@@ -84,8 +84,13 @@ class BodyGuardMiddleware:
             scope.setdefault("state", {})["principal"] = principal
             body = await _read(headers, receive, settings.max_body_bytes)
             if _is_json(headers) and body:
-                limit = settings.max_events_per_request if path == EVENTS_PATH else None
-                parsed = await anyio.to_thread.run_sync(_parsed, body, limit)
+                if path == EVENTS_PATH:  # the ingest's share of the process (main.py)
+                    parsed = await anyio.to_thread.run_sync(
+                        _parsed, body, settings.max_events_per_request,
+                        limiter=scope["app"].state.ingest_limiter,
+                    )  # fmt: skip
+                else:
+                    parsed = await anyio.to_thread.run_sync(_parsed, body, None)
                 scope["state"].update(parsed)
         except BodyRefusedError as refused:
             await _answer(refused, scope, receive, send)

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     max_events_per_request: int = Field(
         default=5000, gt=0, description="Largest event batch POST /api/events accepts"
     )
+    ingest_concurrency: int = Field(
+        default=40,
+        gt=0,
+        description="Event batches one process parses and stores at once; the others "
+        "wait their turn without taking CPU from the dashboard's reads",
+    )
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024,
         gt=0,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, BackgroundTasks, Body, Request, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import Engine
-from starlette.concurrency import run_in_threadpool
 
 from onceover.events import Event
 from onceover_backend.api.deps import (
@@ -50,7 +50,10 @@ async def ingest(
     # At most settings.max_events_per_request: counted before validation (body_guard).
     batch: EventBody | None = getattr(request.state, EVENT_BODY, None)
     texts = batch.texts_of(events) if batch is not None else None
-    ingested = await run_in_threadpool(_store, engine, events, texts, _audit_row(request))
+    ingested = await anyio.to_thread.run_sync(
+        _store, engine, events, texts, _audit_row(request),
+        limiter=request.app.state.ingest_limiter,
+    )  # fmt: skip
     # Its audit row is committed with the events (one commit a batch, not two).
     setattr(request.state, AUDITED, True)
     result = ingested.result
