@@ -66,6 +66,7 @@ def test_an_ingest_whose_transaction_fails_is_audited_once_as_failed(
     """A stored batch's audit row is written in the batch's own transaction; one that
     rolls back, before its row was made or at its row, takes the row with it, and the
     middleware writes the failure instead."""
+    from onceover_backend.api.middleware import audit_entry
     from onceover_backend.api.routes import events as route
     from onceover_backend.services import ingest
 
@@ -73,11 +74,10 @@ def test_an_ingest_whose_transaction_fails_is_audited_once_as_failed(
         raise RuntimeError("disk full")
 
     def unstorable_row(*args: Any, **kwargs: Any) -> Any:
-        row = route_audit_entry(*args, **kwargs)
-        row.actor = None  # NOT NULL: the flush at the commit fails
+        row = audit_entry(*args, **kwargs)
+        row.actor = None  # type: ignore[assignment]  # NOT NULL: the commit's flush fails
         return row
 
-    route_audit_entry = route.audit_entry
     events = f.as_json(f.full_run("r1"))
     with TestClient(app, raise_server_exceptions=False) as client:
         stored = client.post(

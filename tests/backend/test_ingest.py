@@ -390,6 +390,10 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
     inside = [0, 0]  # now, most
     seen_waiting: list[int] = []  # batches waiting for the limiter, at each look
 
+    def other_waited() -> bool:
+        seen_waiting.append(limiter.statistics().tasks_waiting)
+        return max(seen_waiting) >= 1
+
     def tracked(*args: Any, **kwargs: Any) -> Any:
         with lock:
             inside[0] += 1
@@ -399,12 +403,7 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
             # waiting for the limiter: only then does the cap show.
             wait_until(
                 "the other batch stored beside this one or waiting its turn",
-                lambda: (
-                    inside[1] == 2
-                    or seen_waiting.append(limiter.statistics().tasks_waiting)
-                    or max(seen_waiting) >= 1
-                    or None
-                ),
+                lambda: inside[1] == 2 or other_waited() or None,
                 timeout_s=20,
             )
             return ingest_events(*args, **kwargs)
