@@ -84,13 +84,12 @@ class BodyGuardMiddleware:
             scope.setdefault("state", {})["principal"] = principal
             body = await _read(headers, receive, settings.max_body_bytes)
             if _is_json(headers) and body:
-                if path == EVENTS_PATH:  # the ingest's share of the process (main.py)
-                    parsed = await anyio.to_thread.run_sync(
-                        _parsed, body, settings.max_events_per_request,
-                        limiter=scope["app"].state.ingest_limiter,
-                    )  # fmt: skip
-                else:
-                    parsed = await anyio.to_thread.run_sync(_parsed, body, None)
+                events = path == EVENTS_PATH
+                parsed = await anyio.to_thread.run_sync(
+                    _parsed, body, settings.max_events_per_request if events else None,
+                    # events: the ingest's share of the process (main.py)
+                    limiter=scope["app"].state.ingest_limiter if events else None,
+                )  # fmt: skip
                 scope["state"].update(parsed)
         except BodyRefusedError as refused:
             await _answer(refused, scope, receive, send)

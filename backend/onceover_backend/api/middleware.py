@@ -119,9 +119,9 @@ class RequestContextMiddleware:
             request_id_var.reset(token)
 
     async def _audit(self, scope: Scope, request_id: str, status: int, body: bytes) -> None:
-        if scope.get("state", {}).get(AUDITED):
-            return
         state: dict[str, Any] = scope.get("state", {})
+        if state.get(AUDITED):
+            return
         entry = audit_entry(
             scope,
             status,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 from sqlalchemy import bindparam, func
@@ -818,24 +819,19 @@ class Projector:
         connection.execute(_rollup_upsert(connection.dialect.name), rows)
 
 
-_ROLLUP_UPSERTS: dict[str, Any] = {}
-
-
+@cache
 def _rollup_upsert(dialect: str) -> Any:
     """The rollups' upsert, built once a dialect: building it (its ``excluded`` columns)
     and its cache key each batch was a fifth of a small batch's ingest (docs/profiling.md)."""
-    if (statement := _ROLLUP_UPSERTS.get(dialect)) is None:
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        table = WriteRollup.__table__  # type: ignore[attr-defined]
-        base = insert(table)
-        excluded = base.excluded
-        statement = base.on_conflict_do_update(
-            index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
-            set_={
-                "requests": table.c.requests + excluded.requests,
-                "rows": table.c.rows + excluded.rows,
-                "bytes": table.c.bytes + excluded.bytes,
-            },
-        )
-        _ROLLUP_UPSERTS[dialect] = statement
-    return statement
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    table = WriteRollup.__table__  # type: ignore[attr-defined]
+    base = insert(table)
+    excluded = base.excluded
+    return base.on_conflict_do_update(
+        index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
+        set_={
+            "requests": table.c.requests + excluded.requests,
+            "rows": table.c.rows + excluded.rows,
+            "bytes": table.c.bytes + excluded.bytes,
+        },
+    )

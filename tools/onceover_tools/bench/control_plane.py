@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -662,29 +662,42 @@ NOT_REACHED = "not reached"
 """A read under ingest with no figure: the readers did not reach it before ingest ended."""
 
 
+class _Row(NamedTuple):
+    """A line of the table: a figure per result, ``missing`` where one has none."""
+
+    name: str
+    values: list[float | None]
+    fmt: str
+    missing: str = "FAILED"
+
+
 def report(results: list[Figures], labels: list[str]) -> None:
     """A column per result; ``labels`` the read endpoints, in order."""
     fill_rows = any(r.fill_rate for r in results)
-    rows: list[tuple[str, list[float | None], str] | tuple[str, list[float | None], str, str]] = [
-        ("events stored", [float(r.stored) if r.stored else None for r in results], ",.0f"),
-        ("database size, MB", [r.size_mb for r in results], ",.0f"),
+    rows: list[_Row] = [
+        _Row("events stored", [float(r.stored) if r.stored else None for r in results], ",.0f"),
+        _Row("database size, MB", [r.size_mb for r in results], ",.0f"),
     ]
     if fill_rows:
         rows += [
-            ("in-process fill, events/s", [r.fill_rate for r in results], ",.0f"),
-            ("  over the first tenth filled", [_tenth(r.fill_tenths, 0) for r in results], ",.0f"),
-            ("  over the last tenth filled", [_tenth(r.fill_tenths, 9) for r in results], ",.0f"),
+            _Row("in-process fill, events/s", [r.fill_rate for r in results], ",.0f"),
+            _Row(
+                "  over the first tenth filled", [_tenth(r.fill_tenths, 0) for r in results], ",.0f"
+            ),
+            _Row(
+                "  over the last tenth filled", [_tenth(r.fill_tenths, 9) for r in results], ",.0f"
+            ),
         ]
     rows += [
-        ("ingest over HTTP, events/s", [r.ingest_rate for r in results], ",.0f"),
-        ("  over the first tenth posted", [_tenth(r.tenths, 0) for r in results], ",.0f"),
-        ("  over the last tenth posted", [_tenth(r.tenths, 9) for r in results], ",.0f"),
-        ("server CPU per event posted, us", [r.server_us_per_event for r in results], ",.1f"),
-        ("POST p50, ms", [_ms(r.post_ms, 0.5) for r in results], ",.0f"),
-        ("POST p95, ms", [_ms(r.post_ms, 0.95) for r in results], ",.0f"),
-        ("slowest read p95 under ingest, ms",
+        _Row("ingest over HTTP, events/s", [r.ingest_rate for r in results], ",.0f"),
+        _Row("  over the first tenth posted", [_tenth(r.tenths, 0) for r in results], ",.0f"),
+        _Row("  over the last tenth posted", [_tenth(r.tenths, 9) for r in results], ",.0f"),
+        _Row("server CPU per event posted, us", [r.server_us_per_event for r in results], ",.1f"),
+        _Row("POST p50, ms", [_ms(r.post_ms, 0.5) for r in results], ",.0f"),
+        _Row("POST p95, ms", [_ms(r.post_ms, 0.95) for r in results], ",.0f"),
+        _Row("slowest read p95 under ingest, ms",
          [slowest_read_p95(r.reads_under_ingest_ms) for r in results], ",.1f"),
-        ("slowest read p95 idle, ms", [slowest_read_p95(r.reads_ms) for r in results], ",.1f"),
+        _Row("slowest read p95 idle, ms", [slowest_read_p95(r.reads_ms) for r in results], ",.1f"),
     ]  # fmt: skip
     for label in labels:
         for share, name in ((0.5, "p50"), (0.95, "p95")):
@@ -692,9 +705,9 @@ def report(results: list[Figures], labels: list[str]) -> None:
             if any(value is not None for value in under):
                 # A read the readers did not reach before a short ingest ended has no
                 # figure; that is not a failure (a failed read raises in Readers.stop).
-                rows.append((f"{label} {name} under ingest, ms", under, ",.1f", NOT_REACHED))
+                rows.append(_Row(f"{label} {name} under ingest, ms", under, ",.1f", NOT_REACHED))
             idle = [_ms(r.reads_ms.get(label, []), share) for r in results]
-            rows.append((f"{label} {name}, ms", idle, ",.1f"))
+            rows.append(_Row(f"{label} {name}, ms", idle, ",.1f"))
     sizes = sorted({r.events for r in results})
     names = [r.database if len(sizes) == 1 else f"{r.database}, {r.events:,}" for r in results]
     both = len(results) == 2 and len(sizes) == 1
@@ -704,8 +717,8 @@ def report(results: list[Figures], labels: list[str]) -> None:
         heading += f" {names[1]} / {names[0]} |"
         rule += "---:|"
     print(f"\n{heading}\n{rule}")
-    for name, values, fmt, *missing in rows:
-        cells = [(missing or ["FAILED"])[0] if v is None else format(v, fmt) for v in values]
+    for name, values, fmt, missing in rows:
+        cells = [missing if v is None else format(v, fmt) for v in values]
         line = f"| {name} | " + " | ".join(cells) + " |"
         if both:
             a, b = values

@@ -67,7 +67,7 @@ class Contender:
     per_row: bool = False
     """A per-row baseline: minutes of small requests against the local BigQuery, after
     which every write for minutes was slower (``docs/profiling.md``, "Monitoring
-    overhead"), so each attempt runs these last."""
+    overhead"), so :func:`schedule` runs these after every other write."""
 
 
 CONTENDERS = (
@@ -440,10 +440,12 @@ def run_writers(
                     f"{writers.size / 1e6:.1f} MB of Arrow")  # fmt: skip
                 if number == 0:
                     say(f"  warm-up, untimed: {warm_up(bench, spark, backends):.1f} s")
+                for _, contender in run.writes:
+                    runs[(contender.key, run.rows)].arrow_bytes = writers.size
                 for attempt, contender in run.writes:
-                    figure = runs[(contender.key, run.rows)]
-                    figure.arrow_bytes = writers.size
-                    figure.seconds.append(writers.run(contender.key, attempt, say))
+                    runs[(contender.key, run.rows)].seconds.append(
+                        writers.run(contender.key, attempt, say)
+                    )
                 bench.df.unpersist()
         finally:
             spark.stop()
