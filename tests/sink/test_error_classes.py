@@ -577,6 +577,26 @@ def test_unavailable_forever_ends_at_the_deadline_not_gapics(
     assert "attempts (retry.deadline_s=0.5)" in str(error)
 
 
+def test_a_last_attempt_cut_short_by_the_deadline_still_names_what_the_server_answered(
+    fake: FakeWrite, fake_client: BigQueryWriteClient
+) -> None:
+    # The deadline, not the server, ends the last attempt: its DEADLINE_EXCEEDED is the
+    # sink's own, and the error must still say the server kept answering UNAVAILABLE
+    # (a CI run once ended an UNAVAILABLE-forever call on such a tail attempt).
+    fake.play("FlushRows", Step("fail", Code.UNAVAILABLE, "down"), Step("hang"))
+    policy = RetryPolicy(deadline_s=0.5, initial_backoff_s=0.01, max_backoff_s=0.02)
+    request = types.FlushRowsRequest(write_stream=FAKE_STREAM, offset=10)
+    error, _ = timed(
+        lambda: call_with_retry(policy, gapic(fake_client.flush_rows, request=request))
+    )
+    assert isinstance(error, RetryDeadlineError)
+    text = str(error)
+    assert text.startswith(
+        f"FlushRows on stream {FAKE_STREAM} (table {FAKE_TABLE}): DEADLINE_EXCEEDED"
+    )
+    assert "(before that: UNAVAILABLE: down)" in text
+
+
 # -- StorageError parsing ---------------------------------------------------------------
 
 

@@ -117,6 +117,10 @@ def call_with_retry(
     started = time.monotonic()
     deadline = started + policy.deadline_s
     failures = 0
+    # The last cause the server itself answered with: when the final attempt is cut
+    # short by what was left of the deadline, its DEADLINE_EXCEEDED is ours, and the
+    # error would otherwise hide why the call kept failing (UNAVAILABLE, say).
+    answered: str | None = None
     while True:
         timeout = min(per_call_timeout_s, deadline - time.monotonic())
         try:
@@ -129,17 +133,21 @@ def call_with_retry(
             elapsed = time.monotonic() - started
             left = deadline - time.monotonic()
             delay = min(policy.backoff(failures), left)
+            cause = _cause(code, message, storage)
             if left - delay <= 0:  # no time left for another attempt
+                earlier = f" (before that: {answered})" if answered not in (None, cause) else ""
                 raise RetryDeadlineError(
-                    f"{what} on {target_text(on)}: {_cause(code, message, storage)}; kept "
+                    f"{what} on {target_text(on)}: {cause}{earlier}; kept "
                     f"failing for {elapsed:.1f} s, {failures} attempts "
                     f"(retry.deadline_s={policy.deadline_s:g})"
                 ) from exc
+            if code != grpc.StatusCode.DEADLINE_EXCEEDED.value[0]:
+                answered = cause
             logger.warning(
                 "%s on %s: %s; retry %d in %.2f s",
                 what,
                 target_text(on),
-                _cause(code, message, storage),
+                cause,
                 failures,
                 delay,
             )
