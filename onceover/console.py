@@ -44,6 +44,17 @@ def port_number(value: str) -> int:
     return port
 
 
+def minutes(value: str) -> float:
+    """An argparse type: a length of time in minutes, zero or more (``0.5``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of minutes (0 or more)")
+    return number
+
+
 def positive_number(value: str) -> int:
     """An argparse type: a whole number above zero."""
     number = int(value) if value.isdigit() else 0

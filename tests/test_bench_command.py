@@ -1,13 +1,19 @@
 """``onceover bench`` run as a user runs it, at the smallest sizes: every writer is
-timed and counted in BigQuery, the control plane is measured, and the report names
-every ratio. The figures themselves are not asserted (a benchmark, not a timed test)."""
+timed and counted in BigQuery, the stream economy's modes and soak are counted and their
+streams listed, the control plane is measured quiet and in trouble, and the report names
+every ratio. The figures themselves are not asserted (a benchmark, not a timed test).
+
+One run carries every phase's assertions: each phase run on its own again cost CI a
+Spark application and a control plane more (docs/testing.md)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from onceover_tools.bench.stream_economy import MODES, PARTITIONS
 from onceover_tools.bench.writers import CONTENDERS
 
 from tests.processes import run_onceover
@@ -15,6 +21,8 @@ from tests.processes import run_onceover
 pytestmark = pytest.mark.spark
 
 ROWS = 2_000
+MICRO_BATCHES = 3  # each mode's first batch in turn, then one round of two each
+EVENTS = 3_000
 TARGETS = (
     "pending / default",
     "Onceover / seeds' approach (proto per row)",
@@ -26,6 +34,15 @@ TARGETS = (
     "monitoring overhead, backend down (job wall time)",
     "ingest, sqlite",
     "read p95 (slowest endpoint), sqlite",
+    "ingest, BigQuery hanging and /api/health flooded / quiet",
+    "streams created per hour, `buffered` (8 partitions, 1 s trigger)",
+    "streams created per hour, `committed` (8 partitions, 1 s trigger)",
+    "sink time per micro-batch p50, `pending` / `default`",
+    "sink time per micro-batch p95, `pending` / `default`",
+    "sink time per micro-batch p50, `buffered` / `default`",
+    "sink time per micro-batch p95, `buffered` / `default`",
+    "sink time per micro-batch p50, `committed` / `default`",
+    "sink time per micro-batch p95, `committed` / `default`",
 )
 
 
@@ -34,7 +51,8 @@ def test_the_bench_prints_and_writes_every_ratio(
 ) -> None:
     out = tmp_path / "report"
     done = run_onceover(
-        "bench", "--rows", str(ROWS), "--repeat", "1", "--events", "3000", "--micro-batches", "3",
+        "bench", "--rows", str(ROWS), "--repeat", "1", "--events", str(EVENTS),
+        "--micro-batches", str(MICRO_BATCHES), "--soak-minutes", "0.05",
         "--databases", "sqlite", "--out", str(out),
         env=subprocess_env, timeout_s=900,
     )  # fmt: skip
@@ -56,8 +74,87 @@ def test_the_bench_prints_and_writes_every_ratio(
     writers = {(w["key"], w["rows"]) for w in document["writers"] if w["median_s"]}
     assert writers == {(c.key, rows) for c in CONTENDERS for rows in (ROWS, 4 * ROWS)}
     (database,) = document["control_plane"]
-    assert database["events_stored"] == 3_000
+    assert database["events_stored"] == EVENTS
     assert database["failed"] is None
     # Each kept write was counted in BigQuery first (the bench says so per write).
     verified = [line for line in done.stdout.splitlines() if "(verified in BigQuery)" in line]
     assert len(verified) == 2 * (len(CONTENDERS) - 1)
+
+    _every_phase_of_the_starvation_bench_posted_every_event(document["starvation"], done.stdout)
+    _every_mode_of_the_stream_economy_is_counted_and_its_streams_listed(document["stream_economy"])
+
+
+def _every_phase_of_the_starvation_bench_posted_every_event(
+    starvation: dict[str, Any], printed: str
+) -> None:
+    assert "a succeeded run's check is waiting on BigQuery" in printed
+    assert "/api/health flood:" in printed
+    assert "| ratio to quiet | 1.00 |" in printed
+    phases = starvation["phases"]
+    assert [p["failed"] for p in phases] == [None, None, None]
+    assert all(p["ingest_events_per_s"] for p in phases)
+    assert phases[2]["health_flood"]["errors"] == 0
+
+
+def _every_mode_of_the_stream_economy_is_counted_and_its_streams_listed(
+    economy: dict[str, Any],
+) -> None:
+    modes = {m["name"]: m for m in economy["modes"]}
+    rows = economy["rows_per_batch"]
+    assert list(modes) == list(MODES) == ["pending", "buffered", "committed", "default"]
+    assert economy["batches"] == MICRO_BATCHES
+    assert economy["rounds"] == 1
+    assert len(economy["round_loads"]) == 2  # as the first batches began, and the round
+    for mode in modes.values():
+        assert mode["failed"] is None
+        assert [b["batch_id"] for b in mode["batches"]] == list(range(MICRO_BATCHES))
+        assert [b["round"] for b in mode["batches"]] == [0, 1, 1]
+        assert mode["streams_per_hour"] is not None
+        assert all(b["rows"] == rows for b in mode["batches"])
+        assert mode["expected_rows"] == MICRO_BATCHES * rows
+        assert mode["distinct"] == MICRO_BATCHES * rows  # every key, in every mode
+        assert mode["add_batch_p50_ms"] > 0
+    for name in ("pending", "buffered", "committed"):  # exactly once: none missing or twice
+        assert modes[name]["counted"] == MICRO_BATCHES * rows
+        assert modes[name]["exact"] is True
+    assert modes["default"]["counted"] >= MICRO_BATCHES * rows  # at least once
+    # The floor: the same query into Spark's hand-off, interleaved with the modes.
+    floor = economy["floor"]
+    assert floor["failed"] is None
+    assert floor["sink"] == "onceover-handoff"
+    assert [b["round"] for b in floor["batches"]] == [0, 1, 1]
+    assert floor["counted"] == MICRO_BATCHES * rows  # every row handed over, nothing written
+    assert floor["streams"]["total"] == 0
+    for name in MODES:
+        overhead = economy["overhead_over_floor_ms"][name]
+        assert None not in (overhead["p50"], overhead["p95"], overhead["paired_p50"])
+    for name in ("pending", "buffered", "committed"):
+        ratios = economy["ratios_to_default"][name]
+        assert min(ratios["p50"], ratios["p95"], ratios["paired_p50"]) > 0
+
+    # The economy itself: pending takes a stream per partition and batch, buffered and
+    # committed their partitions' streams once, default none (`_default` is never created).
+    every = PARTITIONS * MICRO_BATCHES
+    assert modes["pending"]["streams"] == {
+        "total": every, "first_batch": PARTITIONS, "types": {"PENDING": every},
+    }  # fmt: skip
+    assert modes["pending"]["streams_per_hour"] > 0
+    for name, kind in (("buffered", "BUFFERED"), ("committed", "COMMITTED")):
+        assert modes[name]["streams"] == {
+            "total": PARTITIONS, "first_batch": PARTITIONS, "types": {kind: PARTITIONS},
+        }  # fmt: skip
+        assert modes[name]["streams_per_hour"] == 0
+    assert modes["default"]["streams"]["total"] == 0
+
+    soak = economy["soak"]
+    assert soak["query"]["failed"] is None
+    assert soak["query"]["mode"] is None  # the query gave no mode: writeStream's default
+    assert soak["query"]["exact"] is True
+    assert soak["query"]["streams"]["types"] == {"BUFFERED": PARTITIONS}
+    assert len(soak["samples"]) >= 2
+    for sample in soak["samples"]:
+        assert sample["jvm_rss_mb"] > 0
+        assert sample["driver_threads"] > 0
+        assert sample["workers"] >= 1
+        assert sample["streams"] == PARTITIONS
+    assert set(soak["slopes_per_hour"]) >= {"driver_rss_mb", "jvm_rss_mb", "grpc_connections"}

@@ -1,24 +1,15 @@
-"""The stream-economy bench: a streaming query's write streams in each mode, each mode's
-time per micro-batch (the modes interleaved in rounds), and a soak of ``writeStream``'s
-default. Its timings are not asserted (a benchmark, not a timed test); what is: every
-mode's query ran and its rows were counted in BigQuery, exactly for the exactly-once
-modes; the streams each mode created; the rounds each batch ran in; the soak's samples;
-and the report sets each figure against its target."""
+"""The stream-economy bench's report and schedule, on figures made up on purpose. Its run
+(every mode's query counted in BigQuery, the streams each created, the rounds, the soak's
+samples) is asserted in ``tests/test_bench_command.py``, on the run ``onceover bench``
+makes of it."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from onceover_tools.bench.control_plane import Figures
 from onceover_tools.bench.run import BenchPlan, render
 from onceover_tools.bench.stream_economy import (
-    JSON_NAME,
-    MARKDOWN_NAME,
-    MODES,
     PARTITIONS,
     BatchFigure,
     Economy,
@@ -41,87 +32,6 @@ TARGETS = (
     "sink time per micro-batch p50, `committed` / `default`",
     "sink time per micro-batch p95, `committed` / `default`",
 )
-
-
-@pytest.mark.spark
-def test_every_mode_is_counted_and_its_streams_listed(
-    subprocess_env: dict[str, str], tmp_path: Path
-) -> None:
-    out = tmp_path / "economy"
-    done = subprocess.run(
-        [sys.executable, "-m", "onceover_tools.bench.stream_economy", "--batches", str(BATCHES),
-         "--rows-per-batch", str(ROWS), "--warmup-batches", "0", "--soak-minutes", "0.05",
-         "--sample-seconds", "1", "--out", str(out)],
-        env=subprocess_env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "FAILED" not in done.stdout
-    markdown = (out / MARKDOWN_NAME).read_text()
-    assert markdown.strip() in done.stdout  # what is written is what was printed
-    for name in TARGETS:
-        row = next((line for line in markdown.splitlines() if line.startswith(f"| {name} |")), "")
-        assert row.endswith(("| met |", "| **missed** |")), f"{name!r} in:\n{markdown}"
-
-    figures = json.loads((out / JSON_NAME).read_text())["figures"]
-    modes = {m["name"]: m for m in figures["modes"]}
-    assert list(modes) == list(MODES) == ["pending", "buffered", "committed", "default"]
-    assert figures["rounds"] == 1
-    assert len(figures["round_loads"]) == 2  # as the first batches began, and the round
-    for mode in modes.values():
-        assert mode["failed"] is None
-        assert [b["batch_id"] for b in mode["batches"]] == list(range(BATCHES))
-        assert [b["round"] for b in mode["batches"]] == [0, 1]
-        assert mode["streams_per_hour"] is not None
-        assert all(b["rows"] == ROWS for b in mode["batches"])
-        assert mode["expected_rows"] == BATCHES * ROWS
-        assert mode["distinct"] == BATCHES * ROWS  # every key, in every mode
-        assert mode["add_batch_p50_ms"] > 0
-    for name in ("pending", "buffered", "committed"):  # exactly once: none missing or twice
-        assert modes[name]["counted"] == BATCHES * ROWS
-        assert modes[name]["exact"] is True
-    assert modes["default"]["counted"] >= BATCHES * ROWS  # at least once
-    # The floor: the same query into Spark's hand-off, interleaved with the modes.
-    floor = figures["floor"]
-    assert floor["failed"] is None
-    assert floor["sink"] == "onceover-handoff"
-    assert [b["round"] for b in floor["batches"]] == [0, 1]
-    assert floor["counted"] == BATCHES * ROWS  # every row handed over, nothing written
-    assert floor["streams"]["total"] == 0
-    for name in MODES:
-        overhead = figures["overhead_over_floor_ms"][name]
-        assert None not in (overhead["p50"], overhead["p95"], overhead["paired_p50"])
-    assert "| **overhead per micro-batch over the floor, p50, ms**" in markdown
-    for name in ("pending", "buffered", "committed"):
-        ratios = figures["ratios_to_default"][name]
-        assert min(ratios["p50"], ratios["p95"], ratios["paired_p50"]) > 0
-
-    # The economy itself: pending takes a stream per partition and batch, buffered and
-    # committed their partitions' streams once, default none (`_default` is never created).
-    every = PARTITIONS * BATCHES
-    assert modes["pending"]["streams"] == {
-        "total": every, "first_batch": PARTITIONS, "types": {"PENDING": every},
-    }  # fmt: skip
-    assert modes["pending"]["streams_per_hour"] > 0
-    for name, kind in (("buffered", "BUFFERED"), ("committed", "COMMITTED")):
-        assert modes[name]["streams"] == {
-            "total": PARTITIONS, "first_batch": PARTITIONS, "types": {kind: PARTITIONS},
-        }  # fmt: skip
-        assert modes[name]["streams_per_hour"] == 0
-    assert modes["default"]["streams"]["total"] == 0
-
-    soak = figures["soak"]
-    assert soak["query"]["failed"] is None
-    assert soak["query"]["mode"] is None  # the query gave no mode: writeStream's default
-    assert soak["query"]["exact"] is True
-    assert soak["query"]["streams"]["types"] == {"BUFFERED": PARTITIONS}
-    assert len(soak["samples"]) >= 2
-    for sample in soak["samples"]:
-        assert sample["jvm_rss_mb"] > 0
-        assert sample["driver_threads"] > 0
-        assert sample["workers"] >= 1
-        assert sample["streams"] == PARTITIONS
-    assert set(soak["slopes_per_hour"]) >= {"driver_rss_mb", "jvm_rss_mb", "grpc_connections"}
 
 
 # -- the report, on figures made up on purpose ------------------------------------------

@@ -108,11 +108,22 @@ def test_demo_without_java_is_one_line(subprocess_env: dict[str, str], tmp_path:
     _one_clear_line(result, "Java 17 or newer", "JAVA_HOME")
 
 
-def test_bad_arguments_name_the_option(subprocess_env: dict[str, str]) -> None:
-    result = run_onceover("serve", "--port", "99999", env=subprocess_env)
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("serve", "--port", "99999"), "--port: '99999' is not a port (0-65535)"),
+        (("bench", "--soak-minutes", "-1"), "--soak-minutes: '-1' is not a number of minutes"),
+        (("bench", "--soak-minutes", "nan"), "--soak-minutes: 'nan' is not a number of minutes"),
+    ],
+    ids=["port", "negative-minutes", "nan-minutes"],
+)
+def test_bad_arguments_name_the_option(
+    subprocess_env: dict[str, str], argv: tuple[str, ...], said: str
+) -> None:
+    result = run_onceover(*argv, env=subprocess_env)
 
     assert result.returncode == 2
-    assert "--port: '99999' is not a port (0-65535)" in result.stderr
+    assert said in result.stderr
 
 
 def test_a_stopped_child_stops_up(subprocess_env: dict[str, str]) -> None:

@@ -30,7 +30,7 @@ from onceover_backend.commands import (
 
 from onceover import __version__
 from onceover.bigquery import LOCAL_PROJECT
-from onceover.console import configure_logging, port_number, positive_number, run
+from onceover.console import configure_logging, minutes, port_number, positive_number, run
 from onceover.errors import ConfigurationError
 from onceover.preflight import check_java, check_port_free
 from onceover_tools.localbq import (
@@ -317,6 +317,10 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--micro-batches", type=positive_number, default=None,
                        help="micro-batches per mode of the stream economy (default 60; 20 "
                             "with --quick or a smaller --rows)")  # fmt: skip
+    bench.add_argument("--soak-minutes", type=minutes, default=None,
+                       help="how long the stream economy's soak of writeStream's default "
+                            "runs, 0 skips it (default 5; 0 with --quick or a smaller "
+                            "--rows)")  # fmt: skip
     bench.add_argument("--databases", type=_databases, default=list(DATABASES),
                        help="control-plane databases (default sqlite,postgresql)")  # fmt: skip
     bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,

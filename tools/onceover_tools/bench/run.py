@@ -67,6 +67,8 @@ class BenchPlan:
     quick: bool
     micro_batches: int | None = None
     """Micro-batches per mode of the stream economy; None: by the bench's size."""
+    soak_minutes: float | None = None
+    """How long the stream economy's soak runs (0: none); None: by the bench's size."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchPlan:
@@ -80,6 +82,7 @@ class BenchPlan:
             postgres_admin=args.postgres_admin,
             quick=quick,
             micro_batches=getattr(args, "micro_batches", None),
+            soak_minutes=getattr(args, "soak_minutes", None),
         )
 
     @property
@@ -100,6 +103,8 @@ class BenchPlan:
 
     @property
     def economy_soak_minutes(self) -> float:
+        if self.soak_minutes is not None:
+            return self.soak_minutes
         return FULL_ECONOMY_SOAK_MINUTES if self.full_size else 0.0
 
     @property
