@@ -400,8 +400,13 @@ class TablePublic(BaseModel):
     runs_by_status: dict[str, int]
     rows_committed: int = Field(description="rows of committed batches over every run")
     batches_committed: int
-    already_exists: int
-    out_of_range: int
+    already_exists: int = Field(
+        description="append requests answered ALREADY_EXISTS over every run, as each run counts "
+        "them (kept with the run, past the rollups' retention)"
+    )
+    out_of_range: int = Field(
+        description="append requests answered OUT_OF_RANGE over every run, as each run counts them"
+    )
     rows_dead_lettered: int = Field(
         description="rows committed batches set aside in dead-letter tables, over every run"
     )

@@ -3,7 +3,8 @@
 ``Event`` keeps every event as received (unique by its deterministic id); ``Run``,
 ``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
 up to date in the same transaction that stores them (:mod:`onceover_backend.services.projection`);
-``WriteRollup`` counts append requests per minute for the rate charts;
+``WriteRollup`` counts append requests per minute for the rate charts, ``HourRollup``
+per hour for the overview;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
 job process the control plane started to resume a run. ``AlertRule``, ``Alert`` and
 ``AlertTransition`` are the alerting rules, the state of each thing a rule watches and
@@ -86,6 +87,11 @@ class Run(SQLModel, table=True):
     rejected_requests: int = Field(
         default=0, description="rows_rejected events: requests BigQuery refused for bad rows"
     )
+    # Kept on the run, as the rollups add up, rather than summed from them when read:
+    # the lists then read no rollup (summing a table's over its history grew with it),
+    # and a run's counts outlive its rollups' retention, as its other totals do.
+    already_exists_requests: int = _count("append requests answered ALREADY_EXISTS")
+    out_of_range_requests: int = _count("append requests answered OUT_OF_RANGE")
     rejections: list[dict[str, Any]] = Field(
         default_factory=list,
         sa_type=JSON,
@@ -282,6 +288,24 @@ class WriteRollup(SQLModel, table=True):
     requests: int = _count()
     rows: int = _count()
     bytes: int = _count()
+
+
+class HourRollup(SQLModel, table=True):
+    """Append requests of one UTC hour by (run, table, response code): the overview's 24
+    hours, read from about a sixtieth of the rows the per-minute rollups hold. Keyed by
+    run as those are, so concurrent ingests of one table's runs never wait on one row."""
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "hour", "table_id", "code"),
+        Index("ix_hourrollup_hour", "hour"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    run_id: str = Field(max_length=_NAME)
+    hour: datetime = Field(sa_type=UTCDateTime)
+    table_id: str = Field(max_length=_TABLE)
+    code: str = Field(max_length=40)
+    requests: int = _count()
 
 
 class Reconciliation(SQLModel, table=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import onceover_backend.tables  # noqa: F401  (the models, registered on SQLModel.metadata)
@@ -11,8 +12,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from onceover_backend.core.db import build_engine
 from onceover_backend.core.migrate import alembic_config, upgrade_to_head
+from onceover_backend.tables import HourRollup, Run, WriteRollup
 from sqlalchemy import inspect, text
-from sqlmodel import SQLModel
+from sqlalchemy import select as select_rows
+from sqlmodel import Session, SQLModel, col, select
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -123,3 +126,65 @@ def test_runs_and_batches_stored_before_0007_set_nothing_aside(empty_database: s
     assert run[3] in ("[]", [])  # JSON: text on SQLite, decoded on PostgreSQL
     assert tuple(batch[:2]) == (0, None)
     assert batch[2] in ("[]", [])
+
+
+def test_rollups_stored_before_0011_become_runs_retry_counts_and_hours(
+    empty_database: str,
+) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0010")
+    engine = build_engine(empty_database)
+    # The per-minute rollups have the same columns at 0010 as now.
+    minute = WriteRollup.__table__  # type: ignore[attr-defined]
+
+    def at(hour: int, minutes: int) -> datetime:
+        return datetime(2026, 11, 1, hour, minutes, tzinfo=UTC)
+
+    try:
+        with engine.begin() as connection:
+            for run in ("r1", "r2"):
+                connection.execute(
+                    text("INSERT INTO run (run_id, table_id, status, started_at, rows_expected, "
+                         "rows_committed, batches_committed, updated_at) VALUES (:run, 't', "
+                         "'succeeded', '2026-11-01 12:00:00+00:00', 0, 0, 0, "
+                         "'2026-11-01 12:00:00+00:00')"),
+                    {"run": run},
+                )  # fmt: skip
+            connection.execute(minute.insert(), [
+                {"run_id": run, "minute": when, "table_id": table, "stream_type": kind,
+                 "code": code, "requests": requests, "rows": 0, "bytes": 0}
+                for run, when, table, kind, code, requests in (
+                    ("r1", at(12, 5), "t", "PENDING", "ALREADY_EXISTS", 2),
+                    ("r1", at(12, 59), "t", "PENDING", "ALREADY_EXISTS", 3),
+                    ("r1", at(13, 1), "t", "PENDING", "ALREADY_EXISTS", 1),
+                    ("r1", at(12, 10), "t", "PENDING", "OUT_OF_RANGE", 4),
+                    ("r1", at(12, 10), "t", "PENDING", "OK", 100),
+                    ("r1", at(12, 10), "t", "BUFFERED", "OK", 50),
+                    ("r1", at(12, 30), "t2", "PENDING", "OK", 9),
+                    ("r2", at(12, 30), "t", "PENDING", "OK", 7),
+                )
+            ])  # fmt: skip
+
+        command.upgrade(config, "head")
+
+        with Session(engine) as session:
+            runs = session.exec(
+                select(Run.run_id, Run.already_exists_requests, Run.out_of_range_requests)
+                .order_by(col(Run.run_id))
+            ).all()  # fmt: skip
+            hours = session.execute(
+                select_rows(col(HourRollup.run_id), col(HourRollup.hour),
+                            col(HourRollup.table_id), col(HourRollup.code),
+                            col(HourRollup.requests))
+            ).all()  # fmt: skip
+    finally:
+        engine.dispose()
+    assert [tuple(run) for run in runs] == [("r1", 6, 4), ("r2", 0, 0)]
+    assert sorted(tuple(hour) for hour in hours) == [
+        ("r1", at(12, 0), "t", "ALREADY_EXISTS", 5),
+        ("r1", at(12, 0), "t", "OK", 150),
+        ("r1", at(12, 0), "t", "OUT_OF_RANGE", 4),
+        ("r1", at(12, 0), "t2", "OK", 9),
+        ("r1", at(13, 0), "t", "ALREADY_EXISTS", 1),
+        ("r2", at(12, 0), "t", "OK", 7),
+    ]

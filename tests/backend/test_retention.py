@@ -26,6 +26,7 @@ from onceover_backend.tables import (
     AuditLog,
     DeliveryAttempt,
     Event,
+    HourRollup,
     WebhookDelivery,
     WebhookEndpoint,
     WriteRollup,
@@ -41,7 +42,7 @@ from tests.processes import run_onceover
 NOW = f.T0 + timedelta(days=45)
 DAY = timedelta(days=1)
 KEEP_30 = Retention(events_days=30, rollups_days=30, audit_days=30, deliveries_days=30)
-NOTHING = {"events": 0, "rollups": 0, "audit": 0, "deliveries": 0}
+NOTHING = {"events": 0, "rollups": 0, "hour_rollups": 0, "audit": 0, "deliveries": 0}
 
 
 def _ago(days: float) -> datetime:
@@ -62,6 +63,8 @@ def _store(engine: Engine, ages_days: list[float]) -> None:
                               time=when, received_at=when, body={}))  # fmt: skip
             session.add(WriteRollup(run_id="r", minute=when, table_id=f.TABLE,
                                     stream_type="pending", code="OK", requests=1))  # fmt: skip
+            session.add(HourRollup(run_id="r", hour=when, table_id=f.TABLE, code="OK",
+                                   requests=1))  # fmt: skip
             session.add(AuditLog(time=when, actor="token:x", action="ingestEvents", method="POST",
                                  path="/api/events", request_id="-", status_code=200,
                                  outcome="ok"))  # fmt: skip
@@ -92,11 +95,13 @@ def _stored(engine: Engine) -> dict[str, Sequence[datetime | None]]:
     with Session(engine) as session:
         events = session.exec(select(Event.received_at).order_by(col(Event.seq))).all()
         rollups = session.exec(select(WriteRollup.minute).order_by(col(WriteRollup.id))).all()
+        hours = session.exec(select(HourRollup.hour).order_by(col(HourRollup.id))).all()
         audit = session.exec(select(AuditLog.time).order_by(col(AuditLog.id))).all()
         deliveries = session.exec(
             select(WebhookDelivery.finished_at).order_by(col(WebhookDelivery.id))
         ).all()
-    return {"events": events, "rollups": rollups, "audit": audit, "deliveries": deliveries}
+    return {"events": events, "rollups": rollups, "hour_rollups": hours, "audit": audit,
+            "deliveries": deliveries}  # fmt: skip
 
 
 def _count(engine: Engine, table: Any) -> int:
@@ -111,7 +116,7 @@ def test_what_is_past_retention_goes_in_chunks_and_the_rest_stays(engine: Engine
 
     swept = sweep(engine, KEEP_30, now=NOW, chunk=3, pause_s=0)
 
-    assert swept.removed == {"events": 7, "rollups": 7, "audit": 7, "deliveries": 7}
+    assert swept.removed == _each_kind(7)
     assert swept.cutoffs == dict.fromkeys(NOTHING, _ago(30))
     assert _stored(engine) == _each_kind([_ago(30), _ago(1)])
     assert _count(engine, DeliveryAttempt) == 2  # a deleted delivery's tries went with it
@@ -132,7 +137,7 @@ def test_a_sweep_stopped_between_chunks_leaves_the_rest_for_the_next(engine: Eng
     assert len(_stored(engine)["events"]) == 5
 
     second = sweep(engine, KEEP_30, now=NOW, chunk=3, pause_s=0)
-    assert second.removed == {"events": 4, "rollups": 7, "audit": 7, "deliveries": 7}
+    assert second.removed == {**_each_kind(7), "events": 4}
     assert _stored(engine) == _each_kind([_ago(1)])
 
 
@@ -244,6 +249,39 @@ def test_the_rollups_of_the_dashboards_longest_range_stay(
     assert chart(everything)["requests"] == 2
     with Session(engine) as session:
         assert session.exec(select(func.min(WriteRollup.minute))).one() >= _ago(30)
+
+
+def test_a_runs_retry_counts_outlive_its_rollups(engine: Engine, client: TestClient) -> None:
+    """The lists' ALREADY_EXISTS and OUT_OF_RANGE counts are the runs' own, as their other
+    totals are: the sweep that removes a run's rollups leaves the lists as they were."""
+
+    def at_age(days: float) -> float:  # factory times are seconds after T0
+        return (_ago(days) - f.T0).total_seconds()
+
+    ingest_events(engine, [
+        f.acked("r", "r/s1", at_age(31), 0, 10),
+        f.already_exists("r", "r/s1", at_age(31), 0, 10),
+        f.already_exists("r", "r/s1", at_age(31), 5, 5),
+        f.out_of_range("r", "r/s1", at_age(31), 20),
+    ])  # fmt: skip
+
+    def listed() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        run = client.get("/api/runs", headers=bearer(VIEWER)).json()["data"][0]
+        table = client.get("/api/tables", headers=bearer(VIEWER)).json()["data"][0]
+        detail = client.get("/api/runs/r", headers=bearer(VIEWER)).json()
+        return run, table, detail
+
+    before = listed()
+    for shown in before:
+        assert (shown["already_exists"], shown["out_of_range"]) == (2, 1), shown
+    only_rollups = Retention(events_days=0, rollups_days=30, audit_days=0, deliveries_days=0)
+
+    removed = sweep(engine, only_rollups, now=NOW, pause_s=0).removed
+
+    assert (removed["rollups"], removed["hour_rollups"]) == (3, 3)  # OK, ALREADY_EXISTS, OOR
+    run, table, detail = listed()
+    assert (run, table) == before[:2]
+    assert (detail["already_exists"], detail["out_of_range"]) == (2, 1)
 
 
 def test_a_round_that_removed_something_is_in_the_audit_log(

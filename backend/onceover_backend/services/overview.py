@@ -33,7 +33,14 @@ from onceover_backend.models import (
     OverviewVerdictPublic,
 )
 from onceover_backend.services.webhook_payloads import page_path
-from onceover_backend.tables import Alert, AlertRule, Batch, Reconciliation, Run, WriteRollup
+from onceover_backend.tables import (
+    Alert,
+    AlertRule,
+    Batch,
+    HourRollup,
+    Reconciliation,
+    Run,
+)
 
 HOURS = 24
 MAX_RUNS = 20
@@ -239,27 +246,18 @@ def _when(condition: ColumnElement[bool], value: Any) -> Any:
 
 def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:
     """Append requests per table, UTC hour and response code since ``since``, summed
-    in SQL from the per-minute rollups (1 query)."""
-    hour = _utc_hour(session, col(WriteRollup.minute)).label("hour")
+    in SQL from the hourly rollups (1 query). The per-minute ones held sixty times the
+    rows to read: 57 ms of the overview's 74 at 10,000,000 events stored."""
     rows = session.execute(
-        select_rows(col(WriteRollup.table_id), hour, col(WriteRollup.code),
-                    func.sum(WriteRollup.requests))
-        .where(col(WriteRollup.minute) >= since)
-        .group_by(col(WriteRollup.table_id), hour, col(WriteRollup.code))
+        select_rows(col(HourRollup.table_id), col(HourRollup.hour), col(HourRollup.code),
+                    func.sum(HourRollup.requests))
+        .where(col(HourRollup.hour) >= since)
+        .group_by(col(HourRollup.table_id), col(HourRollup.hour), col(HourRollup.code))
     )  # fmt: skip
     by_table: dict[str, _Hours] = defaultdict(_Hours)
-    for table, text, code, requests in rows:
-        start = datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
-        by_table[str(table)].by_hour[start].add(str(code), int(requests or 0))
+    for table, hour, code, requests in rows:  # hour: aware, in UTC (UTCDateTime)
+        by_table[str(table)].by_hour[hour].add(str(code), int(requests or 0))
     return by_table
-
-
-def _utc_hour(session: Session, minute: Any) -> Any:
-    """The UTC hour a timestamp falls in, as ISO text (``2026-11-01T12:00:00``)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return func.to_char(func.timezone("UTC", minute), 'YYYY-MM-DD"T"HH24:00:00')
-    # SQLite keeps UTC timestamps as text (onceover_backend.core.types.UTCDateTime).
-    return func.strftime("%Y-%m-%dT%H:00:00", minute)
 
 
 def _newest_verdicts(session: Session) -> dict[str, OverviewVerdictPublic]:

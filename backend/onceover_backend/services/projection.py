@@ -14,6 +14,7 @@ Everything happens in the ingest transaction (:mod:`onceover_backend.services.in
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from sqlmodel import Session, col, select
 from onceover import events as ev
 from onceover_backend.services import launch_specs, stream_rows
 from onceover_backend.services.stream_rows import StreamRow
-from onceover_backend.tables import Attempt, Batch, Run, WriteRollup
+from onceover_backend.tables import Attempt, Batch, HourRollup, Run, WriteRollup
 
 BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
 STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
@@ -386,6 +387,7 @@ class Projector:
             run.rejected_requests += requests
             if samples := self._rejected.get(run_id):
                 run.rejections = merge_rejections(run.rejections or [], samples)
+        self._count_retry_codes()
         self.session.flush()
         for run in self.runs.values():
             self._recompute(run)
@@ -799,6 +801,14 @@ class Projector:
 
     # -- rollups --------------------------------------------------------------------
 
+    def _count_retry_codes(self) -> None:
+        """Add this batch's ALREADY_EXISTS and OUT_OF_RANGE requests to their runs' counts."""
+        for (run_id, _, _, _, code), counts in self._rollups.items():
+            if code == "ALREADY_EXISTS":
+                self.runs[run_id].already_exists_requests += counts.requests
+            elif code == "OUT_OF_RANGE":
+                self.runs[run_id].out_of_range_requests += counts.requests
+
     def _upsert_rollups(self) -> None:
         if not self._rollups:
             return
@@ -815,8 +825,30 @@ class Projector:
         # is compiled anew for each row count (5 ms a batch, docs/profiling.md). On the
         # session's connection: the ORM has nothing to add to a Core upsert, and nothing
         # to flush first (finish() has).
+        hours: dict[tuple[str, datetime, str, str], int] = defaultdict(int)
+        for (run_id, minute, table_id, _, code), counts in self._rollups.items():
+            hours[(run_id, minute.replace(minute=0), table_id, code)] += counts.requests
+        hour_rows = [
+            {"run_id": run_id, "hour": hour, "table_id": table_id, "code": code,
+             "requests": requests}
+            for (run_id, hour, table_id, code), requests in sorted(hours.items())
+        ]  # fmt: skip
         connection = self.session.connection()
-        connection.execute(_rollup_upsert(connection.dialect.name), rows)
+        dialect = connection.dialect.name
+        connection.execute(_rollup_upsert(dialect), rows)
+        connection.execute(_hour_rollup_upsert(dialect), hour_rows)
+
+
+@cache
+def _hour_rollup_upsert(dialect: str) -> Any:
+    """The hourly rollups' upsert, built once a dialect (as :func:`_rollup_upsert`)."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    table = HourRollup.__table__  # type: ignore[attr-defined]
+    base = insert(table)
+    return base.on_conflict_do_update(
+        index_elements=["run_id", "hour", "table_id", "code"],
+        set_={"requests": table.c.requests + base.excluded.requests},
+    )
 
 
 @cache

@@ -7,7 +7,8 @@ What goes (a setting of 0 keeps its rows forever):
   them; they let ingest recognise an event sent twice, so one sent again after its
   retention is stored (and counted) again.
 * ``writerollup``: minutes before the cutoff (settings refuse less than the dashboard's
-  longest range).
+  longest range); ``hourrollup``: hours that ended before it. A run keeps its own
+  ALREADY_EXISTS and OUT_OF_RANGE counts, which the lists show.
 * ``auditlog``: rows written before the cutoff.
 * ``webhookdelivery``: deliveries that succeeded or failed before the cutoff, with their
   tries (``deliveryattempt``). Pending and sending ones stay whatever their age.
@@ -43,7 +44,14 @@ from onceover_backend.core.config import Settings
 from onceover_backend.core.db import write_transaction
 from onceover_backend.services import audit
 from onceover_backend.services.periodic import every
-from onceover_backend.tables import AuditLog, DeliveryAttempt, Event, WebhookDelivery, WriteRollup
+from onceover_backend.tables import (
+    AuditLog,
+    DeliveryAttempt,
+    Event,
+    HourRollup,
+    WebhookDelivery,
+    WriteRollup,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +129,13 @@ def _rollups(session: Session, cutoff: datetime, chunk: int) -> tuple[int, bool]
     return removed, removed == chunk
 
 
+def _hour_rollups(session: Session, cutoff: datetime, chunk: int) -> tuple[int, bool]:
+    key = col(HourRollup.id)
+    ended = col(HourRollup.hour) <= cutoff - timedelta(hours=1)  # the whole hour before it
+    removed = _delete(session, delete(HourRollup).where(key.in_(_oldest(key, ended, chunk))))
+    return removed, removed == chunk
+
+
 def _audit(session: Session, cutoff: datetime, chunk: int) -> tuple[int, bool]:
     key = col(AuditLog.id)
     chosen = _oldest(key, col(AuditLog.time) < cutoff, chunk)
@@ -143,6 +158,7 @@ def _deliveries(session: Session, cutoff: datetime, chunk: int) -> tuple[int, bo
 WHAT = {
     "events": "events received",
     "rollups": "rollup rows of minutes",
+    "hour_rollups": "rollup rows of hours ended",
     "audit": "audit rows written",
     "deliveries": "webhook deliveries finished",
 }
@@ -164,6 +180,7 @@ def sweep(
     steps: list[tuple[str, int, Callable[[Session, datetime, int], tuple[int, bool]]]] = [
         ("events", retention.events_days, _events),
         ("rollups", retention.rollups_days, _rollups),
+        ("hour_rollups", retention.rollups_days, _hour_rollups),
         ("audit", retention.audit_days, _audit),
         ("deliveries", retention.deliveries_days, _deliveries),
     ]

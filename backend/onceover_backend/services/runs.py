@@ -19,7 +19,7 @@ from onceover_backend.models import (
     StreamPublic,
 )
 from onceover_backend.services import launch_specs
-from onceover_backend.services.list_extras import latest_verdicts, retry_code_counts
+from onceover_backend.services.list_extras import latest_verdicts
 from onceover_backend.services.paging import page
 from onceover_backend.services.redaction import redacted_spec
 from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
@@ -28,18 +28,15 @@ from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRo
 def _run_fields(run: Run) -> dict[str, Any]:
     fields = run.model_dump()
     fields["table"] = fields.pop("table_id")
+    fields["already_exists"] = fields.pop("already_exists_requests")
+    fields["out_of_range"] = fields.pop("out_of_range_requests")
     return fields
 
 
 def _summaries(session: Session, runs: list[Run]) -> list[dict[str, Any]]:
-    """Each run's own fields with its retry-code counts and latest verdict."""
-    ids = [run.run_id for run in runs]
-    counts = retry_code_counts(session, "run", ids)
-    verdicts = latest_verdicts(session, "run", ids)
-    return [
-        {**_run_fields(run), **counts[run.run_id], "reconciliation": verdicts.get(run.run_id)}
-        for run in runs
-    ]
+    """Each run's own fields (its retry-code counts among them) and latest verdict."""
+    verdicts = latest_verdicts(session, "run", [run.run_id for run in runs])
+    return [{**_run_fields(run), "reconciliation": verdicts.get(run.run_id)} for run in runs]
 
 
 def list_runs(

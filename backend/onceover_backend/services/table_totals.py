@@ -8,7 +8,7 @@ from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, func, select
 
 from onceover_backend.models import TablePublic, TablesPublic
-from onceover_backend.services.list_extras import latest_verdicts, retry_code_counts
+from onceover_backend.services.list_extras import latest_verdicts
 from onceover_backend.services.paging import MAX_OFFSET
 from onceover_backend.tables import Run
 
@@ -20,7 +20,7 @@ def list_tables(
     (only ``table`` when given)."""
     last_started = func.max(Run.started_at)
     only = [col(Run.table_id) == table] if table is not None else []
-    totals = session.execute(  # eight columns: more than sqlmodel's select is typed for
+    totals = session.execute(  # ten columns: more than sqlmodel's select is typed for
         select_rows(
             col(Run.table_id),
             func.count(),
@@ -28,6 +28,8 @@ def list_tables(
             func.sum(Run.batches_committed),
             func.sum(Run.rows_dead_lettered),
             func.sum(Run.rejected_requests),
+            func.sum(Run.already_exists_requests),
+            func.sum(Run.out_of_range_requests),
             func.min(Run.started_at),
             last_started,
         )
@@ -40,7 +42,6 @@ def list_tables(
     count = session.exec(select(func.count(func.distinct(Run.table_id))).where(*only)).one()
     tables = [row[0] for row in totals]
     by_status = _runs_by_status(session, tables)
-    codes = retry_code_counts(session, "table", tables)
     keys = _latest_keys(session, tables)
     verdicts = latest_verdicts(session, "table", tables)
     return TablesPublic(
@@ -51,8 +52,8 @@ def list_tables(
                 runs_by_status=by_status[table_id],
                 rows_committed=int(rows or 0),
                 batches_committed=int(batches or 0),
-                already_exists=codes[table_id].get("already_exists", 0),
-                out_of_range=codes[table_id].get("out_of_range", 0),
+                already_exists=int(already_exists or 0),
+                out_of_range=int(out_of_range or 0),
                 rows_dead_lettered=int(dead_lettered or 0),
                 rejected_requests=int(rejected or 0),
                 first_started_at=first,
@@ -60,7 +61,18 @@ def list_tables(
                 key_column=keys.get(table_id),
                 reconciliation=verdicts.get(table_id),
             )
-            for table_id, runs, rows, batches, dead_lettered, rejected, first, last in totals
+            for (
+                table_id,
+                runs,
+                rows,
+                batches,
+                dead_lettered,
+                rejected,
+                already_exists,
+                out_of_range,
+                first,
+                last,
+            ) in totals
         ],
         count=int(count),
     )

@@ -3720,7 +3720,10 @@ export interface components {
          * @description A BigQuery table as the control plane knows it: totals over every run into it.
          */
         TablePublic: {
-            /** Already Exists */
+            /**
+             * Already Exists
+             * @description append requests answered ALREADY_EXISTS over every run, as each run counts them (kept with the run, past the rollups' retention)
+             */
             already_exists: number;
             /** Batches Committed */
             batches_committed: number;
@@ -3739,7 +3742,10 @@ export interface components {
              * Format: date-time
              */
             last_started_at: string;
-            /** Out Of Range */
+            /**
+             * Out Of Range
+             * @description append requests answered OUT_OF_RANGE over every run, as each run counts them
+             */
             out_of_range: number;
             /** @description the table's latest check, if any */
             reconciliation: components["schemas"]["VerdictPublic"] | null;
