@@ -19,21 +19,6 @@ from onceover_tools.bench.stream_economy import (
 )
 from onceover_tools.bench.writers import CONTENDERS, WriterFigure
 
-BATCHES = 2  # each mode's first batch in turn, then one round of one batch each
-ROWS = 100  # per micro-batch: every one of the 8 partitions gets rows
-TARGETS = (
-    "streams created per hour, `buffered` (8 partitions, 1 s trigger)",
-    "streams created per hour, `committed` (8 partitions, 1 s trigger)",
-    "streams created per hour, `writeStream`'s default (`buffered`), 0.05 min soak",
-    "sink time per micro-batch p50, `pending` / `default`",
-    "sink time per micro-batch p95, `pending` / `default`",
-    "sink time per micro-batch p50, `buffered` / `default`",
-    "sink time per micro-batch p95, `buffered` / `default`",
-    "sink time per micro-batch p50, `committed` / `default`",
-    "sink time per micro-batch p95, `committed` / `default`",
-)
-
-
 # -- the report, on figures made up on purpose ------------------------------------------
 
 
