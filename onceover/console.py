@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -50,7 +51,7 @@ def minutes(value: str) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number >= 0 or number == float("inf"):  # also refuses nan
+    if not (math.isfinite(number) and number >= 0):
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of minutes (0 or more)")
     return number
 

@@ -820,11 +820,6 @@ class Projector:
                 self._rollups.items(), key=lambda item: item[0]
             )
         ]  # fmt: skip
-        # Rows in key order (a fixed lock order on PostgreSQL), each key once, as ON
-        # CONFLICT requires. One statement executed for every row: a multi-row VALUES
-        # is compiled anew for each row count (5 ms a batch, docs/profiling.md). On the
-        # session's connection: the ORM has nothing to add to a Core upsert, and nothing
-        # to flush first (finish() has).
         hours: dict[tuple[str, datetime, str, str], int] = defaultdict(int)
         for (run_id, minute, table_id, _, code), counts in self._rollups.items():
             hours[(run_id, minute.replace(minute=0), table_id, code)] += counts.requests
@@ -833,37 +828,31 @@ class Projector:
              "requests": requests}
             for (run_id, hour, table_id, code), requests in sorted(hours.items())
         ]  # fmt: skip
+        # Rows in key order (a fixed lock order on PostgreSQL), each key once, as ON
+        # CONFLICT requires. One statement executed for every row: a multi-row VALUES
+        # is compiled anew for each row count (5 ms a batch, docs/profiling.md). On the
+        # session's connection: the ORM has nothing to add to a Core upsert, and nothing
+        # to flush first (finish() has).
         connection = self.session.connection()
         dialect = connection.dialect.name
-        connection.execute(_rollup_upsert(dialect), rows)
-        connection.execute(_hour_rollup_upsert(dialect), hour_rows)
+        connection.execute(_summing_upsert(dialect, WriteRollup), rows)
+        connection.execute(_summing_upsert(dialect, HourRollup), hour_rows)
+
+
+_SUMMED = {WriteRollup: ("requests", "rows", "bytes"), HourRollup: ("requests",)}
+"""The counters of each rollup table; its other columns but the id are its key."""
 
 
 @cache
-def _hour_rollup_upsert(dialect: str) -> Any:
-    """The hourly rollups' upsert, built once a dialect (as :func:`_rollup_upsert`)."""
+def _summing_upsert(dialect: str, rollup: type[WriteRollup] | type[HourRollup]) -> Any:
+    """A rollup table's upsert, adding each counter to the stored row of its key. Built
+    once a dialect and table: building it (its ``excluded`` columns) and its cache key
+    each batch was a fifth of a small batch's ingest (docs/profiling.md)."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    table = HourRollup.__table__  # type: ignore[attr-defined]
+    table = rollup.__table__  # type: ignore[union-attr]
+    counters = _SUMMED[rollup]
     base = insert(table)
     return base.on_conflict_do_update(
-        index_elements=["run_id", "hour", "table_id", "code"],
-        set_={"requests": table.c.requests + base.excluded.requests},
-    )
-
-
-@cache
-def _rollup_upsert(dialect: str) -> Any:
-    """The rollups' upsert, built once a dialect: building it (its ``excluded`` columns)
-    and its cache key each batch was a fifth of a small batch's ingest (docs/profiling.md)."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    table = WriteRollup.__table__  # type: ignore[attr-defined]
-    base = insert(table)
-    excluded = base.excluded
-    return base.on_conflict_do_update(
-        index_elements=["run_id", "minute", "table_id", "stream_type", "code"],
-        set_={
-            "requests": table.c.requests + excluded.requests,
-            "rows": table.c.rows + excluded.rows,
-            "bytes": table.c.bytes + excluded.bytes,
-        },
+        index_elements=[c.name for c in table.columns if c.name != "id" and c.name not in counters],
+        set_={name: table.c[name] + base.excluded[name] for name in counters},
     )
