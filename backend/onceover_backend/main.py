@@ -33,6 +33,7 @@ from onceover_backend.errors import ControlPlaneError, NotAuthenticatedError
 from onceover_backend.services.alert_evaluator import evaluate_forever
 from onceover_backend.services.auto_resume import auto_resume_forever
 from onceover_backend.services.changes import ChangeFeed
+from onceover_backend.services.group_commit import GroupCommit
 from onceover_backend.services.health import BigQueryProbe, HealthChecks
 from onceover_backend.services.intent_check import IntentChecker
 from onceover_backend.services.launcher import Launcher
@@ -113,6 +114,10 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
     app.state.change_feed = ChangeFeed()
     app.state.ingest_limiter = anyio.CapacityLimiter(settings.ingest_concurrency)
+    app.state.group_commit = GroupCommit(
+        app.state.engine,
+        max_events=settings.max_events_per_request,
+    )
     bigquery = bigquery or BigQueryConfig.from_env()
     app.state.bigquery_probe = BigQueryProbe(bigquery)
     app.state.health = HealthChecks(

@@ -373,8 +373,8 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
     settings: Any, engine: Engine, monkeypatch: pytest.MonkeyPatch, concurrency: int
 ) -> None:
     """ONCEOVER_INGEST_CONCURRENCY: at 1 a second batch waits its turn (for the limiter,
-    taking no CPU) while the first is stored; at 2 both are stored at once. Nothing is
-    lost either way."""
+    taking no CPU) while the first is stored; at 2 both are worked on at once. Nothing
+    is lost either way."""
     from onceover_backend.api.routes import events as route
     from onceover_backend.main import create_app
 
@@ -386,6 +386,7 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
         bigquery=BigQueryConfig(),
     )
     limiter = app.state.ingest_limiter
+    store = route._store
     lock = threading.Lock()
     inside = [0, 0]  # now, most
     seen_waiting: list[int] = []  # batches waiting for the limiter, at each look
@@ -406,12 +407,12 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
                 lambda: inside[1] == 2 or other_waited() or None,
                 timeout_s=20,
             )
-            return ingest_events(*args, **kwargs)
+            return store(*args, **kwargs)
         finally:
             with lock:
                 inside[0] -= 1
 
-    monkeypatch.setattr(route, "ingest_events", tracked)
+    monkeypatch.setattr(route, "_store", tracked)
     answers: list[int] = []
     with TestClient(app) as client:
 

@@ -118,6 +118,19 @@ class Ingested:
     is reconciled once they are stored."""
 
 
+@dataclass(frozen=True)
+class EventBatch:
+    """One POST's events, stored all or none.
+
+    ``bodies``, when given, are the events' JSON text as received, stored as they are;
+    else each event is serialized. ``audit_row``, when given, makes the batch's audit
+    row from its result, stored in the same transaction."""
+
+    events: Sequence[ev.Event]
+    bodies: Sequence[str] | None = None
+    audit_row: Callable[[IngestResultPublic], AuditLog] | None = None
+
+
 def ingest_events(
     engine: Engine,
     events: Sequence[ev.Event],
@@ -125,21 +138,26 @@ def ingest_events(
     *,
     audit_row: Callable[[IngestResultPublic], AuditLog] | None = None,
 ) -> Ingested:
-    """Store the new events of ``events`` and apply them, in one transaction.
+    """Store the new events of ``events`` and apply them, in one transaction."""
+    return ingest_batches(engine, [EventBatch(events, bodies, audit_row)])[0]
 
-    ``bodies``, when given, are the events' JSON text as received, stored as they are;
-    else each event is serialized. ``audit_row``, when given, makes the call's audit
-    row from the result, stored in the same transaction. Retried whole when concurrent
-    ingests collide (two first events of one run both inserting it, a PostgreSQL
-    deadlock, SQLite busy past its timeout): the retry sees the winner's rows and stores
-    only what is still new.
+
+def ingest_batches(engine: Engine, batches: Sequence[EventBatch]) -> list[Ingested]:
+    """Store and apply ``batches`` in one transaction, in order, as if each had its own
+    one after the other: an event stored once, by the first batch that holds it (a
+    later batch counts it a duplicate). Each batch's result is its own.
+
+    Retried whole when concurrent ingests collide (two first events of one run both
+    inserting it, a PostgreSQL deadlock, SQLite busy past its timeout): the retry sees
+    the winner's rows and stores only what is still new.
     """
     for attempt in range(1, MAX_TRANSACTION_TRIES + 1):
         try:
             with write_transaction(engine) as session:
-                ingested = _ingest(session, events, bodies)
-                if audit_row is not None:
-                    session.add(audit_row(ingested.result))
+                ingested = _ingest(session, batches)
+                for batch, outcome in zip(batches, ingested, strict=True):
+                    if batch.audit_row is not None:
+                        session.add(batch.audit_row(outcome.result))
                 return ingested
         except (IntegrityError, OperationalError) as exc:
             if attempt == MAX_TRANSACTION_TRIES:
@@ -149,29 +167,48 @@ def ingest_events(
     raise AssertionError("unreachable")
 
 
-def _ingest(session: Session, events: Sequence[ev.Event], bodies: Sequence[str] | None) -> Ingested:
-    first: dict[str, int] = {}  # each id's first place in the batch: stored once
-    for index, event in enumerate(events):
-        first.setdefault(event.id, index)
-    unique = [events[index] for index in first.values()]
+def _ingest(session: Session, batches: Sequence[EventBatch]) -> list[Ingested]:
+    first: dict[str, tuple[int, int]] = {}  # each id's first place: (batch, index)
+    for number, batch in enumerate(batches):
+        for index, event in enumerate(batch.events):
+            first.setdefault(event.id, (number, index))
+    places = list(first.values())
+    unique = [batches[number].events[index] for number, index in places]
     projector = Projector(session, received_at=utcnow())
     projector.lock_runs(event.run_id for event in unique)
     times = [in_utc(event.time) for event in unique]
-    texts = (
-        [bodies[index] for index in first.values()]
-        if bodies is not None
-        else [event.model_dump_json() for event in unique]
-    )
+    texts = [_text(batches[number], index) for number, index in places]
     stored = store_new(session, unique, times, texts, projector.received_at)
     new = [unique[index] for index in stored]
     if new:
         projector.load_streams(new)
         projector.apply(new, [times[index] for index in stored])
         projector.finish()
-    result = IngestResultPublic(
-        received=len(events),
-        stored=len(new),
-        duplicates=len(events) - len(new),
-        run_ids=sorted({event.run_id for event in new}),
-    )
-    return Ingested(result, sorted(projector.succeeded))
+    new_by_batch: list[list[ev.Event]] = [[] for _ in batches]
+    last_batch_of_run: dict[str, int] = {}
+    for index in stored:
+        number = places[index][0]
+        new_by_batch[number].append(unique[index])
+        last_batch_of_run[unique[index].run_id] = number
+    # A run made complete is reconciled once: by the last batch with news of it.
+    succeeded: list[list[str]] = [[] for _ in batches]
+    for run_id in sorted(projector.succeeded):
+        succeeded[last_batch_of_run.get(run_id, len(batches) - 1)].append(run_id)
+    return [
+        Ingested(
+            IngestResultPublic(
+                received=len(batch.events),
+                stored=len(fresh),
+                duplicates=len(batch.events) - len(fresh),
+                run_ids=sorted({event.run_id for event in fresh}),
+            ),
+            runs,
+        )
+        for batch, fresh, runs in zip(batches, new_by_batch, succeeded, strict=True)
+    ]
+
+
+def _text(batch: EventBatch, index: int) -> str:
+    if batch.bodies is not None:
+        return batch.bodies[index]
+    return batch.events[index].model_dump_json()

@@ -8,7 +8,6 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, BackgroundTasks, Body, Request, status
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy import Engine
 
 from onceover.events import Event
 from onceover_backend.api.deps import (
@@ -22,7 +21,8 @@ from onceover_backend.api.event_body import EVENT_BODY, EventBody
 from onceover_backend.api.middleware import AUDITED, audit_entry
 from onceover_backend.api.parsed_body import ParsedBodyRoute
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services.ingest import Ingested, ingest_events, unstorable_values
+from onceover_backend.services.group_commit import GroupCommit
+from onceover_backend.services.ingest import EventBatch, Ingested, unstorable_values
 from onceover_backend.tables import AuditLog
 
 # The body guard has parsed and validated the batch already (api/event_body.py).
@@ -51,7 +51,7 @@ async def ingest(
     batch: EventBody | None = getattr(request.state, EVENT_BODY, None)
     texts = batch.texts_of(events) if batch is not None else None
     ingested = await anyio.to_thread.run_sync(
-        _store, engine, events, texts, _audit_row(request),
+        _store, request.app.state.group_commit, events, texts, _audit_row(request),
         limiter=request.app.state.ingest_limiter,
     )  # fmt: skip
     # Its audit row is committed with the events (one commit a batch, not two).
@@ -86,7 +86,7 @@ def _audit_row(request: Request) -> Callable[[IngestResultPublic], AuditLog]:
 
 
 def _store(
-    engine: Engine,
+    group_commit: GroupCommit,
     events: list[Event],
     texts: list[str] | None,
     audit_row: Callable[[IngestResultPublic], AuditLog],
@@ -95,4 +95,4 @@ def _store(
     well. Checked here, on the thread pool, with the rest of the work per event."""
     if errors := unstorable_values(events):
         raise RequestValidationError(errors)
-    return ingest_events(engine, events, texts, audit_row=audit_row)
+    return group_commit.ingest(EventBatch(events, texts, audit_row))
