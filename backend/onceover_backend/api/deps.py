@@ -19,6 +19,7 @@ from onceover_backend.core.config import Settings
 from onceover_backend.core.security import Principal, TokenVerifier
 from onceover_backend.errors import NotAllowedError, NotAuthenticatedError
 from onceover_backend.services.changes import ChangeFeed
+from onceover_backend.services.group_commit import GroupCommit
 from onceover_backend.services.reconciliation import Reconciler
 from onceover_backend.services.resume import Resumer
 from onceover_backend.services.webhook_dispatch import Dispatcher
@@ -57,6 +58,11 @@ def get_dispatcher(request: Request) -> Dispatcher:
 def get_change_feed(request: Request) -> ChangeFeed:
     feed: ChangeFeed = request.app.state.change_feed
     return feed
+
+
+def get_group_commit(request: Request) -> GroupCommit:
+    group_commit: GroupCommit = request.app.state.group_commit
+    return group_commit
 
 
 ANY_ROLE = "any"
@@ -103,6 +109,7 @@ ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
+GroupCommitDep = Annotated[GroupCommit, Depends(get_group_commit)]
 AnyRoleDep = Annotated[Principal, Depends(RoleCheck(ANY_ROLE))]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]

@@ -35,7 +35,10 @@ class _Waiting:
     batch: EventBatch
     result: Ingested | None = None
     error: BaseException | None = None
-    done: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None or self.error is not None
 
     def outcome(self) -> Ingested:
         if self.error is not None:
@@ -120,6 +123,5 @@ class GroupCommit:
                     waiting.result = result
         finally:
             for waiting in group:
-                if waiting.result is None and waiting.error is None:
+                if not waiting.done:
                     waiting.error = RuntimeError("ingest stopped before this batch was stored")
-                waiting.done = True

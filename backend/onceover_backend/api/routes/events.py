@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from onceover.events import Event
 from onceover_backend.api.deps import (
     ChangeFeedDep,
-    EngineDep,
+    GroupCommitDep,
     IngestDep,
     ReconcilerDep,
     SettingsDep,
@@ -35,7 +35,7 @@ async def ingest(
     request: Request,
     events: Annotated[list[Event], Body(description="events of schema version 1")],
     _principal: IngestDep,
-    engine: EngineDep,
+    group_commit: GroupCommitDep,
     settings: SettingsDep,
     feed: ChangeFeedDep,
     reconciler: ReconcilerDep,
@@ -51,7 +51,7 @@ async def ingest(
     batch: EventBody | None = getattr(request.state, EVENT_BODY, None)
     texts = batch.texts_of(events) if batch is not None else None
     ingested = await anyio.to_thread.run_sync(
-        _store, request.app.state.group_commit, events, texts, _audit_row(request),
+        _store, group_commit, events, texts, _audit_row(request),
         limiter=request.app.state.ingest_limiter,
     )  # fmt: skip
     # Its audit row is committed with the events (one commit a batch, not two).
