@@ -65,10 +65,17 @@ vitest: frontend/node_modules/.installed
 # neighbouring JVM skews.
 COMMAND_TIERS := jobs or cli or browser
 
+# Spark's classes as the tests' JVMs load them, archived once so each later JVM maps them
+# (tools/onceover_tools/jvm_archive.py: a fifth of a job run's CPU); rebuilt when the
+# Python, PySpark or Java changed, skipped with a message if it cannot be built.
+JVM_CLASS_ARCHIVE := .onceover/jvm/spark-classes.jsa
+
 pytest: install frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
+	$(TIMED) "build: JVM class archive" $(VENV)/bin/python -m onceover_tools.jvm_archive \
+		$(JVM_CLASS_ARCHIVE)
 	$(TIMED) "pytest: in process" $(VENV)/bin/pytest -m "not ($(COMMAND_TIERS) or backend)"
 	$(TIMED) "pytest: backend, 2 workers" $(VENV)/bin/pytest -m backend -n 2 --dist worksteal
 	$(TIMED) "pytest: commands, 2 workers" $(VENV)/bin/pytest -m "$(COMMAND_TIERS)" \
@@ -84,8 +91,10 @@ up: install frontend
 
 chaos: install frontend
 	@scripts/preflight.sh java
-	$(VENV)/bin/onceover chaos --curated
-	$(VENV)/bin/onceover chaos --schedules 200 --seed 1
+	$(VENV)/bin/python -m onceover_tools.jvm_archive $(JVM_CLASS_ARCHIVE)
+	ONCEOVER_JVM_CLASS_ARCHIVE=$(CURDIR)/$(JVM_CLASS_ARCHIVE) $(VENV)/bin/onceover chaos --curated
+	ONCEOVER_JVM_CLASS_ARCHIVE=$(CURDIR)/$(JVM_CLASS_ARCHIVE) \
+		$(VENV)/bin/onceover chaos --schedules 200 --seed 1
 
 client: install frontend/node_modules/.installed
 	scripts/generate-client.sh

@@ -150,13 +150,28 @@ a test's job) never pays back the optimising compiler's CPU: a job run took 42 C
 with it and 32 without (measured on 2 cores). What the sink does does not depend on it."""
 
 
+QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+"""A JVM that cannot use a class archive says so on standard output by default, where
+``spark-class`` reads Spark's launcher's answer as the command to run."""
+
+CLASS_ARCHIVE_ENV = "ONCEOVER_JVM_CLASS_ARCHIVE"
+"""An archive of Spark's classes (:mod:`onceover_tools.jvm_archive`) for JVMs started
+with :func:`with_quick_jvm` to map, when the file exists."""
+
+
 def with_quick_jvm(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with :data:`QUICK_JVM` in ``JDK_JAVA_OPTIONS`` (once), which every JVM
-    started with that environment reads."""
-    options = env.get("JDK_JAVA_OPTIONS", "")
-    if QUICK_JVM in options.split():
+    started with that environment reads; and the class archive ``env`` names in
+    :data:`CLASS_ARCHIVE_ENV`, if it is there."""
+    options = env.get("JDK_JAVA_OPTIONS", "").split()
+    wanted = [QUICK_JVM]
+    archive = env.get(CLASS_ARCHIVE_ENV)
+    if archive and Path(archive).is_file():
+        wanted += [f"-XX:SharedArchiveFile={archive}", *QUIET_CDS.split()]
+    missing = [option for option in wanted if option not in options]
+    if not missing:
         return dict(env)
-    return {**env, "JDK_JAVA_OPTIONS": f"{options} {QUICK_JVM}".strip()}
+    return {**env, "JDK_JAVA_OPTIONS": " ".join([*options, *missing])}
 
 
 def job_environment(

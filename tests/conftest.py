@@ -16,17 +16,21 @@ from onceover_tools.localbq import LocalBigQuery
 from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.processes import with_quick_jvm
+from onceover.processes import CLASS_ARCHIVE_ENV, with_quick_jvm
 from tests.receiver import Receiver
 from tests.webhook_receiver import WebhookReceiver
 
 pytest_plugins = ["tests.tiers"]
 
-# Every JVM the tests start (the shared session, jobs, resumes, chaos, the demo, a
-# cluster) inherits this: none lives long enough to pay back the optimising compiler.
-os.environ.update(with_quick_jvm(os.environ))
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
+JVM_CLASS_ARCHIVE = REPO_ROOT / ".onceover" / "jvm" / "spark-classes.jsa"
+"""What ``make test`` builds before the tests (onceover_tools.jvm_archive)."""
+
+# Every JVM the tests start (the shared session, jobs, resumes, chaos, the demo, a
+# cluster) inherits this: none lives long enough to pay back the optimising compiler,
+# and each maps Spark's classes from the archive where it was built.
+os.environ.setdefault(CLASS_ARCHIVE_ENV, str(JVM_CLASS_ARCHIVE))
+os.environ.update(with_quick_jvm(os.environ))
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
