@@ -13,6 +13,7 @@ import pytest
 from onceover_tools import jvm_archive
 from pyspark.sql import SparkSession
 
+from onceover.errors import OnceoverError
 from onceover.preflight import find_java
 from onceover.processes import CLASS_ARCHIVE_ENV, QUICK_JVM, QUIET_CDS, with_quick_jvm
 
@@ -48,18 +49,32 @@ def test_an_archive_is_rebuilt_when_what_it_was_built_with_changed(tmp_path: Pat
     assert not jvm_archive.is_current(archive)
 
 
+@pytest.mark.parametrize(
+    ("what", "failure"),
+    [
+        ("build", RuntimeError("the training job exited 1:\nno Spark here")),
+        ("find_java", OnceoverError("Java 17 or newer is needed to run Spark")),
+    ],
+)
 def test_a_failed_build_says_why_and_lets_the_tests_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    what: str,
+    failure: Exception,
 ) -> None:
-    def fails(path: Path) -> float:
-        raise RuntimeError("the training job exited 1:\nno Java here")
+    def fails(*_: object) -> float:
+        raise failure
 
-    monkeypatch.setattr(jvm_archive, "build", fails)
+    archive = tmp_path / "spark-classes.jsa"
+    archive.write_bytes(b"built by another Java")  # so its key is asked for
+    (tmp_path / "spark-classes.jsa.key").write_text("java 11\n")
+    monkeypatch.setattr(jvm_archive, what, fails)
 
-    assert jvm_archive.main([str(tmp_path / "spark-classes.jsa")]) == 0
+    assert jvm_archive.main([str(archive)]) == 0
     said = capsys.readouterr().err
     assert "not built, JVMs start without it" in said
-    assert "no Java here" in said
+    assert str(failure) in said
 
 
 def _built() -> Path:

@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from onceover.errors import OnceoverError
 from onceover.preflight import find_java
 from onceover.processes import QUICK_JVM, QUIET_CDS
 
@@ -125,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", type=Path, help="where the archive goes")
     args = parser.parse_args(argv)
     path: Path = args.path.resolve()
-    if is_current(path):
-        print(f"JVM class archive: {path} is current")
-        return 0
     try:
+        if is_current(path):
+            print(f"JVM class archive: {path} is current")
+            return 0
         seconds = build(path)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+    except (RuntimeError, OSError, subprocess.SubprocessError, OnceoverError) as exc:
         print(f"JVM class archive: not built, JVMs start without it ({exc})", file=sys.stderr)
         return 0
     size = path.stat().st_size / 2**20
