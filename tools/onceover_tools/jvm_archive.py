@@ -7,8 +7,8 @@ on the 2-core machine that was a fifth of a short job's CPU. Java's class-data s
 (CDS, JDK 13 and later) writes the classes one JVM loaded to an archive when it exits
 (``-XX:ArchiveClassesAtExit``); a JVM started with ``-XX:SharedArchiveFile`` maps them
 from it. Measured on the load job (3,000 rows, two micro-batches, ``local[2]``, two
-runs each, alternately): 25.1-26.5 s and 29-30 CPU-s a run without, 20.2-22.9 s and
-23-27 CPU-s with (docs/testing.md).
+runs each, alternately): 24.4-27.8 s and 28-32 CPU-s a run without, 19.7-21.3 s and
+23-24 CPU-s with (docs/testing.md).
 
 This builds the archive by running a small job of the same shape as Onceover's (a JSON
 read, a batch write and a streaming ``availableNow`` write into a Python data source,
@@ -19,7 +19,7 @@ which runs first on another class path, does not. The archive is written beside
 
 A JVM uses the archive only where it matches: the same JDK (and its base archive) and a
 class path that starts with the one it was built on. Any other JVM (``java -version``,
-Spark's launcher, a standalone cluster's master and workers) runs as without it;
+Spark's launcher, any JVM on another class path) runs as without it;
 :data:`~onceover.processes.QUIET_CDS` keeps it from saying so on standard output,
 which ``spark-class`` reads as the command to run. ``PATH`` is rebuilt when the
 Python, PySpark or Java it was built with changed (``PATH.key``).
@@ -46,33 +46,39 @@ from onceover.processes import QUICK_JVM, QUIET_CDS
 
 BUILD_TIMEOUT_S = 600.0
 
-_TRAINING_JOB = """
-import json, sys
-from pathlib import Path
-from onceover_jobs.spark import spark_session
-from onceover_tools.bench import handoff
 
-work = Path(sys.argv[1])
-source = work / "source"
-source.mkdir()
-(source / "part-0.json").write_text("".join(
-    json.dumps({"event_id": i, "amount": i / 4, "when": "2026-01-01T00:00:00Z"}) + "\\n"
-    for i in range(1000)
-))
-spark = spark_session("onceover-jvm-archive")
-handoff.register(spark)
-frame = spark.read.json(str(source))
-frame.repartition(2).write.format(handoff.FORMAT).option("out", str(work / "batch.json")) \\
-    .mode("append").save()
-query = (
-    spark.readStream.schema(frame.schema).json(str(source))
-    .writeStream.format(handoff.FORMAT).option("out", str(work / "stream.jsonl"))
-    .option("checkpointLocation", str(work / "checkpoint"))
-    .trigger(availableNow=True).start()
-)
-query.awaitTermination()
-spark.stop()
-"""
+def train(work: Path) -> None:
+    """The training job, in the builder's child process: what the JVM loads here is what
+    the archive holds."""
+    import json
+
+    from onceover_jobs.spark import spark_session
+
+    from onceover_tools.bench import handoff
+
+    source = work / "source"
+    source.mkdir()
+    rows = (
+        json.dumps({"event_id": i, "amount": i / 4, "when": "2026-01-01T00:00:00Z"})
+        for i in range(1000)
+    )
+    (source / "part-0.json").write_text("".join(f"{row}\n" for row in rows))
+    spark = spark_session("onceover-jvm-archive")
+    handoff.register(spark)
+    frame = spark.read.json(str(source))
+    batch = frame.repartition(2).write.format(handoff.FORMAT).mode("append")
+    batch.option("out", str(work / "batch.json")).save()
+    query = (
+        spark.readStream.schema(frame.schema)
+        .json(str(source))
+        .writeStream.format(handoff.FORMAT)
+        .option("out", str(work / "stream.jsonl"))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
 
 
 def build_key() -> str:
@@ -107,7 +113,7 @@ def build(path: Path) -> float:
         }
         env.pop("JDK_JAVA_OPTIONS", None)  # an archive already in use must not be built on
         done = subprocess.run(
-            [sys.executable, "-c", _TRAINING_JOB, tmp],
+            [sys.executable, "-m", "onceover_tools.jvm_archive", "--train", tmp],
             env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
         )  # fmt: skip
         try:
@@ -124,7 +130,11 @@ def build(path: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="where the archive goes")
+    parser.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.train:  # the builder's child: PATH is its work directory
+        train(args.path)
+        return 0
     path: Path = args.path.resolve()
     try:
         if is_current(path):
