@@ -7,6 +7,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -70,18 +71,35 @@ POSTGRES_ADMIN_DSN = os.environ.get(
 )
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL database of this test's own (SQLAlchemy URL), dropped afterwards."""
+@contextmanager
+def own_postgres_database(template: str | None = None) -> Iterator[str]:
+    """A new PostgreSQL database (its SQLAlchemy URL), a copy of ``template`` when one is
+    named (PostgreSQL copies a database's files: no statement of it runs again), dropped
+    afterwards."""
     import psycopg
 
     name = f"onceover_test_{uuid.uuid4().hex[:12]}"
+    copy_of = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"{copy_of}')
     base = POSTGRES_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    yield f"{base}/{name}"
-    with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_name(url: str) -> str:
+    """The database a PostgreSQL URL names (the last part of its path)."""
+    return url.rsplit("/", 1)[1]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """An empty PostgreSQL database of this test's own (SQLAlchemy URL), dropped afterwards."""
+    with own_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture
