@@ -60,10 +60,12 @@ vitest: frontend/node_modules/.installed
 # The tiers whose tests start commands and JVMs run on two pytest-xdist workers: a job
 # keeps about 1.1 of the 2 cores busy, and the load job tests took 195 s on two workers
 # where they took 304 s on one (docs/testing.md). The control plane's tests (no JVM, no
-# timing) run on two workers too: 188 s where they took 288 s on one. The rest runs in
-# one process, as some of its tests time what must never block (the emitter), which a
-# neighbouring JVM skews.
+# timing) run on two workers too: 188 s where they took 288 s on one. So do the in-process
+# tiers (each worker its own local BigQuery and Spark session; one process kept 1.08
+# cores busy), but for the tests marked `alone`, which time what must not wait (an emit,
+# a sub-second stream lifetime) and run afterwards in one process, nothing beside them.
 COMMAND_TIERS := jobs or cli or browser
+IN_PROCESS := not ($(COMMAND_TIERS) or backend)
 
 # Spark's classes as the tests' JVMs load them, archived once so each later JVM maps them
 # (tools/onceover_tools/jvm_archive.py: a fifth of a job run's CPU); rebuilt when the
@@ -76,7 +78,9 @@ pytest: install frontend
 	@scripts/ensure-docker-compose.sh
 	$(TIMED) "build: JVM class archive" $(VENV)/bin/python -m onceover_tools.jvm_archive \
 		$(JVM_CLASS_ARCHIVE)
-	$(TIMED) "pytest: in process" $(VENV)/bin/pytest -m "not ($(COMMAND_TIERS) or backend)"
+	$(TIMED) "pytest: in process, 2 workers" $(VENV)/bin/pytest -m "$(IN_PROCESS) and not alone" \
+		-n 2 --dist worksteal
+	$(TIMED) "pytest: in process, alone" $(VENV)/bin/pytest -m "$(IN_PROCESS) and alone"
 	$(TIMED) "pytest: backend, 2 workers" $(VENV)/bin/pytest -m backend -n 2 --dist worksteal
 	$(TIMED) "pytest: commands, 2 workers" $(VENV)/bin/pytest -m "$(COMMAND_TIERS)" \
 		-n 2 --dist worksteal

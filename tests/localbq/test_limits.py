@@ -229,6 +229,7 @@ def test_create_write_stream_over_the_quota_is_resource_exhausted_naming_it(
     assert create_stream_calls(rest.project) == 0  # limited() starts and ends at zero
 
 
+@pytest.mark.alone
 def test_the_create_quota_is_a_rolling_window(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:
@@ -297,6 +298,7 @@ def test_by_default_one_batch_commit_takes_at_most_10000_streams(
 # -- stream_lifetimes ---------------------------------------------------------------
 
 
+@pytest.mark.alone
 def test_a_pending_stream_not_committed_within_its_lifetime_is_deleted(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:
@@ -335,6 +337,7 @@ def test_a_pending_stream_not_committed_within_its_lifetime_is_deleted(
     assert count(rest, table_id) == (3, 3)
 
 
+@pytest.mark.alone
 def test_appending_does_not_extend_a_pending_streams_lifetime(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:
@@ -359,6 +362,7 @@ def test_appending_does_not_extend_a_pending_streams_lifetime(
     assert gone(write, stream)
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize(
     ("kind", "idle_limit"),
     [(COMMITTED, "committed_idle_s"), (BUFFERED, "buffered_idle_s")],
@@ -388,6 +392,7 @@ def test_an_idle_stream_is_deleted_and_its_committed_rows_stay(
     assert count(rest, table_id) == ((5, 5) if kind == COMMITTED else (0, 0))
 
 
+@pytest.mark.alone
 def test_appends_keep_a_committed_stream_alive(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:

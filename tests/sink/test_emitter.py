@@ -35,6 +35,8 @@ from onceover.events import AppendAcknowledged, event_id, now
 from tests.receiver import POISON_RUN, TOKEN, Receiver
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.alone  # times what must not wait (make test runs these alone)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

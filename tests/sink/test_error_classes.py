@@ -64,6 +64,8 @@ from tests.writeapi import (
     table_path,
 )
 
+pytestmark = pytest.mark.alone  # times what must not wait (make test runs these alone)
+
 SERVICE = "/google.cloud.bigquery.storage.v1.BigQueryWrite/"
 FAKE_STREAM = "projects/p/datasets/d/tables/t/streams/s1"
 FAKE_TABLE = "p.d.t"

@@ -25,6 +25,8 @@ from tests.sink.test_committer import staged
 from tests.waiting import wait_until
 from tests.writeapi import count, create_table, streaming_job
 
+pytestmark = pytest.mark.alone  # times what must not wait (make test runs these alone)
+
 LIFETIME_S = 0.5
 
 

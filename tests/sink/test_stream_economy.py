@@ -253,6 +253,7 @@ def test_a_pending_batch_of_more_bytes_than_one_commit_takes_is_refused_before_i
     assert commit_bytes_limit(location) == {"10 TB": 10 * 10**12, "1 TB": 10**12}[limit]
 
 
+@pytest.mark.alone
 def test_a_stream_that_expired_while_the_query_stood_still_is_replaced(
     job: SinkJob,
     rest: bigquery.Client,
