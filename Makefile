@@ -14,7 +14,7 @@ export UV_PYTHON_DOWNLOADS := never
 FRONTEND_SOURCES := $(shell find frontend/src -type f -not -name "*.test.*" 2>/dev/null) \
 	frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
 
-.PHONY: help install frontend lint typecheck vitest pytest test demo up chaos client clean
+.PHONY: help install bytecode frontend lint typecheck vitest pytest test demo up chaos client clean
 
 help:
 	@echo "make demo      start the local stack and run the demo job"
@@ -32,10 +32,21 @@ $(UV):
 
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 	@scripts/preflight.sh python $(PYTHON)
-	$(TIMED) "install: python" $(UV) sync --frozen --all-extras --python $(PYTHON)
+	$(TIMED) "install: python" $(UV) sync --frozen --all-extras --python $(PYTHON) \
+		--compile-bytecode
 	@touch $@
 
 install: $(VENV)/.installed
+
+# Every module compiled ahead, the packages' at install (above) and ours here (only what
+# changed): where PYTHONDONTWRITEBYTECODE is set, as on the machines these tests have run
+# on, no process keeps what it compiles, so each of the hundreds a test run starts (Spark's
+# Python daemons, jobs, servers) compiled every module it imported, again. A load job run:
+# 31-32 s and 36-37 CPU-s without, 21-22 s and 26-28 CPU-s with (docs/testing.md).
+PROJECT_SOURCES := onceover backend jobs tools tests pyspark_onceover
+
+bytecode: install
+	@$(VENV)/bin/python -m compileall -q -j 0 $(PROJECT_SOURCES)
 
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
 	@scripts/preflight.sh node
@@ -72,7 +83,7 @@ IN_PROCESS := not ($(COMMAND_TIERS) or backend)
 # Python, PySpark or Java changed, skipped with a message if it cannot be built.
 JVM_CLASS_ARCHIVE := .onceover/jvm/spark-classes.jsa
 
-pytest: install frontend
+pytest: bytecode frontend
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
@@ -87,13 +98,13 @@ pytest: install frontend
 
 test: lint typecheck vitest pytest
 
-demo: install frontend
+demo: bytecode frontend
 	$(VENV)/bin/onceover demo
 
-up: install frontend
+up: bytecode frontend
 	$(VENV)/bin/onceover up
 
-chaos: install frontend
+chaos: bytecode frontend
 	@scripts/preflight.sh java
 	$(VENV)/bin/python -m onceover_tools.jvm_archive $(JVM_CLASS_ARCHIVE)
 	ONCEOVER_JVM_CLASS_ARCHIVE=$(CURDIR)/$(JVM_CLASS_ARCHIVE) $(VENV)/bin/onceover chaos --curated
