@@ -39,8 +39,8 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 install: $(VENV)/.installed
 
 # Every module compiled ahead, the packages' at install (above) and ours here (only what
-# changed): where PYTHONDONTWRITEBYTECODE is set, as on the machines these tests have run
-# on, no process keeps what it compiles, so each of the hundreds a test run starts (Spark's
+# changed): where PYTHONDONTWRITEBYTECODE is set, as on the machine these figures come
+# from, no process keeps what it compiles, so each of the hundreds a test run starts (Spark's
 # Python daemons, jobs, servers) compiled every module it imported, again. A load job run:
 # 31-32 s and 36-37 CPU-s without, 21-22 s and 26-28 CPU-s with (docs/testing.md).
 PROJECT_SOURCES := onceover backend jobs tools tests pyspark_onceover
@@ -115,9 +115,7 @@ demo: bytecode frontend
 up: bytecode frontend
 	$(VENV)/bin/onceover up
 
-chaos: bytecode frontend
-	@scripts/preflight.sh java
-	$(VENV)/bin/python -m onceover_tools.jvm_archive $(JVM_CLASS_ARCHIVE)
+chaos: jvm-archive frontend
 	ONCEOVER_JVM_CLASS_ARCHIVE=$(CURDIR)/$(JVM_CLASS_ARCHIVE) $(VENV)/bin/onceover chaos --curated
 	ONCEOVER_JVM_CLASS_ARCHIVE=$(CURDIR)/$(JVM_CLASS_ARCHIVE) \
 		$(VENV)/bin/onceover chaos --schedules 200 --seed 1
