@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -28,6 +27,7 @@ from onceover_backend.api.middleware import RequestContextMiddleware
 from onceover_backend.api.validation_answer import validation_error
 from onceover_backend.core.config import Settings, get_settings
 from onceover_backend.core.db import build_engine
+from onceover_backend.core.interpreter import server_interpreter
 from onceover_backend.core.security import TokenVerifier
 from onceover_backend.errors import ControlPlaneError, NotAuthenticatedError
 from onceover_backend.services.alert_evaluator import evaluate_forever
@@ -44,14 +44,6 @@ from onceover_backend.services.stalled import sweep_forever
 from onceover_backend.services.webhook_dispatch import Dispatcher, dispatch_forever
 
 logger = logging.getLogger(__name__)
-
-GIL_SWITCH_INTERVAL_S = 0.001
-"""How long a thread may hold the GIL while another waits for it (Python's default is
-5 ms). A read gives the GIL up at each SQL statement and waits to get it back; beside
-ingest's CPU-bound threads each wait was up to the whole interval. A read of 20
-statements beside four such threads: p95 79-327 ms at 5 ms, 16-28 ms at 1 ms, and
-30-185 ms at 0.5 ms, where the threads spend their turns handing the GIL over
-(docs/profiling.md)."""
 
 
 def create_app_from_environment() -> FastAPI:
@@ -73,33 +65,9 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        stop = asyncio.Event()
-        sweeper = asyncio.create_task(
-            sweep_forever(
-                app.state.engine,
-                timedelta(seconds=settings.stalled_after_s),
-                settings.stall_check_interval_s,
-                stop,
-                app.state.change_feed.notify,
-            )
-        )
-        resumer = asyncio.create_task(
-            auto_resume_forever(app.state.resumer, settings.auto_resume_interval_s, stop)
-        )
-        evaluator = asyncio.create_task(evaluate_forever(app.state.engine, settings, stop))
-        dispatch = asyncio.create_task(dispatch_forever(app.state.dispatcher, stop))
-        retention = asyncio.create_task(retention_forever(app.state.engine, settings, stop))
-        yield
-        stop.set()
-        for task in (sweeper, resumer, evaluator, dispatch, retention):
-            await task  # each loop's own thread ends with it (services/periodic.py)
-        app.state.health.close()
-        app.state.reconciler.automatic.close()  # waits for checks under way: their deadline
-        app.state.dispatcher.close()
-        app.state.engine.dispose()
-        sys.setswitchinterval(switch_interval)
+        with server_interpreter():
+            async with _background_loops(app, settings):
+                yield
 
     app = FastAPI(
         lifespan=lifespan,
@@ -185,6 +153,36 @@ class DashboardFiles(StaticFiles):
             if exc.status_code != 404 or path.split("/", 1)[0] in ("api", "assets"):
                 raise
             return await super().get_response("index.html", scope)
+
+
+@asynccontextmanager
+async def _background_loops(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The server's periodic work (stalled runs, auto-resume, alerts, webhooks,
+    retention) while the app runs; then its clients closed and its engine disposed."""
+    stop = asyncio.Event()
+    sweeper = asyncio.create_task(
+        sweep_forever(
+            app.state.engine,
+            timedelta(seconds=settings.stalled_after_s),
+            settings.stall_check_interval_s,
+            stop,
+            app.state.change_feed.notify,
+        )
+    )
+    resumer = asyncio.create_task(
+        auto_resume_forever(app.state.resumer, settings.auto_resume_interval_s, stop)
+    )
+    evaluator = asyncio.create_task(evaluate_forever(app.state.engine, settings, stop))
+    dispatch = asyncio.create_task(dispatch_forever(app.state.dispatcher, stop))
+    retention = asyncio.create_task(retention_forever(app.state.engine, settings, stop))
+    yield
+    stop.set()
+    for task in (sweeper, resumer, evaluator, dispatch, retention):
+        await task  # each loop's own thread ends with it (services/periodic.py)
+    app.state.health.close()
+    app.state.reconciler.automatic.close()  # waits for checks under way: their deadline
+    app.state.dispatcher.close()
+    app.state.engine.dispose()
 
 
 def _serve_dashboard(app: FastAPI, settings: Settings) -> None:
