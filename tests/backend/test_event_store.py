@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from onceover_backend.core.db import write_transaction
 from onceover_backend.services.event_store import sqlite_time, store_new
 from onceover_backend.services.ingest import ingest_events
@@ -24,11 +25,20 @@ def _stored(engine: Engine) -> list[Event]:
         return list(session.exec(select(Event).order_by(col(Event.seq))))
 
 
-def test_rows_read_back_as_the_orm_stores_them(engine: Engine) -> None:
-    plus_two = timezone(timedelta(hours=2))
-    event = f.acked("r1", "r1/s1", 1.5, 0, 10).model_copy(
-        update={"time": datetime(2026, 11, 1, 14, 0, 1, 500_000, tzinfo=plus_two)}
-    )
+PLUS_TWO = timezone(timedelta(hours=2))
+
+
+@pytest.mark.parametrize(
+    "time",
+    [
+        datetime(2026, 11, 1, 14, 0, 1, 500_000, tzinfo=PLUS_TWO),
+        datetime(2026, 11, 1, 14, 0, 1, tzinfo=PLUS_TWO),  # no microseconds
+        datetime(999, 1, 1, 0, 0, 0, 7, tzinfo=PLUS_TWO),  # a year of three digits, in UTC
+    ],
+    ids=["fraction", "whole second", "year 998"],
+)
+def test_rows_read_back_as_the_orm_stores_them(engine: Engine, time: datetime) -> None:
+    event = f.acked("r1", "r1/s1", 1.5, 0, 10).model_copy(update={"time": time})
     twin = f.acked("r1", "r1/s1", 2, 10, 10)
     with write_transaction(engine) as session:
         stored = store_new(session, [event], [in_utc(event.time)], ['{"a": 1}'], RECEIVED)

@@ -46,7 +46,12 @@ def sqlite_time(time: datetime) -> str:
     in UTC, ``YYYY-MM-DD HH:MM:SS.ffffff``, so reads and comparisons see one format."""
     if time.tzinfo is not UTC:
         time = time.astimezone(UTC)
-    return time.isoformat(" ", "microseconds")[:26]  # without its "+00:00"
+    # Formatted by hand: 1.5 µs where isoformat(" ", "microseconds") took 3.0 (it
+    # formats the zone's offset too, cut off after), once an event (docs/profiling.md).
+    return "%04d-%02d-%02d %02d:%02d:%02d.%06d" % (  # noqa: UP031 - the fastest here
+        time.year, time.month, time.day, time.hour, time.minute, time.second,
+        time.microsecond,
+    )  # fmt: skip
 
 
 def store_new(
