@@ -511,6 +511,7 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
 
 
 def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
+    from onceover_jobs.sink.claim import claim_checkpoint
     from onceover_jobs.sink.datasource import register
     from onceover_jobs.spark import spark_session, submitted
 
@@ -553,6 +554,9 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             writer = writer.trigger(processingTime=f"{args.interval} seconds")
         else:
             writer = writer.trigger(availableNow=True)
+        # Refused here, a second driver leaves the checkpoint as it found it; refused by
+        # the sink, it would have planned a micro-batch there first (claim.py says why).
+        claim_checkpoint(spark, str(args.checkpoint.resolve()))
         query = writer.start()
         reporter.query_id = str(query.id)
         reporter.start_heartbeats()

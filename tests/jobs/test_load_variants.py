@@ -73,64 +73,147 @@ def test_csv_and_parquet_sources_proto_rows_and_spark_submit(
     assert row["currencies"] == 4
 
 
+USER_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+from onceover_jobs.sink.datasource import register
+
+source, table, checkpoint = sys.argv[1:]
+spark = SparkSession.builder.master("local[1]").getOrCreate()
+register(spark)  # and no claim_checkpoint(spark, checkpoint) before start()
+orders = "amount DOUBLE, currency STRING, customer_id BIGINT, event_id BIGINT, " \\
+    "event_time TIMESTAMP, order_id STRING"
+(spark.readStream.schema(orders).json(source)
+    .writeStream.format("onceover").option("table", table).option("key", "event_id")
+    .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    .awaitTermination())
+"""
+
+
+@pytest.mark.parametrize("second_driver", ["load_files", "unclaimed_script"])
 def test_continuous_mode_keeps_loading_new_files_until_stopped(
     bq_config: BigQueryConfig,
     rest: bigquery.Client,
     dataset: str,
     tmp_path: Path,
     receiver: Receiver,
+    second_driver: str,
 ) -> None:
     """Also: a second driver started on the same checkpoint while the first is alive
-    (frozen, as a run that only looked stalled) is refused before it writes a row, and
-    reports itself as refused, not as the run failing; the first then goes on."""
+    (frozen between micro-batches, as a run that only looked stalled) is refused before
+    Spark plans a micro-batch in the checkpoint, so before a row; the job reports itself
+    as refused, not as the run failing. The first then goes on. A user's script that
+    does not claim the checkpoint before start() is refused by the sink, after Spark
+    planned its micro-batch: the first stops at its next one, and its next start commits
+    that batch once."""
     import signal
 
     from tests.waiting import wait_until
 
-    source = tmp_path / "src"
+    source, checkpoint = tmp_path / "src", tmp_path / "ckpt"
     write_files(source, ROWS, 1, "json")
     table = f"{dataset}.orders"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "onceover_jobs.load_files",
-         *job_args(source, "json", table, tmp_path / "ckpt"), "--continuous", "--interval", "1"],
-        env=job_environment(bq_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    args = job_args(source, "json", table, checkpoint)
+    # Its output goes to files: read while it runs, and never a full pipe that stalls it.
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "onceover_jobs.load_files", *args,
+             "--continuous", "--interval", "1"],
+            env=job_environment(bq_config), stdout=stdout, stderr=stderr, text=True,
+        )  # fmt: skip
+
+    def still_running() -> None:
+        if job.poll() is not None:
+            raise AssertionError(
+                f"the first driver exited {job.returncode}: {err.read_text()[-3000:]}"
+            )
+
     jvm = None
     try:
-        wait_until("the first file loaded", lambda: _rows(rest, table) == ROWS or None, 240)
+        # Spark has recorded the first micro-batch done: the first driver waits for files.
+        committed = checkpoint / "commits" / "0"
+        wait_until("the first file loaded", lambda: committed.is_file() or None, 240,
+                   between=still_running)  # fmt: skip
+        assert counted(rest, table) == (ROWS, ROWS)
         jvm = _java_child(job.pid)
         os.kill(jvm, signal.SIGSTOP)  # alive, but it plans nothing: the file below waits
         write_files(source, ROWS, 1, "json", start=ROWS)  # a file arriving later
-        second = subprocess.run(
-            [sys.executable, "-m", "onceover_jobs.load_files",
-             *job_args(source, "json", table, tmp_path / "ckpt")],
-            env={**job_environment(bq_config), MONITOR_URL_ENV: receiver.url,
-                 MONITOR_TOKEN_ENV: TOKEN},
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert second.returncode == EXIT_REFUSED, second.stderr[-3000:]
-        assert re.search(rf"refused: .*another driver that still runs \(\S+ pid {jvm} started",
-                         second.stderr), second.stderr[-3000:]  # fmt: skip
-        (failed,) = wait_until(
-            "the refused driver's report", lambda: receiver.of_type("run_failed") or None, 30
-        )
-        assert failed["refused"] is True
+        entries = _checkpoint_entries(checkpoint)
+        second = _second_driver(second_driver, bq_config, receiver, args, tmp_path / "my.py")
+        named = rf"another driver that still runs \(\S+ pid {jvm} started"
+        if second_driver == "load_files":
+            assert second.returncode == EXIT_REFUSED, second.stderr[-3000:]
+            assert re.search(f"refused: .*{named}", second.stderr), second.stderr[-3000:]
+            (failed,) = wait_until(
+                "the refused driver's report", lambda: receiver.of_type("run_failed") or None, 30
+            )
+            assert failed["refused"] is True
+        else:
+            assert second.returncode != 0
+            assert re.search(f"ConcurrentDriverError: .*{named}", second.stderr), (
+                second.stderr[-3000:]
+            )  # fmt: skip
         assert counted(rest, table) == (ROWS, ROWS)  # the second wrote nothing
         os.kill(jvm, signal.SIGCONT)
-        wait_until("the later file loaded", lambda: _rows(rest, table) == 2 * ROWS or None, 120)
+        if second_driver == "unclaimed_script":
+            assert "Spark planned this driver's micro-batch" in second.stderr
+            assert _checkpoint_entries(checkpoint) != entries  # it did: the first stops
+            job.wait(timeout=120)
+            assert job.returncode == 1
+            assert "Concurrent update to the log" in err.read_text()
+            again = subprocess.run(
+                [sys.executable, "-m", "onceover_jobs.load_files", *args],
+                env=job_environment(bq_config), capture_output=True, text=True, timeout=300,
+                check=False,
+            )  # fmt: skip
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert counted(rest, table) == (2 * ROWS, 2 * ROWS)
+            return
+        assert _checkpoint_entries(checkpoint) == entries  # nor planned a micro-batch there
+        wait_until("the later file loaded", lambda: _rows(rest, table) == 2 * ROWS or None, 120,
+                   between=still_running, seen=lambda: err.read_text()[-3000:])  # fmt: skip
         job.send_signal(signal.SIGTERM)
-        stdout, stderr = job.communicate(timeout=120)
+        job.wait(timeout=120)
     finally:
         if jvm is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(jvm, signal.SIGCONT)
-        if job.poll() is None:  # failed before the end: stop it and close its pipes
+        if job.poll() is None:  # failed before the end: stop it
             job.kill()
-            job.communicate()
-    assert job.returncode == 0, stderr[-3000:]
-    assert f"Committed {2 * ROWS:,} rows" in stdout
+            job.wait()
+    assert job.returncode == 0, err.read_text()[-3000:]
+    assert f"Committed {2 * ROWS:,} rows" in out.read_text()
     assert counted(rest, table) == (2 * ROWS, 2 * ROWS)
+
+
+def _second_driver(
+    kind: str, bq_config: BigQueryConfig, receiver: Receiver, args: list[str], script: Path
+) -> subprocess.CompletedProcess[str]:
+    """Another driver on the first one's checkpoint: the load job again (it claims the
+    checkpoint before start(), and reports to ``receiver``), or a user's own script that
+    does not claim it."""
+    env = job_environment(bq_config)
+    if kind == "load_files":
+        command = [sys.executable, "-m", "onceover_jobs.load_files", *args]
+        env |= {MONITOR_URL_ENV: receiver.url, MONITOR_TOKEN_ENV: TOKEN}
+    else:
+        script.write_text(USER_SCRIPT)
+        source, table, checkpoint = (
+            args[args.index(name) + 1] for name in ("--source", "--table", "--checkpoint")
+        )
+        command = [sys.executable, str(script), source, table, checkpoint]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+
+
+def _checkpoint_entries(checkpoint: Path) -> list[str]:
+    """Spark's own files in ``checkpoint``: its logs of offsets, commits and sources."""
+    return sorted(
+        str(path.relative_to(checkpoint))
+        for path in checkpoint.rglob("*")
+        if path.is_file() and path.relative_to(checkpoint).parts[0] != "onceover"
+    )
 
 
 def _java_child(pid: int) -> int:

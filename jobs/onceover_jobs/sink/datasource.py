@@ -49,7 +49,7 @@ from pyspark.sql.datasource import (
 from onceover.bigquery import BigQueryConfig
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.committer import BatchCommitter, written_by_tasks
-from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.errors import ConcurrentDriverError, SinkOptionError
 from onceover_jobs.sink.identity import WriteIdentity
 from onceover_jobs.sink.job import SinkJob, streaming_query_id
 from onceover_jobs.sink.ledger import claim_driver, leave_probe
@@ -142,15 +142,29 @@ def prepare_job(
     request_budget(encoder_for(job), options.max_request_bytes, table=options.table)
     if streaming:
         assert options.checkpoint is not None
-        claim_driver(
-            options.ledger, query_id, f"the query on {options.checkpoint}", options.driver_lease_s
-        )
+        try:
+            claim_driver(
+                options.ledger,
+                query_id,
+                f"the query on {options.checkpoint}",
+                options.driver_lease_s,
+            )
+        except ConcurrentDriverError as exc:
+            raise ConcurrentDriverError(f"{exc}. {PLANNED_FIRST}") from None
         check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
     elif options.run_id is not None:
         claim_driver(
             options.ledger, options.run_id, f"run {options.run_id}", options.driver_lease_s
         )
     return job
+
+
+PLANNED_FIRST = (
+    "Spark planned this driver's micro-batch in the checkpoint before it asked the sink, "
+    "so the other driver may stop at its next micro-batch on that entry (its next start "
+    "commits the batch once); claim the checkpoint before start() to be refused before "
+    "Spark writes (onceover_jobs.sink.claim.claim_checkpoint)"
+)
 
 
 ABORTED = (

@@ -312,15 +312,18 @@ def claim_driver(
     scope: str,
     what: str,
     lease_s: float = DEFAULT_DRIVER_LEASE_S,
+    *,
+    owner: str | None = None,
 ) -> None:
-    """Record this driver as the one writing ``scope``. Refuse when the one recorded is
-    another that still runs on this host, or one on another host whose claim was renewed
-    (at a commit) less than ``lease_s`` ago: whether it still runs cannot be seen from
-    here. An older claim is taken over; an intent its driver left is settled with its
-    own streams, and that driver, if it wakes, is refused at its next commit."""
+    """Record this driver (``owner``, else the one this process works for) as the one
+    writing ``scope``. Refuse when the one recorded is another that still runs on this
+    host, or one on another host whose claim was renewed (at a commit) less than
+    ``lease_s`` ago: whether it still runs cannot be seen from here. An older claim is
+    taken over; an intent its driver left is settled with its own streams, and that
+    driver, if it wakes, is refused at its next commit."""
     from onceover_jobs.sink.driver import alive_here, driver_owner, on_this_host
 
-    me = driver_owner()
+    me = owner or driver_owner()
     path = _driver_path(root, scope)
     recorded = read_payload(path)
     other = None if recorded is None else str(recorded.get("owner"))

@@ -261,7 +261,7 @@ def _table_option(options: Mapping[str, str], name: str, written: str) -> str | 
     return table
 
 
-def _local_path(checkpoint: str) -> str:
+def local_checkpoint_path(checkpoint: str) -> str:
     """The checkpoint as a filesystem path: the ledger beside Spark's checkpoint needs an
     atomic rename and fsync, which a mounted filesystem gives and an object store's
     Hadoop connector does not, so ``gs://``, ``hdfs://`` or ``s3a://`` are refused."""
@@ -319,7 +319,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
             raise SinkOptionError(
                 "write_id", "a streaming query writes one table: its batches are its writes"
             )
-        checkpoint = _local_path(checkpoint)
+        checkpoint = local_checkpoint_path(checkpoint)
         ledger = str(ledger_root(checkpoint))
     else:
         # Not the working directory: a driver restarted in cluster deploy mode runs in
