@@ -9,7 +9,7 @@ from pathlib import Path
 
 from onceover_tools.bench.control_plane import Figures
 from onceover_tools.bench.run import BenchPlan, render
-from onceover_tools.bench.writers import CONTENDERS, WriterFigure, schedule
+from onceover_tools.bench.writers import CONTENDERS, MONITORING_ROUND, WriterFigure, schedule
 
 N = 1_000
 HEADER = {"command": "onceover bench", "generated_at": "now", "commit": "abc", "machine": "m"}
@@ -152,3 +152,43 @@ def test_the_per_row_baselines_run_after_every_other_write_at_every_size() -> No
     others = [p for p in passes if not per_row & {c.key for _, c in p.writes}]
     leaders = {c.key for p in others for attempt, c in p.writes[:: len(CONTENDERS) - 2]}
     assert len(leaders) == 3
+
+
+def test_monitoring_rounds_follow_the_attempts_of_everyone_and_pair_each_write() -> None:
+    passes = schedule([N, 4 * N], 3, CONTENDERS, monitoring_rounds=7)
+    per_row = {c.key for c in CONTENDERS if c.per_row}
+    for run in passes:
+        attempts: dict[int, list[str]] = {}
+        for attempt, contender in run.writes:
+            attempts.setdefault(attempt, []).append(contender.key)
+        if per_row & set(attempts[1]):  # the per-row baselines: three attempts, as before
+            assert sorted(attempts) == [1, 2, 3]
+            continue
+        assert sorted(attempts) == list(range(1, 8))
+        assert all(len(keys) == len(CONTENDERS) - 2 for n, keys in attempts.items() if n <= 3)
+        # After them, rounds of plain pending and each monitored write, once each, rotated.
+        rounds = [attempts[n] for n in range(4, 8)]
+        assert all(sorted(keys) == sorted(MONITORING_ROUND) for keys in rounds)
+        assert len({keys[0] for keys in rounds}) == 4
+
+
+def test_the_monitoring_overhead_is_the_median_over_rounds_of_each_write_against_its_own() -> None:
+    """A round the machine was slow for is slow for both its writes: set against each
+    other, it cancels. Against the plain write's median, the monitored one's median
+    here would be +10%, a miss that is the machine's."""
+    figures = _writers()
+    at = {(f.key, f.rows): f for f in figures}
+    for rows in (N, 4 * N):
+        at[("pending", rows)].seconds = [1.0, 2.0, 1.0]
+        at[("pending_monitored", rows)].seconds = [1.1, 2.0, 0.98]
+
+    markdown, document = render(_plan(), figures, [_database()], HEADER)
+
+    assert "| +0.0% | +0.0% | ≤ 3.0% | met |" in _target_line(
+        markdown, "monitoring overhead, backend healthy (job wall time)"
+    )
+    assert _target_line(markdown, "backend healthy").startswith(
+        "| backend healthy | 3 | +0.0% | -2.0% to +10.0% | -2.0% to +10.0% | 3 |"
+    )
+    targets = {t["name"]: t for t in document["targets"][str(N)]}
+    assert targets["monitoring overhead, backend healthy (job wall time)"]["value"] == 0.0

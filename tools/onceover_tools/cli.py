@@ -311,6 +311,10 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--repeat", type=positive_number, default=None,
                        help="timed runs per writer and size, the median kept (default 3; 1 "
                             "with --quick)")  # fmt: skip
+    bench.add_argument("--monitoring-rounds", type=positive_number, default=None,
+                       help="rounds of plain pending and each monitored write, back to "
+                            "back, the median of their paired ratios kept (default 21; 3 "
+                            "with --quick or a smaller --rows; at least --repeat)")  # fmt: skip
     bench.add_argument("--events", type=positive_number, default=None,
                        help="control-plane events stored (default 1000000; 100000 with "
                             "--quick)")  # fmt: skip

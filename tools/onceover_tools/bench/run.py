@@ -52,6 +52,10 @@ QUICK_ECONOMY_BATCHES = 20
 FULL_ECONOMY_BATCHES = se.BATCHES
 FULL_ECONOMY_SOAK_MINUTES = 5.0  # `python -m onceover_tools.bench.stream_economy` alone: 20
 GROWTH = 4
+FULL_MONITORING_ROUNDS = 21
+"""Rounds of plain ``pending`` and each monitored write (docs/BENCHMARKS.md: single
+writes varied by 10-20% against the 3% held to; three medians did not resolve it)."""
+QUICK_MONITORING_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class BenchPlan:
     """Micro-batches per mode of the stream economy; None: by the bench's size."""
     soak_minutes: float | None = None
     """How long the stream economy's soak runs (0: none); None: by the bench's size."""
+    monitoring_rounds: int | None = None
+    """Rounds of plain ``pending`` and each monitored write; None: by the bench's size."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchPlan:
@@ -83,6 +89,7 @@ class BenchPlan:
             quick=quick,
             micro_batches=getattr(args, "micro_batches", None),
             soak_minutes=getattr(args, "soak_minutes", None),
+            monitoring_rounds=getattr(args, "monitoring_rounds", None),
         )
 
     @property
@@ -94,6 +101,16 @@ class BenchPlan:
         """Neither ``--quick`` nor made smaller with ``--rows``: the stream economy's soak
         and its 60 micro-batches per mode belong to a full bench only."""
         return not self.quick and self.rows >= FULL_ROWS
+
+    @property
+    def rounds(self) -> int:
+        """Monitoring rounds (many for a full bench only, as the soak); every attempt is
+        one, so never fewer than ``repeat``."""
+        if self.monitoring_rounds is not None:
+            chosen = self.monitoring_rounds
+        else:
+            chosen = FULL_MONITORING_ROUNDS if self.full_size else QUICK_MONITORING_ROUNDS
+        return max(chosen, self.repeat)
 
     @property
     def economy_batches(self) -> int:
@@ -142,7 +159,10 @@ def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
         ) as backend:
             monitor = Monitor(backend.url, tokens["ingest"], tokens["viewer"])
             backends = Backends(monitor, slow, f"http://127.0.0.1:{free_port()}", spool)
-            return run_writers(plan.sizes, plan.repeat, server.config, backends, say)
+            return run_writers(
+                plan.sizes, plan.repeat, server.config, backends, say,
+                monitoring_rounds=plan.rounds,
+            )  # fmt: skip
 
 
 @contextmanager
@@ -236,7 +256,8 @@ def render(
         "",
         f"`{header['command']}` on {header['generated_at']}, commit {header['commit']}; "
         f"{header['machine']}. Spark `local[2]`, the local BigQuery (bqemulator) in the "
-        f"bench's process; median of {plan.repeat} run(s) per writer and size, every write "
+        f"bench's process; median of {plan.repeat} run(s) per writer and size "
+        f"({plan.rounds} for `pending` and its monitored writes, in paired rounds), every write "
         "counted in BigQuery (`COUNT(*)` and `COUNT(DISTINCT event_id)`) before its figure "
         "is kept. Figures, not assertions: a missed target is shown as missed.",
         "",
@@ -248,6 +269,8 @@ def render(
         "",
         *report.writers_section(writers, plan.sizes),
         "",
+        *report.monitoring_section(writers, plan.sizes),
+        "",
         *([*report.stream_economy_section(economy), ""] if economy is not None else []),
         *report.control_plane_section(databases, plan.events),
         "",
@@ -257,6 +280,7 @@ def render(
         **header,
         "rows": plan.sizes,
         "repeat": plan.repeat,
+        "monitoring_rounds": plan.rounds,
         "events": plan.events,
         "writers": [figure.as_json() for figure in writers],
         "control_plane": [_control_plane_json(db) for db in databases],
@@ -280,7 +304,10 @@ def run_bench(plan: BenchPlan, command: str) -> int:
         "quick": plan.quick,
     }
     say(f"onceover bench: {header['machine']}")
-    say(f"[1/4] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) each")
+    say(
+        f"[1/4] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) "
+        f"each; {plan.rounds} rounds of `pending` and its monitored writes"
+    )
     quiet_spark()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:

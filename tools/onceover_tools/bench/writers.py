@@ -55,6 +55,9 @@ SPOOL_WAIT_S = 10.0
 this only covers a file being renamed as it is read."""
 MONITORED = {"pending_monitored": "healthy", "pending_slow": "slow", "pending_down": "down"}
 """The monitored writers, by the backend each reports to."""
+MONITORING_ROUND = frozenset({"pending", *MONITORED})
+"""The writes of a monitoring round: plain ``pending`` and each monitored one, back to
+back, so each monitored write is set against the plain one of its own round."""
 SINK_KEYS = frozenset({"pending", "committed", "default", *MONITORED})
 FLOOR = "spark_floor"
 
@@ -384,24 +387,31 @@ class Pass:
 
 
 def schedule(
-    sizes: Sequence[int], repeat: int, contenders: Sequence[Contender] = CONTENDERS
+    sizes: Sequence[int],
+    repeat: int,
+    contenders: Sequence[Contender] = CONTENDERS,
+    monitoring_rounds: int = 0,
 ) -> list[Pass]:
     """Every size's writes by everyone but the per-row baselines, then every size's
     per-row baselines: after minutes of their small requests every write against the
     local BigQuery was slower for minutes (``docs/profiling.md``, "Monitoring overhead"),
     so nothing the report sets against a target may run in their shadow. Within a pass
     the order rotates by one an attempt, so that no contender always pays for the one
-    before it."""
+    before it. Past ``repeat``, attempts up to ``monitoring_rounds`` run only a
+    monitoring round (:data:`MONITORING_ROUND`): single writes vary by far more than
+    the 3% the overhead is held to, and only many rounds, each paired, resolve it."""
     passes = []
     for per_row in (False, True):
         group = [c for c in contenders if c.per_row is per_row]
         if not group:
             continue
+        rounds = [c for c in group if c.key in MONITORING_ROUND]
+        attempts = max(repeat, monitoring_rounds) if rounds else repeat
         for rows in sizes:
             writes = [
                 (attempt, contender)
-                for attempt in range(1, repeat + 1)
-                for contender in _rotated(group, attempt - 1)
+                for attempt in range(1, attempts + 1)
+                for contender in _rotated(group if attempt <= repeat else rounds, attempt - 1)
             ]
             passes.append(Pass(rows, writes))
     return passes
@@ -418,9 +428,12 @@ def run_writers(
     config: BigQueryConfig,
     backends: Backends,
     say: Callable[[str], None],
+    *,
+    monitoring_rounds: int = 0,
 ) -> list[WriterFigure]:
-    """Every contender at every size, ``repeat`` times, in ``schedule``'s order; the
-    figures in ``sizes`` order, each size's in ``CONTENDERS`` order."""
+    """Every contender at every size, ``repeat`` times (a monitoring round's writers
+    ``monitoring_rounds`` times, if more), in ``schedule``'s order; the figures in
+    ``sizes`` order, each size's in ``CONTENDERS`` order."""
     from onceover_jobs.generate import write_files
     from onceover_jobs.sink.datasource import register
     from onceover_jobs.spark import spark_session
@@ -430,7 +443,7 @@ def run_writers(
         spark = spark_session("onceover-bench", MASTER)
         try:
             register(spark)
-            for number, run in enumerate(schedule(sizes, repeat)):
+            for number, run in enumerate(schedule(sizes, repeat, CONTENDERS, monitoring_rounds)):
                 source = Path(tmp) / f"orders-{run.rows}"
                 if not source.exists():
                     write_files(source, run.rows, FILES, "parquet")
