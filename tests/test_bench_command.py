@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from onceover_tools.bench.stream_economy import MODES, PARTITIONS
-from onceover_tools.bench.writers import CONTENDERS
+from onceover_tools.bench.writers import CONTENDERS, MONITORING_ROUND
 
 from tests.processes import run_onceover
 
@@ -76,9 +76,14 @@ def test_the_bench_prints_and_writes_every_ratio(
     (database,) = document["control_plane"]
     assert database["events_stored"] == EVENTS
     assert database["failed"] is None
-    # Each kept write was counted in BigQuery first (the bench says so per write).
+    # Each kept write was counted in BigQuery first (the bench says so per write): every
+    # writer but the floor once a size, then the monitoring rounds' writes.
+    rounds = document["monitoring_rounds"]
+    assert (document["repeat"], rounds) == (1, 3)
     verified = [line for line in done.stdout.splitlines() if "(verified in BigQuery)" in line]
-    assert len(verified) == 2 * (len(CONTENDERS) - 1)
+    assert len(verified) == 2 * (len(CONTENDERS) - 1 + (rounds - 1) * len(MONITORING_ROUND))
+    for figure in document["writers"]:
+        assert len(figure["seconds"]) == (rounds if figure["key"] in MONITORING_ROUND else 1)
 
     _every_phase_of_the_starvation_bench_posted_every_event(document["starvation"], done.stdout)
     _every_mode_of_the_stream_economy_is_counted_and_its_streams_listed(document["stream_economy"])
