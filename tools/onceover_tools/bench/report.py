@@ -49,7 +49,7 @@ class Target:
         if value is None:
             return "FAILED"
         if self.unit == "%":
-            return f"{value * 100:+.1f}%"
+            return _percent(value)
         if self.unit == "x":
             return f"{value:.2f}x"
         return f"{value:,.0f} {self.unit}" if value >= 100 else f"{value:.1f} {self.unit}"
@@ -124,7 +124,8 @@ class Overhead:
         rounds fell."""
         if not self.each:
             return None
-        return percentile(list(self.each), 0.25), percentile(list(self.each), 0.75)
+        each = list(self.each)
+        return percentile(each, 0.25), percentile(each, 0.75)
 
 
 def paired_overhead(monitored: WriterFigure, plain: WriterFigure) -> Overhead:
@@ -289,7 +290,8 @@ def monitoring_section(figures: list[WriterFigure], sizes: list[int]) -> list[st
         "A round is plain `pending` and the three monitored writes back to back, in an "
         "order that rotates each round; each monitored write is set against the plain one "
         "of its round, and the target is the median over the rounds. Single writes vary by "
-        "several times the 3% held to, so only the median of many rounds resolves it.",
+        f"several times the {MONITORING_OVERHEAD_TARGET:.0%} held to, so only the median of "
+        "many rounds resolves it.",
     ]
 
 
