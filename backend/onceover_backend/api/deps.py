@@ -3,6 +3,11 @@
 Every route under ``/api`` except ``/api/health`` declares one of ``IngestDep``,
 ``ViewerDep`` or ``OperatorDep``; tests walk the app's routes and fail on one that
 declares none.
+
+A dependency that only reads the app's state is ``async``: FastAPI runs a plain ``def``
+one in its thread pool, a hand-off and back for each, and ``POST /api/events`` declared
+seven (docs/profiling.md, "What a small POST costs, again"). What may wait on the
+database (a session, a stored token's lookup) still runs on a worker thread.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
@@ -25,12 +31,12 @@ from onceover_backend.services.resume import Resumer
 from onceover_backend.services.webhook_dispatch import Dispatcher
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_engine(request: Request) -> Engine:
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
@@ -40,27 +46,27 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_reconciler(request: Request) -> Reconciler:
+async def get_reconciler(request: Request) -> Reconciler:
     reconciler: Reconciler = request.app.state.reconciler
     return reconciler
 
 
-def get_resumer(request: Request) -> Resumer:
+async def get_resumer(request: Request) -> Resumer:
     resumer: Resumer = request.app.state.resumer
     return resumer
 
 
-def get_dispatcher(request: Request) -> Dispatcher:
+async def get_dispatcher(request: Request) -> Dispatcher:
     dispatcher: Dispatcher = request.app.state.dispatcher
     return dispatcher
 
 
-def get_change_feed(request: Request) -> ChangeFeed:
+async def get_change_feed(request: Request) -> ChangeFeed:
     feed: ChangeFeed = request.app.state.change_feed
     return feed
 
 
-def get_group_commit(request: Request) -> GroupCommit:
+async def get_group_commit(request: Request) -> GroupCommit:
     group_commit: GroupCommit = request.app.state.group_commit
     return group_commit
 
@@ -77,7 +83,7 @@ class RoleCheck:
     def __init__(self, role: str) -> None:
         self.role = role
 
-    def __call__(
+    async def __call__(
         self,
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -91,7 +97,11 @@ class RoleCheck:
                     "a bearer token is required (Authorization: Bearer TOKEN)"
                 )
             verifier: TokenVerifier = request.app.state.token_verifier
-            principal = verifier.verify(credentials.credentials)
+            token = credentials.credentials
+            # A stored token is looked up in the database: not on the event loop.
+            principal = verifier.configured(token) or await anyio.to_thread.run_sync(
+                verifier.stored, token
+            )
             if principal is None:
                 raise NotAuthenticatedError("the bearer token is not valid")
             request.state.principal = principal
