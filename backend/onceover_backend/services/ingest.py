@@ -18,6 +18,7 @@ from sqlmodel import Session
 from onceover import events as ev
 from onceover_backend.core.db import write_transaction
 from onceover_backend.models import IngestResultPublic
+from onceover_backend.services import audit
 from onceover_backend.services.event_store import store_new
 from onceover_backend.services.projection import Projector, in_utc
 from onceover_backend.tables import AuditLog, utcnow
@@ -163,9 +164,11 @@ def ingest_batches(engine: Engine, batches: Sequence[EventBatch]) -> list[Ingest
         try:
             with write_transaction(engine) as session:
                 ingested = _ingest(session, batches)
-                for batch, outcome in zip(batches, ingested, strict=True):
-                    if batch.audit_row is not None:
-                        session.add(batch.audit_row(outcome.result))
+                audit.insert_rows(session, [
+                    batch.audit_row(outcome.result)
+                    for batch, outcome in zip(batches, ingested, strict=True)
+                    if batch.audit_row is not None
+                ])  # fmt: skip
                 return ingested
         except (IntegrityError, OperationalError) as exc:
             if attempt == MAX_TRANSACTION_TRIES:
