@@ -5,8 +5,8 @@ Every route under ``/api`` except ``/api/health`` declares one of ``IngestDep``,
 declares none.
 
 A dependency that only reads the app's state is ``async``: FastAPI runs a plain ``def``
-one in its thread pool, a hand-off and back for each, and ``POST /api/events`` declared
-seven (docs/profiling.md, "What a small POST costs, again"). What may wait on the
+one in its thread pool, a hand-off and back for each, and ``POST /api/events`` declares
+five (docs/profiling.md, "What a small POST costs, again"). What may wait on the
 database (a session, a stored token's lookup) still runs on a worker thread.
 """
 
