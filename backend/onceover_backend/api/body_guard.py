@@ -142,9 +142,7 @@ async def _authenticated(scope: Scope, headers: Headers) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise BodyRefusedError(401, "a bearer token is required (Authorization: Bearer TOKEN)")
     verifier: TokenVerifier = scope["app"].state.token_verifier
-    # A stored token is looked up in the database: on a worker thread, not the loop.
-    token = token.strip()
-    principal = verifier.configured(token) or await anyio.to_thread.run_sync(verifier.stored, token)
+    principal = await verifier.verify(token.strip())
     if principal is None:
         raise BodyRefusedError(401, "the bearer token is not valid")
     return principal

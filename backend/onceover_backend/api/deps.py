@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
@@ -97,11 +96,7 @@ class RoleCheck:
                     "a bearer token is required (Authorization: Bearer TOKEN)"
                 )
             verifier: TokenVerifier = request.app.state.token_verifier
-            token = credentials.credentials
-            # A stored token is looked up in the database: not on the event loop.
-            principal = verifier.configured(token) or await anyio.to_thread.run_sync(
-                verifier.stored, token
-            )
+            principal = await verifier.verify(credentials.credentials)
             if principal is None:
                 raise NotAuthenticatedError("the bearer token is not valid")
             request.state.principal = principal

@@ -14,6 +14,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+import anyio.to_thread
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
@@ -57,8 +58,10 @@ class TokenVerifier:
             for role, token in configured
         ]
 
-    def verify(self, token: str) -> Principal | None:
-        return self.configured(token) or self.stored(token)
+    async def verify(self, token: str) -> Principal | None:
+        """The token's principal: a configured token is checked on the event loop; only
+        one it does not know is looked up in the database, on a worker thread."""
+        return self.configured(token) or await anyio.to_thread.run_sync(self.stored, token)
 
     def configured(self, token: str) -> Principal | None:
         """The principal of a token from ``ONCEOVER_TOKENS``: no database, so the
