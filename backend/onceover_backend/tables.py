@@ -4,7 +4,7 @@
 ``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
 up to date in the same transaction that stores them (:mod:`onceover_backend.services.projection`);
 ``WriteRollup`` counts append requests per minute for the rate charts, ``HourRollup``
-per hour for the overview;
+per hour for the overview, ``CommitHour`` the batches first committed in each hour;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
 job process the control plane started to resume a run. ``AlertRule``, ``Alert`` and
 ``AlertTransition`` are the alerting rules, the state of each thing a rule watches and
@@ -306,6 +306,30 @@ class HourRollup(SQLModel, table=True):
     table_id: str = Field(max_length=_TABLE)
     code: str = Field(max_length=40)
     requests: int = _count()
+
+
+class CommitHour(SQLModel, table=True):
+    """The batches of one run into one table first committed in one UTC hour: how many,
+    their rows and rows set aside, and the latest of their commits. The overview's
+    freshness, rows today and rows set aside, read from a row a run and hour rather than
+    from every batch of a day (docs/profiling.md, "Commits by the hour"). Kept by
+    :mod:`onceover_backend.services.commit_hours` in the ingest transaction; keyed by run
+    as the other rollups are, so concurrent ingests of one table's runs never wait on
+    one row."""
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "hour", "table_id"),
+        Index("ix_commithour_hour", "hour"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
+    run_id: str = Field(max_length=_NAME)
+    hour: datetime = Field(sa_type=UTCDateTime)
+    table_id: str = Field(max_length=_TABLE)
+    batches: int = _count()
+    rows: int = _count()
+    dead_lettered_rows: int = _count()
+    last_commit_at: datetime | None = _when()
 
 
 class Reconciliation(SQLModel, table=True):

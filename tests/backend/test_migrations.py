@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from onceover_backend.core.db import build_engine
 from onceover_backend.core.migrate import alembic_config, upgrade_to_head
-from onceover_backend.tables import HourRollup, Run, WriteRollup
+from onceover_backend.tables import Batch, CommitHour, HourRollup, Run, WriteRollup
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy import select as select_rows
 from sqlmodel import Session, SQLModel, col, select
@@ -186,4 +186,50 @@ def test_rollups_stored_before_0011_become_runs_retry_counts_and_hours(
         ("r1", at(12, 0), "t2", "OK", 9),
         ("r1", at(13, 0), "t", "ALREADY_EXISTS", 1),
         ("r2", at(12, 0), "t", "OK", 7),
+    ]
+
+
+def test_batches_stored_before_0012_become_commits_by_the_hour(empty_database: str) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0011")
+    engine = build_engine(empty_database)
+    batch = Batch.__table__  # type: ignore[attr-defined]  # the same columns at 0011 as now
+
+    def at(hour: int, minutes: int, seconds: int = 0) -> datetime:
+        return datetime(2026, 11, 1, hour, minutes, seconds, 250_000, tzinfo=UTC)
+
+    try:
+        with engine.begin() as connection:
+            for run in ("r1", "r2"):
+                _store_run(connection, run, "succeeded")
+            connection.execute(batch.insert(), [
+                {"run_id": run, "table_id": table, "query_id": "q", "batch_id": n,
+                 "batch_key": str(n), "mode": "pending", "state": state, "rows": rows,
+                 "dead_lettered_rows": dead, "committed_at": when}
+                for run, table, n, state, rows, dead, when in (
+                    ("r1", "t", 0, "committed", 10, 3, at(12, 50)),
+                    ("r1", "t", 1, "committed", 5, 0, at(12, 59, 59)),
+                    ("r1", "t", 2, "committed", None, 0, at(13, 1)),
+                    ("r1", "t", 3, "intent", None, 0, None),
+                    ("r1", "t2", 4, "committed", 4, 0, at(12, 5)),
+                    ("r2", "t", 0, "committed", 7, 1, at(13, 30)),
+                )
+            ])  # fmt: skip
+
+        command.upgrade(config, "head")
+
+        with Session(engine) as session:
+            hours = session.execute(
+                select_rows(col(CommitHour.run_id), col(CommitHour.hour),
+                            col(CommitHour.table_id), col(CommitHour.batches),
+                            col(CommitHour.rows), col(CommitHour.dead_lettered_rows),
+                            col(CommitHour.last_commit_at))
+            ).all()  # fmt: skip
+    finally:
+        engine.dispose()
+    assert sorted(tuple(hour) for hour in hours) == [
+        ("r1", at(12, 0).replace(microsecond=0), "t", 2, 15, 3, at(12, 59, 59)),
+        ("r1", at(12, 0).replace(microsecond=0), "t2", 1, 4, 0, at(12, 5)),
+        ("r1", at(13, 0).replace(microsecond=0), "t", 1, 0, 0, at(13, 1)),
+        ("r2", at(13, 0).replace(microsecond=0), "t", 1, 7, 1, at(13, 30)),
     ]

@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, case, func
+from sqlalchemy import case, func
 from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, select
 
@@ -36,7 +35,7 @@ from onceover_backend.services.webhook_payloads import page_path
 from onceover_backend.tables import (
     Alert,
     AlertRule,
-    Batch,
+    CommitHour,
     HourRollup,
     Reconciliation,
     Run,
@@ -222,26 +221,22 @@ def _commits_by_table(
     session: Session, *, today: datetime, since: datetime
 ) -> dict[str, tuple[datetime | None, int, int]]:
     """Per table: the last commit, rows committed today, rows set aside by batches
-    committed since ``since`` (1 query). A batch counts once, at its first commit."""
-    committed = col(Batch.committed_at)
+    committed since ``since`` (1 query), summed from the commits by the hour (both
+    times are whole hours). A batch counts once, at its first commit
+    (:mod:`onceover_backend.services.commit_hours`)."""
+    hour = col(CommitHour.hour)
     rows = session.execute(
         select_rows(
-            col(Batch.table_id),
-            func.max(committed),
-            func.sum(_when(committed >= today, col(Batch.rows))),
-            func.sum(_when(committed >= since, col(Batch.dead_lettered_rows))),
-        )
-        .where(committed.is_not(None))
-        .group_by(col(Batch.table_id))
+            col(CommitHour.table_id),
+            func.max(CommitHour.last_commit_at),
+            func.sum(case((hour >= today, col(CommitHour.rows)), else_=0)),
+            func.sum(case((hour >= since, col(CommitHour.dead_lettered_rows)), else_=0)),
+        ).group_by(col(CommitHour.table_id))
     )
     return {
         str(table): (last, int(today_rows or 0), int(dead or 0))
         for table, last, today_rows, dead in rows
     }
-
-
-def _when(condition: ColumnElement[bool], value: Any) -> Any:
-    return case((condition, func.coalesce(value, 0)), else_=0)
 
 
 def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:

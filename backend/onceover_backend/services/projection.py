@@ -27,6 +27,7 @@ from sqlmodel import Session, col, select
 
 from onceover import events as ev
 from onceover_backend.services import launch_specs, stream_rows
+from onceover_backend.services.commit_hours import CommitHours
 from onceover_backend.services.stream_rows import StreamRow
 from onceover_backend.tables import Attempt, Batch, HourRollup, Run, WriteRollup
 
@@ -274,6 +275,7 @@ class Projector:
     _run_tallies: dict[str, _RunTally] = field(default_factory=dict)
     _stream_tallies: dict[tuple[str, str], _StreamTally] = field(default_factory=dict)
     _rollups: dict[RollupKey, _Rollup] = field(default_factory=dict)
+    _commit_hours: CommitHours = field(default_factory=CommitHours)
     _heard_later: set[str] = field(default_factory=set)
     # What moved in this batch, per run (see _recompute).
     _new: set[str] = field(default_factory=set)
@@ -395,6 +397,7 @@ class Projector:
             if is_complete(run) and not self._complete_before.get(run.run_id, False):
                 self.succeeded.add(run.run_id)
         self._upsert_rollups()
+        self._commit_hours.write(self.session.connection(), self._batches)
         self.session.flush()
 
     def _recompute(self, run: Run) -> None:
@@ -570,6 +573,7 @@ class Projector:
                 dead_letter_streams=[],
             )
             self.session.add(batch)
+        self._commit_hours.note(key, batch)
         self._batches[key] = batch
         return batch
 

@@ -1,0 +1,54 @@
+"""batches first committed per run, table and UTC hour, for the overview's last commit,
+rows today and rows set aside (it summed a day's batches each call); filled from the
+batches stored before
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-28 14:00:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+import sqlmodel
+from alembic import op
+
+revision: str = "0012"
+down_revision: str | None = "0011"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "commithour",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("run_id", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
+        sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("table_id", sqlmodel.sql.sqltypes.AutoString(length=1100), nullable=False),
+        sa.Column("batches", sa.BigInteger(), nullable=False),
+        sa.Column("rows", sa.BigInteger(), nullable=False),
+        sa.Column("dead_lettered_rows", sa.BigInteger(), nullable=False),
+        sa.Column("last_commit_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("run_id", "hour", "table_id"),
+    )
+    op.create_index("ix_commithour_hour", "commithour", ["hour"], unique=False)
+    # The hour a commit falls in, in UTC: PostgreSQL keeps a zone; SQLite keeps UTC text
+    # as SQLAlchemy writes it (2026-11-28 14:00:00.000000).
+    if op.get_bind().dialect.name == "postgresql":
+        hour = "date_trunc('hour', committed_at, 'UTC')"
+    else:
+        hour = "strftime('%Y-%m-%d %H:00:00.000000', committed_at)"
+    op.execute(
+        f"INSERT INTO commithour (run_id, hour, table_id, batches, rows, dead_lettered_rows, "
+        f"last_commit_at) "
+        f"SELECT run_id, {hour}, table_id, COUNT(*), SUM(COALESCE(rows, 0)), "
+        f"SUM(dead_lettered_rows), MAX(committed_at) FROM batch "
+        f"WHERE committed_at IS NOT NULL GROUP BY run_id, {hour}, table_id"
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_commithour_hour", table_name="commithour")
+    op.drop_table("commithour")
