@@ -1,6 +1,7 @@
 """batches first committed per run, table and UTC hour, for the overview's last commit,
 rows today and rows set aside (it summed a day's batches each call); filled from the
-batches stored before
+batches stored before. The hourly rollups' index on the hour covers what the overview
+reads of them.
 
 Revision ID: 0012
 Revises: 0011
@@ -48,7 +49,17 @@ def upgrade() -> None:
         f"WHERE committed_at IS NOT NULL GROUP BY run_id, {hour}, table_id"
     )
 
+    op.create_index(
+        "ix_hourrollup_hour_table_id_code_requests",
+        "hourrollup",
+        ["hour", "table_id", "code", "requests"],
+        unique=False,
+    )
+    op.drop_index("ix_hourrollup_hour", table_name="hourrollup")
+
 
 def downgrade() -> None:
+    op.create_index("ix_hourrollup_hour", "hourrollup", ["hour"], unique=False)
+    op.drop_index("ix_hourrollup_hour_table_id_code_requests", table_name="hourrollup")
     op.drop_index("ix_commithour_hour", table_name="commithour")
     op.drop_table("commithour")
