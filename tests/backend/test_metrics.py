@@ -60,6 +60,16 @@ def test_a_table_over_bigger_steps(client: TestClient) -> None:
     assert body["series"][0]["requests"] == 11  # both runs
     assert body["totals"]["OK"] == 8
 
+    # Minute 12:04 ends the first step, 12:05 starts the second; 12:10 is `until`'s.
+    late = [f.acked("r3", "r3/s1", t, i * 10, 10) for i, t in enumerate((299, 300, 301, 600))]
+    assert client.post("/api/events", json=f.as_json(late), headers=bearer(INGEST)).is_success
+    body = _metrics(
+        client, table=f.TABLE, since=f.at(0).isoformat(), until=f.at(601).isoformat(), step="5m"
+    ).json()
+    assert [(s["start"][11:16], s["requests"], s["rows_ok"]) for s in body["series"]] == [
+        ("12:00", 12, 84), ("12:05", 2, 20), ("12:10", 1, 10),
+    ]  # fmt: skip
+
 
 def test_a_run_without_appends_has_zero_counts(client: TestClient) -> None:
     body = _metrics(client, run_id="nothing-yet").json()
