@@ -314,15 +314,13 @@ class CommitHour(SQLModel, table=True):
     """The batches of one run into one table first committed in one UTC hour: how many,
     their rows and rows set aside, and the latest of their commits. The overview's
     freshness, rows today and rows set aside, read from a row a run and hour rather than
-    from every batch of a day (docs/profiling.md, "Commits by the hour"). Kept by
+    from every batch stored (docs/profiling.md, "Commits by the hour"). Kept by
     :mod:`onceover_backend.services.commit_hours` in the ingest transaction; keyed by run
     as the other rollups are, so concurrent ingests of one table's runs never wait on
-    one row."""
+    one row. No index on the hour: the overview reads every row (a table's last commit
+    may be older than its day), and nothing prunes them."""
 
-    __table_args__ = (
-        UniqueConstraint("run_id", "hour", "table_id"),
-        Index("ix_commithour_hour", "hour"),
-    )
+    __table_args__ = (UniqueConstraint("run_id", "hour", "table_id"),)
 
     id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
     run_id: str = Field(max_length=_NAME)

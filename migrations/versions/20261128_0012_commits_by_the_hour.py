@@ -1,5 +1,5 @@
 """batches first committed per run, table and UTC hour, for the overview's last commit,
-rows today and rows set aside (it summed a day's batches each call); filled from the
+rows today and rows set aside (it summed every batch stored, each call); filled from the
 batches stored before. The hourly rollups' index on the hour covers what the overview
 reads of them.
 
@@ -34,7 +34,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("run_id", "hour", "table_id"),
     )
-    op.create_index("ix_commithour_hour", "commithour", ["hour"], unique=False)
     # The hour a commit falls in, in UTC: PostgreSQL keeps a zone; SQLite keeps UTC text
     # as SQLAlchemy writes it (2026-11-28 14:00:00.000000).
     if op.get_bind().dialect.name == "postgresql":
@@ -61,5 +60,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.create_index("ix_hourrollup_hour", "hourrollup", ["hour"], unique=False)
     op.drop_index("ix_hourrollup_hour_table_id_code_requests", table_name="hourrollup")
-    op.drop_index("ix_commithour_hour", table_name="commithour")
     op.drop_table("commithour")
