@@ -208,11 +208,18 @@ def _second_driver(
 
 
 def _checkpoint_entries(checkpoint: Path) -> list[str]:
-    """Spark's own files in ``checkpoint``: its logs of offsets, commits and sources."""
+    """Spark's own entries in ``checkpoint``: its logs of offsets, commits and sources.
+
+    Hidden files are left out: a log entry's ``.crc`` checksum is written under a
+    temporary name and renamed after the entry itself, so a driver stopped between the
+    two renames would otherwise look as if it had written something new when it resumes.
+    """
     return sorted(
         str(path.relative_to(checkpoint))
         for path in checkpoint.rglob("*")
-        if path.is_file() and path.relative_to(checkpoint).parts[0] != "onceover"
+        if path.is_file()
+        and path.relative_to(checkpoint).parts[0] != "onceover"
+        and not path.name.startswith(".")
     )
 
 
