@@ -64,12 +64,12 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
         if not in_memory:
             # A checkpoint copies each page the log holds into the file once, however
-            # many commits wrote it: every event id's index page, the run's and its
-            # batches' rows, the rollups. Every 4 MiB, the default, a page was copied
-            # about as often as it was committed; every 64 MiB, ingest at 1,000,000
-            # stored took 20-27% less time, alone and beside a reader. The log is then
-            # cut back to that size, where SQLite would keep its largest for good (a
-            # reader that never pauses lets it grow: docs/profiling.md).
+            # many commits wrote it since the last (the id index's leaves, the runs'
+            # and batches' rows, the rollups), so fewer, larger checkpoints copy less:
+            # every 64 MiB rather than SQLite's 4, ingest at 1,000,000 stored took
+            # 20-27% less time, alone and beside a reader (docs/profiling.md). The log
+            # is then cut back to that size, where SQLite would keep its largest for
+            # good (a reader that never pauses lets it grow).
             page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
             cursor.execute(f"PRAGMA wal_autocheckpoint={SQLITE_CHECKPOINT_BYTES // page_size}")
             cursor.execute(f"PRAGMA journal_size_limit={SQLITE_CHECKPOINT_BYTES}")
