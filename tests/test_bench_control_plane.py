@@ -1,12 +1,17 @@
 """The control-plane benchmark against real PostgreSQL served by ``onceover serve
 --workers 2``: every event posted is stored (counted in the database), the report
-names the worker count. Figures are not asserted (a benchmark, not a timed test)."""
+names the worker count; its workload's runs as far apart as asked. Figures are not
+asserted (a benchmark, not a timed test)."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
+from onceover_tools.bench.control_plane_workload import build_workload
+
+from onceover import events as ev
 from tests.conftest import POSTGRES_ADMIN_DSN
 
 
@@ -38,3 +43,24 @@ def test_server_workers_below_one_are_refused_by_name(subprocess_env: dict[str, 
 
     assert done.returncode == 2
     assert "--server-workers must be >= 1" in done.stderr
+
+
+def test_run_every_spaces_the_runs_so_a_larger_size_adds_older_history() -> None:
+    work = build_workload(12_000, 12_000, 2, 500, run_every_s=175)
+
+    started = sorted(
+        event.time
+        for queue in work.clients
+        for _, body in queue
+        for event in ev.EVENT_LIST.validate_json(body)
+        if isinstance(event, ev.RunStarted)
+    )
+    assert len(started) == work.runs >= 3
+    assert {(b - a).total_seconds() for a, b in itertools.pairwise(started)} == {175.0}
+
+
+def test_run_every_of_zero_is_refused_by_name(subprocess_env: dict[str, str]) -> None:
+    done = _bench("--run-every", "0", env=subprocess_env)
+
+    assert done.returncode == 2
+    assert "--run-every must be a number of seconds > 0" in done.stderr

@@ -62,6 +62,7 @@ from onceover.bigquery import BigQueryConfig
 from onceover.processes import ChildProcess
 from onceover.waiting import poll_until
 from onceover_tools.bench.control_plane_workload import (
+    RUN_EVERY_S,
     TABLES,
     TYPICAL_BATCH,
     Workload,
@@ -787,6 +788,14 @@ def main() -> int:
         default=1,
         help="backend worker processes on PostgreSQL (onceover serve --workers); SQLite: 1",
     )
+    parser.add_argument(
+        "--run-every",
+        type=float,
+        default=RUN_EVERY_S,
+        help=f"seconds between two runs' starts (default {RUN_EVERY_S:g}: about 5,800,000 "
+        "events a day); 175 puts about 1,000,000 in a day, so that of two sizes the larger "
+        "adds older history and the same last day",
+    )
     parser.add_argument("--postgres-admin", default=POSTGRES_ADMIN, help="admin DSN")
     args = parser.parse_args()
     args.progress = True
@@ -805,6 +814,8 @@ def main() -> int:
             "--events, --clients, --batch, --fill-batch, --reads and --server-workers must "
             "be >= 1, --readers >= 0"
         )
+    if not args.run_every > 0:  # NaN too
+        parser.error("--run-every must be a number of seconds > 0")
     if args.http_events is not None and not 0 <= args.http_events <= min(sizes):
         parser.error("--http-events must be between 0 and --events")
 
@@ -821,14 +832,17 @@ def main() -> int:
         for size in sizes:
             http_events = size if args.http_events is None else args.http_events
             started = time.perf_counter()
-            work = build_workload(size, http_events, args.clients, args.batch)
+            work = build_workload(
+                size, http_events, args.clients, args.batch, run_every_s=args.run_every
+            )
             body_mb = sum(len(body) for queue in work.clients for _, body in queue) / 1e6
             assert work.first is not None
             assert work.last is not None
             print(
                 f"\nevents: {work.events:,} in {work.runs:,} runs (~{work.events // work.runs:,} "
-                f"each, {len(TABLES)} tables) from {work.first:%Y-%m-%d %H:%M} to "
-                f"{work.last:%H:%M} UTC, laid out in {time.perf_counter() - started:.1f} s\n"
+                f"each, {len(TABLES)} tables, one started every {args.run_every:g} s) from "
+                f"{work.first:%Y-%m-%d %H:%M} to {work.last:%Y-%m-%d %H:%M} UTC, laid out in "
+                f"{time.perf_counter() - started:.1f} s\n"
                 f"store filled: the oldest {work.fill_events:,} in-process with ingest_events(), "
                 f"then the newest {work.http_events:,} over HTTP ({body_mb:,.0f} MB of JSON, "
                 f"{args.clients} clients, {args.batch} events a POST) while {args.readers} "
