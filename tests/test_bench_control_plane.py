@@ -9,6 +9,7 @@ import itertools
 import subprocess
 import sys
 
+import pytest
 from onceover_tools.bench.control_plane_workload import build_workload
 
 from onceover import events as ev
@@ -59,8 +60,11 @@ def test_run_every_spaces_the_runs_so_a_larger_size_adds_older_history() -> None
     assert {(b - a).total_seconds() for a, b in itertools.pairwise(started)} == {175.0}
 
 
-def test_run_every_of_zero_is_refused_by_name(subprocess_env: dict[str, str]) -> None:
-    done = _bench("--run-every", "0", env=subprocess_env)
+@pytest.mark.parametrize("seconds", ["0", "nan", "inf", "86401"])
+def test_run_every_out_of_range_is_refused_by_name(
+    subprocess_env: dict[str, str], seconds: str
+) -> None:
+    done = _bench("--run-every", seconds, env=subprocess_env)
 
     assert done.returncode == 2
-    assert "--run-every must be a number of seconds > 0" in done.stderr
+    assert "--run-every must be seconds > 0 and <= 86,400" in done.stderr

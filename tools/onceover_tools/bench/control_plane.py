@@ -74,6 +74,7 @@ from onceover_tools.bench.control_plane_workload import (
 __all__ = ["TABLES", "Workload", "build_workload"]
 
 DATABASES = ("sqlite", "postgresql")
+MAX_RUN_EVERY_S = 86_400  # a run a day: 10,000,000 events then span 13 years
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 TOKENS = {
     "ingest": "bench-ingest-token-0123456789",
@@ -814,8 +815,8 @@ def main() -> int:
             "--events, --clients, --batch, --fill-batch, --reads and --server-workers must "
             "be >= 1, --readers >= 0"
         )
-    if not args.run_every > 0:  # NaN too
-        parser.error("--run-every must be a number of seconds > 0")
+    if not 0 < args.run_every <= MAX_RUN_EVERY_S:  # NaN and infinity too
+        parser.error(f"--run-every must be seconds > 0 and <= {MAX_RUN_EVERY_S:,}")
     if args.http_events is not None and not 0 <= args.http_events <= min(sizes):
         parser.error("--http-events must be between 0 and --events")
 
