@@ -53,16 +53,6 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         cursor = dbapi_connection.cursor()
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        # Ingest looks up and inserts each event's id, a hash, at a random place in its
-        # index: with SQLite's 2 MiB default cache, each was a read() of the page from the
-        # OS's cache once the index outgrew it. Mapped, a page is a memory access
-        # (SQLite caps the map at 2 GiB); cached, the index's upper levels stay in memory.
-        # 3,000,000 ids inserted, 500 a commit: 52 -> 46 us an id at 2,000,000 stored.
-        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-        cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
-        if not in_memory:
             # A checkpoint copies each page the log holds into the file once, however
             # many commits wrote it since the last (the id index's leaves, the runs'
             # and batches' rows, the rollups), so fewer, larger checkpoints copy less:
@@ -74,6 +64,15 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
             page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
             cursor.execute(f"PRAGMA wal_autocheckpoint={SQLITE_CHECKPOINT_BYTES // page_size}")
             cursor.execute(f"PRAGMA journal_size_limit={SQLITE_CHECKPOINT_BYTES}")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # Ingest looks up and inserts each event's id, a hash, at a random place in its
+        # index: with SQLite's 2 MiB default cache, each was a read() of the page from the
+        # OS's cache once the index outgrew it. Mapped, a page is a memory access
+        # (SQLite caps the map at 2 GiB); cached, the index's upper levels stay in memory.
+        # 3,000,000 ids inserted, 500 a commit: 52 -> 46 us an id at 2,000,000 stored.
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
