@@ -1,15 +1,19 @@
 """The control-plane benchmark against real PostgreSQL served by ``onceover serve
 --workers 2``: every event posted is stored (counted in the database), the report
-names the worker count; its workload's runs as far apart as asked. Figures are not
-asserted (a benchmark, not a timed test)."""
+names the worker count; its workload's runs as far apart as asked, its bodies the
+bytes the sink's emitter posts. Figures are not asserted (a benchmark, not a timed
+test)."""
 
 from __future__ import annotations
 
 import itertools
 import subprocess
 import sys
+from pathlib import Path
 
+import httpx
 import pytest
+from onceover_jobs.sink.emitter import EventEmitter
 from onceover_tools.bench.control_plane_workload import build_workload
 
 from onceover import events as ev
@@ -68,3 +72,25 @@ def test_run_every_out_of_range_is_refused_by_name(
 
     assert done.returncode == 2
     assert "--run-every must be seconds > 0 and <= 86,400" in done.stderr
+
+
+def test_the_bench_posts_the_bodies_the_sinks_emitter_posts(tmp_path: Path) -> None:
+    work = build_workload(1_200, 1_200, 1, 300)
+    count, body = work.clients[0][0]
+    events = ev.EVENT_LIST.validate_json(body)
+    posted: list[bytes] = []
+
+    def receive(request: httpx.Request) -> httpx.Response:
+        posted.append(request.content)
+        return httpx.Response(200, json={"stored": len(events)})
+
+    emitter = EventEmitter(
+        "http://127.0.0.1:9", "t", tmp_path / "spool", batch_size=count,
+        transport=httpx.MockTransport(receive),
+    )  # fmt: skip
+    for event in events:
+        emitter.emit(event)
+    assert emitter.flush(10)
+    emitter.close(1)
+
+    assert posted == [body]  # the same bytes: compact JSON, as the emitter sends it

@@ -17,13 +17,14 @@ is found by counting each run's events first: a run's random draws are its own
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from onceover_jobs.sink.emitter import CONTROL_PLANE, serialise
 
 from onceover import events as ev
 
@@ -188,7 +189,8 @@ def run_size(index: int) -> int:
 
 
 def encode(events: list[ev.Event]) -> bytes:
-    return json.dumps([event.model_dump(mode="json") for event in events]).encode()
+    """The body the sink's emitter posts for ``events``: compact JSON, as it sends it."""
+    return CONTROL_PLANE.body([serialise(event) for event in events])
 
 
 @dataclass
