@@ -12,6 +12,7 @@ from onceover_backend.services.ingest import ingest_events
 from onceover_backend.services.projection import STREAM_TYPE_OF_MODE
 from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func
+from sqlalchemy import event as sql_event
 from sqlmodel import Session, select
 
 from onceover import events as ev
@@ -431,3 +432,39 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
     assert inside[1] == concurrency
     with Session(engine) as session:
         assert session.exec(select(func.count()).select_from(Run)).one() == 2
+
+
+def test_a_transaction_updates_each_run_it_touches_at_most_twice(engine: Engine) -> None:
+    """Each ``UPDATE run`` is a round trip, and on PostgreSQL a new row version: the
+    runs are written in two flushes a transaction (what the events added up, then what
+    recomputing decided), not in every flush a query set off between them."""
+    first = {run: f.full_run(run)[:4] for run in ("r1", "r2")}
+    for events in first.values():
+        ingest_events(engine, events)
+    rest: list[ev.Event] = []
+    for run, done in first.items():
+        s1 = f"{run}/s1"
+        rest += [
+            *f.full_run(run)[4:],
+            f.heartbeat(run, "a1", 5, rows=50),
+            f.out_of_range(run, s1, 3, 7),
+            f.rejected(run, s1, 3, 9, [(9, "k", "c", "bad")], dead_letter_table=None),
+        ]
+        assert len(done) == 4
+    updates: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE RUN "):
+            updates.append(statement)
+
+    sql_event.listen(engine, "before_cursor_execute", count)
+    try:
+        ingest_events(engine, rest)
+    finally:
+        sql_event.remove(engine, "before_cursor_execute", count)
+
+    with Session(engine) as session:
+        runs = session.exec(select(Run).order_by(Run.run_id)).all()
+    assert [(r.status, r.rows_committed, r.out_of_range_requests, r.rejected_requests)
+            for r in runs] == [("succeeded", 100, 1, 1)] * 2  # fmt: skip
+    assert 1 <= len(updates) <= 2 * len(runs), updates

@@ -381,21 +381,28 @@ class Projector:
         for run_tally in self._run_tallies.values():
             if run_tally.write():
                 self._heard_later.add(run_tally.run.run_id)  # a stalled run is alive after all
-        for stream_tally in self._stream_tallies.values():
-            stream_tally.write()
-        stream_rows.write(self.session, self._streams.values())
         for run_id, requests in self._rejected_requests.items():
             run = self.runs[run_id]
             run.rejected_requests += requests
             if samples := self._rejected.get(run_id):
                 run.rejections = merge_rejections(run.rejections or [], samples)
         self._count_retry_codes()
+        # Two flushes a transaction, each run updated once in each: this one (new runs,
+        # attempts and batches, what the events added up), which the streams' rows (a
+        # run's) and the recomputing's queries (attempts, batches) need stored; and the
+        # last (what the recomputing decided). A query flushes whatever is pending: the
+        # runs' counts were updated three or four times a transaction when the streams
+        # were written and the runs recomputed between flushes (docs/profiling.md).
         self.session.flush()
-        for run in self.runs.values():
-            self._recompute(run)
-            run.updated_at = self.received_at
-            if is_complete(run) and not self._complete_before.get(run.run_id, False):
-                self.succeeded.add(run.run_id)
+        for stream_tally in self._stream_tallies.values():
+            stream_tally.write()
+        stream_rows.write(self.session, self._streams.values())
+        with self.session.no_autoflush:
+            for run in self.runs.values():
+                self._recompute(run)
+                run.updated_at = self.received_at
+                if is_complete(run) and not self._complete_before.get(run.run_id, False):
+                    self.succeeded.add(run.run_id)
         self._upsert_rollups()
         self._commit_hours.write(self.session.connection(), self._batches)
         self.session.flush()
