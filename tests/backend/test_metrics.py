@@ -84,7 +84,7 @@ def test_bad_parameters_are_422_naming_the_parameter(client: TestClient) -> None
     cases = [
         ({"run_id": "r1", "step": "90s"}, "step"),
         ({"run_id": "r1", "step": "fast"}, "step"),
-        (ten_days, "step"),  # 14,400 one-minute steps
+        ({**ten_days, "step": "1m"}, "step"),  # 14,400 one-minute steps asked for
         ({"run_id": "r1", "since": f.at(100).isoformat(), "until": f.at(0).isoformat()}, "since"),
         ({"run_id": "r1", "since": "2026-11-01T12:00:00"}, "since"),  # no time zone
         ({}, "run_id"),
@@ -93,3 +93,45 @@ def test_bad_parameters_are_422_naming_the_parameter(client: TestClient) -> None
         response = _metrics(client, **params)
         assert response.status_code == 422, (params, response.text)
         assert response.json()["detail"][0]["loc"] == ["query", name], params
+
+
+DAY = 86_400
+
+
+def test_an_old_runs_chart_spans_its_appends_not_up_to_now(client: TestClient) -> None:
+    """The run page asks with no range and no step. A run's chart ran from its first
+    append to now: a 422 for any run older than a week (10,000 minutes), and a minute
+    a step for every minute since it ended before that (docs/profiling.md)."""
+    s1 = "old/s1"
+    events = [f.started("old", "a1", -9 * DAY), f.acked("old", s1, -9 * DAY + 10, 0, 5),
+              f.acked("old", s1, -9 * DAY + 130, 5, 5)]  # fmt: skip
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    response = _metrics(client, run_id="old")
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["step_s"] == 60
+    assert (body["since"], body["until"]) == (
+        f.at(-9 * DAY).isoformat().replace("+00:00", "Z"),
+        f.at(-9 * DAY + 180).isoformat().replace("+00:00", "Z"),
+    )  # its first minute with appends, and the end of its last
+    assert [(s["start"][11:16], s["counts"]["OK"]) for s in body["series"]] == [
+        ("12:00", 1), ("12:01", 0), ("12:02", 1), ("12:03", 0),
+    ]  # fmt: skip
+
+
+def test_a_long_runs_chart_takes_a_step_that_fits(client: TestClient) -> None:
+    s1 = "long/s1"
+    appends = [f.acked("long", s1, t, i, 1) for i, t in enumerate((0, DAY, 3 * DAY, 3 * DAY + 30))]
+    events = [f.started("long", "a1", 0), *appends]
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    body = _metrics(client, run_id="long").json()
+
+    assert body["step_s"] == 300  # three days: 4,321 minutes, 865 five-minute steps
+    assert len(body["series"]) == 865
+    assert body["totals"]["OK"] == 4
+    assert [s["counts"]["OK"] for s in body["series"] if s["requests"]] == [1, 1, 2]
+    # A step asked for is kept.
+    assert len(_metrics(client, run_id="long", step="1m").json()["series"]) == 4_322

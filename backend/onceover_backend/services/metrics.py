@@ -15,6 +15,10 @@ from onceover_backend.tables import WriteRollup
 
 MINUTE = 60
 MAX_STEPS = 10_000
+AUTO_STEPS = (60, 300, 900, 3600, 6 * 3600, 86_400)
+"""The steps taken when none is asked for: a minute, 5 and 15 minutes, an hour, 6, a day."""
+AUTO_MAX_STEPS = 1_440
+"""At most this many steps when the step is taken: a day in minutes, a chart's width."""
 DEFAULT_WINDOW = timedelta(hours=24)
 # Present in every answer (0 when absent), so a chart has the same series every time.
 ALWAYS_SHOWN = ("OK", "ALREADY_EXISTS", "OUT_OF_RANGE")
@@ -47,18 +51,30 @@ def _default_since(until: datetime) -> datetime:
 def _range(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> tuple[datetime, datetime]:
-    """The range asked for, with its defaults filled in."""
+    """The range asked for, with its defaults filled in: for a run, from its first minute
+    with appends to the end of its last (a run's chart spans the run, however long ago
+    it ran); else, or for a run with none, the 24 hours before now."""
+    first = last = None
+    if run_id is not None and (since is None or until is None):
+        minute = col(WriteRollup.minute)
+        first, last = session.exec(
+            select(func.min(minute), func.max(minute)).where(WriteRollup.run_id == run_id)
+        ).one()
     if until is None:
-        until = datetime.now(UTC)
+        until = last + timedelta(seconds=MINUTE) if last is not None else datetime.now(UTC)
     if since is None:
-        if run_id is not None:
-            first = session.exec(
-                select(func.min(WriteRollup.minute)).where(WriteRollup.run_id == run_id)
-            ).one()
-            since = first or _default_since(until)
-        else:
-            since = _default_since(until)
+        since = first if first is not None else _default_since(until)
     return since, until
+
+
+def _fitting_step(since: datetime, until: datetime) -> int:
+    """The smallest of :data:`AUTO_STEPS` that puts ``since`` to ``until`` in at most
+    :data:`AUTO_MAX_STEPS` steps (the largest if none does)."""
+    seconds = (until - since).total_seconds()
+    for step_s in AUTO_STEPS:
+        if seconds // step_s + 1 <= AUTO_MAX_STEPS:
+            return step_s
+    return AUTO_STEPS[-1]
 
 
 def _step_of(session: Session, origin: datetime, step_s: int) -> Any:
@@ -82,10 +98,13 @@ def write_errors(
     table: str | None,
     since: datetime | None,
     until: datetime | None,
-    step_s: int,
+    step_s: int | None,
 ) -> WriteErrorsPublic:
-    """Append requests by response code per step. Without ``since``, from the first minute
-    on record for the run (or, for a table, 24 hours before ``until``)."""
+    """Append requests by response code per step. Without ``since``, from the run's first
+    minute with appends (for a table, 24 hours before ``until``); without ``until``, to
+    the end of the run's last minute with appends (for a table, now). Without
+    ``step_s``, the smallest of :data:`AUTO_STEPS` that fits the range in
+    :data:`AUTO_MAX_STEPS` steps."""
     if run_id is None and table is None:
         raise InvalidParameterError("run_id", "give run_id or table (or both)")
     scope = []
@@ -101,6 +120,8 @@ def write_errors(
     until = until.astimezone(UTC)
     if since >= until:
         raise InvalidParameterError("since", "must be before until", since.isoformat())
+    if step_s is None:
+        step_s = _fitting_step(since, until)
     try:
         origin = datetime.fromtimestamp(since.timestamp() // step_s * step_s, UTC)
     except (OverflowError, ValueError):  # the step holding `since` starts before year 1

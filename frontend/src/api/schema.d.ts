@@ -4728,12 +4728,12 @@ export interface operations {
             query?: {
                 run_id?: string | null;
                 table?: string | null;
-                /** @description default: the run's first append */
+                /** @description default: a run's first minute with appends; a table's: a day before until */
                 since?: string | null;
-                /** @description default: now */
+                /** @description default: the end of a run's last minute with appends; a table's: now */
                 until?: string | null;
-                /** @description 60s, 5m, 1h ... */
-                step?: string;
+                /** @description 60s, 5m, 1h ...; default: the smallest of 1m, 5m, 15m, 1h, 6h and 1d that fits the range in 1,440 steps */
+                step?: string | null;
             };
             header?: never;
             path?: never;

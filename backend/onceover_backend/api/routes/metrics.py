@@ -20,9 +20,24 @@ def write_errors(
     _principal: ViewerDep,
     run_id: Annotated[Text | None, Query(max_length=200)] = None,
     table: Annotated[Text | None, Query(max_length=1100)] = None,
-    since: Annotated[UTCTime | None, Query(description="default: the run's first append")] = None,
-    until: Annotated[UTCTime | None, Query(description="default: now")] = None,
-    step: Annotated[str, Query(max_length=20, description="60s, 5m, 1h ...")] = "1m",
+    since: Annotated[
+        UTCTime | None,
+        Query(
+            description="default: a run's first minute with appends; a table's: a day before until"
+        ),
+    ] = None,
+    until: Annotated[
+        UTCTime | None,
+        Query(description="default: the end of a run's last minute with appends; a table's: now"),
+    ] = None,
+    step: Annotated[
+        str | None,
+        Query(
+            max_length=20,
+            description="60s, 5m, 1h ...; default: the smallest of 1m, 5m, "
+            "15m, 1h, 6h and 1d that fits the range in 1,440 steps",
+        ),
+    ] = None,
 ) -> WriteErrorsPublic:
     """Append requests per step by response code (``OK``, ``ALREADY_EXISTS``,
     ``OUT_OF_RANGE``, other codes by name), with totals and each code's rate.
@@ -36,5 +51,5 @@ def write_errors(
         table=table,
         since=since,
         until=until,
-        step_s=metrics.parse_step(step),
+        step_s=metrics.parse_step(step) if step is not None else None,
     )
