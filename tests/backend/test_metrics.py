@@ -135,3 +135,14 @@ def test_a_long_runs_chart_takes_a_step_that_fits(client: TestClient) -> None:
     assert [s["counts"]["OK"] for s in body["series"] if s["requests"]] == [1, 1, 2]
     # A step asked for is kept.
     assert len(_metrics(client, run_id="long", step="1m").json()["series"]) == 4_322
+
+
+def test_a_since_given_alone_runs_to_now(client: TestClient) -> None:
+    events = [f.started("r9", "a1", 0), f.acked("r9", "r9/s1", 10, 0, 5)]
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    body = _metrics(client, run_id="r9", since=f.at(3600).isoformat()).json()
+
+    assert body["since"] == "2026-11-01T13:00:00Z"
+    assert body["until"] > "2026-11-28"  # now: after the run's appends, not before them
+    assert body["requests"] == 0

@@ -52,10 +52,11 @@ def _range(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> tuple[datetime, datetime]:
     """The range asked for, with its defaults filled in: for a run, from its first minute
-    with appends to the end of its last (a run's chart spans the run, however long ago
-    it ran); else, or for a run with none, the 24 hours before now."""
+    with appends, and with no ``since`` given to the end of its last (a run's chart
+    spans the run, however long ago it ran); else, or for a run with none, the 24 hours
+    before now. A ``since`` given alone runs to now, as it always did."""
     first = last = None
-    if run_id is not None and (since is None or until is None):
+    if run_id is not None and since is None:
         minute = col(WriteRollup.minute)
         first, last = session.exec(
             select(func.min(minute), func.max(minute)).where(WriteRollup.run_id == run_id)
@@ -101,8 +102,8 @@ def write_errors(
     step_s: int | None,
 ) -> WriteErrorsPublic:
     """Append requests by response code per step. Without ``since``, from the run's first
-    minute with appends (for a table, 24 hours before ``until``); without ``until``, to
-    the end of the run's last minute with appends (for a table, now). Without
+    minute with appends (for a table, 24 hours before ``until``); without either, to the
+    end of the run's last minute with appends (else to now). Without
     ``step_s``, the smallest of :data:`AUTO_STEPS` that fits the range in
     :data:`AUTO_MAX_STEPS` steps."""
     if run_id is None and table is None:

@@ -4730,7 +4730,7 @@ export interface operations {
                 table?: string | null;
                 /** @description default: a run's first minute with appends; a table's: a day before until */
                 since?: string | null;
-                /** @description default: the end of a run's last minute with appends; a table's: now */
+                /** @description default: now; for a run with no since, the end of its last minute with appends */
                 until?: string | null;
                 /** @description 60s, 5m, 1h ...; default: the smallest of 1m, 5m, 15m, 1h, 6h and 1d that fits the range in 1,440 steps */
                 step?: string | null;

@@ -28,7 +28,10 @@ def write_errors(
     ] = None,
     until: Annotated[
         UTCTime | None,
-        Query(description="default: the end of a run's last minute with appends; a table's: now"),
+        Query(
+            description="default: now; for a run with no since, the end of its last "
+            "minute with appends"
+        ),
     ] = None,
     step: Annotated[
         str | None,
