@@ -111,7 +111,9 @@ class SparkCluster(StartStop):
     def _registered(self) -> bool | None:
         try:
             alive = [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
-        except OSError:
+        except (OSError, ValueError):
+            # Not up, or up but not set up: between binding its port and attaching the
+            # JSON page the master's UI answered /json/ with an HTML page (seen in CI).
             return None
         return True if len(alive) == self.workers else None
 
