@@ -387,7 +387,8 @@ class Projector:
             if samples := self._rejected.get(run_id):
                 run.rejections = merge_rejections(run.rejections or [], samples)
         self._count_retry_codes()
-        # Two flushes a transaction, each run updated once in each: this one (new runs,
+        # Two flushes here, each run updated once in each (a query while the events
+        # were applied may have flushed a run's start before): this one (new runs,
         # attempts and batches, what the events added up), which the streams' rows (a
         # run's) and the recomputing's queries (attempts, batches) need stored; and the
         # last (what the recomputing decided). A query flushes whatever is pending: the
