@@ -12,12 +12,12 @@ from onceover_backend.services.ingest import ingest_events
 from onceover_backend.services.projection import STREAM_TYPE_OF_MODE
 from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func
-from sqlalchemy import event as sql_event
 from sqlmodel import Session, select
 
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, VIEWER, bearer
+from tests.backend.statements import statements
 
 
 def _count(engine: Engine, table: type[Any]) -> int:
@@ -451,17 +451,9 @@ def test_a_transaction_updates_each_run_it_touches_at_most_twice(engine: Engine)
             f.rejected(run, s1, 3, 9, [(9, "k", "c", "bad")], dead_letter_table=None),
         ]
         assert len(done) == 4
-    updates: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE RUN "):
-            updates.append(statement)
-
-    sql_event.listen(engine, "before_cursor_execute", count)
-    try:
+    with statements(engine) as sent:
         ingest_events(engine, rest)
-    finally:
-        sql_event.remove(engine, "before_cursor_execute", count)
+    updates = [s for s in sent if s.lstrip().upper().startswith("UPDATE RUN ")]
 
     with Session(engine) as session:
         runs = session.exec(select(Run).order_by(Run.run_id)).all()

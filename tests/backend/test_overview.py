@@ -5,8 +5,7 @@ statements it takes, which does not grow with the tables and runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,12 +17,13 @@ from onceover_backend.services.ingest import ingest_events
 from onceover_backend.services.overview import overview
 from onceover_backend.services.stalled import mark_stalled
 from onceover_backend.tables import Reconciliation
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, VIEWER, bearer
+from tests.backend.statements import statements
 
 NOW = f.T0 + timedelta(minutes=30)  # 2026-11-01 12:30 UTC
 DAY = timedelta(days=1)
@@ -215,27 +215,12 @@ def test_the_route_reads_the_stored_runs_now_and_takes_a_viewer(client: TestClie
     assert body["runs"] == []
 
 
-@contextmanager
-def _statements(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.strip().upper() != "BEGIN":  # SQLite's explicit transactions
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
-
-
 def test_the_overview_takes_the_same_few_statements_however_many_tables_and_runs(
     engine: Engine,
 ) -> None:
     _build(engine)
     _overview(engine)  # connects first (a dialect may ask the server things once)
-    with _statements(engine) as few:
+    with statements(engine) as few:
         _overview(engine)
 
     for n in range(12):  # twelve more runs into eight more tables, failed and succeeded
@@ -245,7 +230,7 @@ def test_the_overview_takes_the_same_few_statements_however_many_tables_and_runs
         ingest_events(engine, _moved(events, table=f"p.ds.t{n % 8}"))
         _check(engine, 10 + n, f"more-{n}", f"p.ds.t{n % 8}", "ok", NOW)
     assert evaluate(engine, "http://onceover.example", NOW + timedelta(minutes=1)) is not None
-    with _statements(engine) as many:
+    with statements(engine) as many:
         body = _overview(engine)
 
     assert (body["tables_count"], body["alerts_count"]) == (11, 8)
