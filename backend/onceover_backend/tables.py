@@ -48,9 +48,19 @@ def _when(*, index: bool = False, nullable: bool = True) -> Any:
 class Run(SQLModel, table=True):
     """One logical load: the same run id across every launch (attempt) of a job."""
 
+    # The runs list filters by one of these and answers newest first: with the start
+    # time beside each, a page is read in order from the index, where an index of the
+    # filter alone had every matching run read and sorted (SQLite: 22 -> 6 ms for the
+    # succeeded of 5,000 runs, docs/profiling.md). Each still serves its column alone.
+    __table_args__ = (
+        Index("ix_run_status_started_at", "status", "started_at"),
+        Index("ix_run_table_id_started_at", "table_id", "started_at"),
+        Index("ix_run_job_started_at", "job", "started_at"),
+    )
+
     run_id: str = Field(primary_key=True, max_length=_NAME)
-    job: str | None = Field(default=None, max_length=_NAME, index=True)
-    table_id: str = Field(max_length=_TABLE, index=True)
+    job: str | None = Field(default=None, max_length=_NAME)
+    table_id: str = Field(max_length=_TABLE)
     mode: str | None = Field(default=None, max_length=20)
     spec: dict[str, Any] | None = Field(
         default=None, sa_type=JSON, description="the first spec the run reported (pinned)"
@@ -65,7 +75,7 @@ class Run(SQLModel, table=True):
     spec_proposed_by: str | None = Field(
         default=None, max_length=_NAME, description="the attempt that reported it"
     )
-    status: str = Field(max_length=20, index=True)
+    status: str = Field(max_length=20)
     current_attempt_id: str | None = Field(default=None, max_length=_NAME)
     started_at: datetime = Field(sa_type=UTCDateTime, index=True)
     finished_at: datetime | None = _when()

@@ -453,7 +453,7 @@ def test_a_transaction_updates_each_run_it_touches_at_most_twice(engine: Engine)
         assert len(done) == 4
     with statements(engine) as sent:
         ingest_events(engine, rest)
-    updates = [s for s in sent if s.lstrip().upper().startswith("UPDATE RUN ")]
+    updates = [s.sql for s in sent if s.sql.lstrip().upper().startswith("UPDATE RUN ")]
 
     with Session(engine) as session:
         runs = session.exec(select(Run).order_by(Run.run_id)).all()
