@@ -50,7 +50,7 @@ class Run(SQLModel, table=True):
 
     # The runs list filters by one of these and answers newest first: with the start
     # time beside each, a page is read in order from the index, where an index of the
-    # filter alone had every matching run read and sorted (SQLite: 22 -> 6 ms for the
+    # filter alone had every matching run read and sorted (SQLite: 15-30 -> 5-8 ms for the
     # succeeded of 5,000 runs, docs/profiling.md). Each still serves its column alone.
     __table_args__ = (
         Index("ix_run_status_started_at", "status", "started_at"),
