@@ -4,48 +4,49 @@ registered yet", not a crash of the test that starts the cluster."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from onceover_tools.spark_cluster import SparkCluster
 
+from tests.local_http import LocalServer, TrackedHandler
+
+
+class _NextAnswer(TrackedHandler):
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        body = self.owner.answers.pop(0)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _MasterUI(LocalServer):
+    """Answers each GET with the next of its ``answers``."""
+
+    handler = _NextAnswer
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[bytes] = []
+
 
 @pytest.fixture
-def master_ui() -> Iterator[tuple[int, list[bytes]]]:
-    """A local HTTP server answering each GET with the next of its answers."""
-    answers: list[bytes] = []
-
-    class Answer(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = answers.pop(0)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def master_ui() -> Iterator[_MasterUI]:
+    ui = _MasterUI()
+    ui.up()
     try:
-        yield server.server_address[1], answers
+        yield ui
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        ui.down()
 
 
 def test_the_uis_html_page_before_its_json_counts_as_not_yet(
-    master_ui: tuple[int, list[bytes]], tmp_path: Path
+    master_ui: _MasterUI, tmp_path: Path
 ) -> None:
-    port, answers = master_ui
-    cluster = SparkCluster(tmp_path, workers=1, master_ui_port=port)
-    answers += [
+    cluster = SparkCluster(tmp_path, workers=1, master_ui_port=master_ui.port)
+    master_ui.answers += [
         b'<!DOCTYPE html><html data-bs-theme="light"></html>',
         b'{"workers": [{"state": "ALIVE"}]}',
     ]
