@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from onceover.key_checksum import KeyBucket, merged_tally
 from onceover.ledger_files import BatchRecord, StreamCommit, batch_name
-from onceover.modes import STREAM_TYPES, UNSEEN_UNTIL_COMMIT
+from onceover.modes import traits_of
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.commit_limits import check_bytes, check_streams
 from onceover_jobs.sink.driver import driver_owner
@@ -274,7 +274,7 @@ class BatchCommitter:
         self._emit_intent(intent)
         failpoints.hit("ledger.after_intent")
         commit_time: str | None = None
-        publishes = job.options.mode in UNSEEN_UNTIL_COMMIT and bool(streams)
+        publishes = not traits_of(job.options.mode).visible_before_commit and bool(streams)
         if publishes or dead_letters:
             intent = self.ledger.mark_commit_started(intent, at=_now_text())
         if dead_letters:
@@ -600,7 +600,7 @@ class BatchCommitter:
 
     def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
         replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
-        unseen = record.mode in UNSEEN_UNTIL_COMMIT
+        unseen = not traits_of(record.mode).visible_before_commit
         if unseen:
             for stream in replay:
                 self._orphaned(stream, "replay of a committed batch; never committed")
@@ -724,4 +724,4 @@ def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
 
 
 def _stream_type(job: SinkJob) -> str:
-    return STREAM_TYPES[job.options.mode]
+    return traits_of(job.options.mode).stream_type

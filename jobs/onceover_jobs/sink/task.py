@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from onceover.ledger_files import StreamCommit, batch_name
-from onceover.modes import STREAM_TYPES
+from onceover.modes import traits_of
 from onceover_jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from onceover_jobs.sink.commit_limits import check_partition
 from onceover_jobs.sink.dead_letter import (
@@ -128,7 +128,7 @@ def _write_partition(
             )
             return TaskResult(
                 None,
-                STREAM_TYPES[job.options.mode],
+                traits_of(job.options.mode).stream_type,
                 0,
                 0,
                 task.partition,
@@ -636,7 +636,7 @@ def _take_stream(
     """The partition's stream for this batch, recorded before its first append
     (invariant 4): the stream an earlier batch left in the partition's slot, continued
     where it ended, or a new one. Returns the progress and whether the stream existed."""
-    kind = STREAM_TYPES[job.options.mode]
+    kind = traits_of(job.options.mode).stream_type
     ledger = slots.ledger
     batch = batch_name(task.batch_id)
     slot, continued = _continuable(job, client, slots, task, after_flush=False)

@@ -73,7 +73,7 @@ from onceover_jobs.generate import bad_keys, file_bounds
 from onceover_jobs.sink.failpoints import POINTS, Action
 from onceover_jobs.sink.requests import REQUEST_OVERHEAD_BYTES
 
-from onceover.modes import EXACTLY_ONCE_MODES, SLOTTED_MODES
+from onceover.modes import EXACTLY_ONCE_MODES, traits_of
 from onceover.modes import MODES as SINK_MODES
 from onceover_tools.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
@@ -342,7 +342,7 @@ class Shape:
         """The fewest hits a clean run of the schedule's workload makes (for drawing)."""
         s = schedule
         shape = cls.of(s.rows, s.files, s.files_per_batch, s.request_max_bytes)
-        slotted = s.mode in SLOTTED_MODES
+        slotted = traits_of(s.mode).slotted
         if s.workload == "foreach_batch":
             # Per micro-batch three writes, each committed: two of the batch's files
             # (a task each), then one summary task. Inside foreachBatch the writes keep
