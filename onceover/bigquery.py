@@ -188,7 +188,7 @@ def write_client(config: BigQueryConfig | None = None) -> BigQueryWriteClient:
 
 def write_channel(config: BigQueryConfig | None = None) -> grpc.Channel:
     """A gRPC channel to the Storage Write API, as :func:`write_client`'s transport opens
-    its own, for callers that send raw requests (the sink: :mod:`onceover_jobs.sink.write_api`)
+    its own, for callers that send raw requests (the sink: :mod:`onceover_jobs.sink.wire.write_api`)
     and must not import the client library (seconds, and pandas where it is installed)."""
     import grpc
 
@@ -198,7 +198,7 @@ def write_channel(config: BigQueryConfig | None = None) -> grpc.Channel:
         ("grpc.primary_user_agent", f"onceover/{__version__}"),
         # Connections of its own: gRPC shares them between channels to one endpoint, and
         # a channel made to replace a broken one would find the broken connection again,
-        # waiting out its reconnect backoff (onceover_jobs.sink.write_api).
+        # waiting out its reconnect backoff (onceover_jobs.sink.wire.write_api).
         ("grpc.use_local_subchannel_pool", 1),
     ]
     if config.is_local:

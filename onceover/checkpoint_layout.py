@@ -6,7 +6,7 @@ the sink, the jobs and their readers (the control plane's resume and reconciliat
 
     <checkpointLocation>/            Spark's own (offsets/, commits/, metadata, ...)
     <checkpointLocation>/onceover/   the sink's ledger for the streaming query
-                                     (onceover_jobs.sink.ledger)
+                                     (onceover_jobs.sink.ledger.records)
     <checkpointLocation>/onceover/run_id
                                      the run id ``onceover_jobs.load_files`` chose on its first
                                      launch, so a re-run or resume goes on as that run

@@ -1,6 +1,6 @@
 """The ledger's files as both planes read them: the layout, the record format, reading
-records, scopes and totals. The sink writes them through ``onceover_jobs.sink.ledger``
-(and prunes them through ``onceover_jobs.sink.ledger_retention``); the control plane
+records, scopes and totals. The sink writes them through ``onceover_jobs.sink.ledger.records``
+(and prunes them through ``onceover_jobs.sink.ledger.retention``); the control plane
 reads them here, without the sink.
 
 The layout, under a ledger root (for streaming, ``<checkpointLocation>/onceover/``, see
@@ -111,12 +111,13 @@ class BatchRecord:
     """Found committed in BigQuery after a crash, rather than committed by this attempt."""
     write: str = ""
     """Which write of its scope to ``table``
-    (:class:`onceover_jobs.sink.identity.WriteIdentity`)."""
+    (:class:`onceover_jobs.sink.ledger.identity.WriteIdentity`)."""
     owner: str | None = None
     """The driver that wrote the intent (onceover_jobs.sink.driver.driver_owner)."""
     source_offsets: str | None = None
     """Streaming: SHA-256 of Spark's offsets log entry the batch was written from
-    (:mod:`onceover_jobs.sink.offsets_log`); the same batch id from another entry is a reset."""
+    (:mod:`onceover_jobs.sink.ledger.offsets_log`); the same batch id from another entry is a
+    reset."""
     commit_started_at: str | None = None
     """When a driver first called BatchCommitWriteStreams (buffered mode: FlushRows) on
     the intent's streams. None proves no commit was ever asked for, so streams
@@ -125,7 +126,7 @@ class BatchRecord:
     dead_letter_table: str | None = None
     dead_letter_streams: tuple[StreamCommit, ...] = ()
     """PENDING streams on ``dead_letter_table`` holding the rows BigQuery refused
-    (onceover_jobs.sink.dead_letter), committed with the batch; ``expected_rows`` counts only
+    (onceover_jobs.sink.rows.dead_letter), committed with the batch; ``expected_rows`` counts only
     the table's own rows."""
 
     key_checksum: int | None = None

@@ -152,7 +152,7 @@ def spark(
     the default ledger of writes that name none is the session's own.
     """
     from onceover_jobs.sink.datasource import register
-    from onceover_jobs.sink.options import LEDGER_ENV
+    from onceover_jobs.sink.job.options import LEDGER_ENV
     from onceover_jobs.spark import spark_session
 
     os.environ.update(bq_config.env())

@@ -19,7 +19,7 @@ from urllib.request import Request, urlopen
 import pytest
 from google.cloud import bigquery
 from onceover_jobs.sink.errors import SinkOptionError
-from onceover_jobs.sink.options import connection_options
+from onceover_jobs.sink.job.options import connection_options
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.connection import Connection

@@ -9,10 +9,10 @@ from typing import Any
 import pyarrow as pa
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
-from onceover_jobs.sink.identity import WriteIdentity
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.options import parse_options
-from onceover_jobs.sink.schema import plan_write
+from onceover_jobs.sink.job.options import parse_options
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.rows.schema import plan_write
 
 from onceover.bigquery import BigQueryConfig
 

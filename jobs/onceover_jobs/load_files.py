@@ -61,7 +61,7 @@ from onceover.job_env import (
 from onceover.modes import MODES
 from onceover.stamp import STAMP_COLUMNS
 from onceover_jobs.sink.errors import ConcurrentDriverError, refused_as_concurrent
-from onceover_jobs.sink.options import (
+from onceover_jobs.sink.job.options import (
     DEFAULT_MAX_REQUEST_BYTES,
     MAX_REQUEST_BYTES_LIMIT,
     MIN_REQUEST_BYTES,
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from onceover.ledger_files import ScopeTotals
-    from onceover_jobs.sink.lineage import EventType
+    from onceover_jobs.sink.reporting.lineage import EventType
 
 logger = logging.getLogger("onceover_jobs.load_files")
 STAMP_NAMES = frozenset(name.casefold() for name in STAMP_COLUMNS)
@@ -298,7 +298,7 @@ def read_schema(
     from pyspark.sql import types as t
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from onceover_jobs.sink.schema import bigquery_schema_from_arrow
+    from onceover_jobs.sink.rows.schema import bigquery_schema_from_arrow
 
     if table is not None:  # the stamp columns are not in the files: the sink fills them
         return t.StructType(
@@ -358,8 +358,8 @@ class RunReporter:
     def __init__(self, args: argparse.Namespace, argv: list[str], run_id: str) -> None:
         from onceover_jobs.sink.emitter import emitter_for
         from onceover_jobs.sink.errors import LineageConfigError
-        from onceover_jobs.sink.lineage import lineage_emitter, lineage_run_id
-        from onceover_jobs.sink.lineage_config import resolve
+        from onceover_jobs.sink.job.lineage_config import resolve
+        from onceover_jobs.sink.reporting.lineage import lineage_emitter, lineage_run_id
 
         self.args = args
         self.argv = argv
@@ -413,7 +413,7 @@ class RunReporter:
         """One of the run's OpenLineage events (the sink's RUNNING come between)."""
         if self.lineage is None:
             return
-        from onceover_jobs.sink.lineage import job_name, run_event
+        from onceover_jobs.sink.reporting.lineage import job_name, run_event
 
         self.lineage_emitter.emit(
             run_event(
@@ -503,7 +503,7 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
         r.batch_id for r in scope_records(ledger_root(checkpoint), query_id) if r.committed
     }
     # Spark's commits log may still list batches the ledger pruned (it keeps one more, or
-    # more where the ledger keeps fewer: onceover_jobs.sink.ledger_retention); only a
+    # more where the ledger keeps fewer: onceover_jobs.sink.ledger.retention); only a
     # committed batch
     # is pruned. Read after the records: a prune writes its summary before it removes them.
     pruned = scope_summaries(ledger_root(checkpoint), query_id).values()

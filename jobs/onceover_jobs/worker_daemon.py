@@ -11,7 +11,7 @@ triggered less often than once a minute.
 Imported here, before any fork, the task workers start with them loaded: that write
 then took 7-9 s. The rest is the data source's planning and commit workers, which Spark
 forks from its own ``pyspark.daemon`` whatever this setting says. The commit no longer
-imports the client library, pyarrow or pydantic (:mod:`onceover_jobs.sink.write_api`);
+imports the client library, pyarrow or pydantic (:mod:`onceover_jobs.sink.wire.write_api`);
 the planning worker still imports google-cloud-bigquery for the table's schema.
 
 :func:`onceover_jobs.spark.spark_session` sets ``spark.python.daemon.module`` to this module on a
@@ -31,10 +31,10 @@ def preload() -> None:
         import google.cloud.bigquery_storage_v1  # noqa: F401
         import pyarrow  # noqa: F401
 
-        import onceover_jobs.sink.committer
         import onceover_jobs.sink.datasource
-        import onceover_jobs.sink.task
-        import onceover_jobs.sink.write_api  # noqa: F401
+        import onceover_jobs.sink.protocol.committer
+        import onceover_jobs.sink.protocol.task
+        import onceover_jobs.sink.wire.write_api  # noqa: F401
     except Exception:  # the daemon must start anyway: workers import what they need
         print("onceover: worker daemon could not preload the sink:", file=sys.stderr)
         traceback.print_exc()

@@ -1,11 +1,11 @@
 """Resume through the API, on SQLite and PostgreSQL, with real launched processes.
 
-The runs here are made of events; their checkpoints are real directories with ledger
-records written by the sink's own :class:`~onceover_jobs.sink.ledger.Ledger`. The job a resume
-launches is the real ``python -m onceover_jobs.load_files`` with the run's stored arguments,
-whose ``--source`` is missing: it exits 2 within a second or two, without Spark, which
-is what the launcher's bookkeeping (exit status, log, the run failing again) needs.
-Resumes of real crashed jobs that end ``succeeded``: tests/jobs/test_resume_job.py.
+The runs here are made of events; their checkpoints are real directories with ledger records written
+by the sink's own :class:`~onceover_jobs.sink.ledger.records.Ledger`. The job a resume launches is
+the real ``python -m onceover_jobs.load_files`` with the run's stored arguments, whose ``--source``
+is missing: it exits 2 within a second or two, without Spark, which is what the launcher's
+bookkeeping (exit status, log, the run failing again) needs. Resumes of real crashed jobs that end
+``succeeded``: tests/jobs/test_resume_job.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from onceover_backend.services.launcher import HOST
 from onceover_backend.services.resume import Resumer
 from onceover_backend.services.stalled import mark_stalled
 from onceover_backend.tables import Attempt, AuditLog, Launch, Run, utcnow
-from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.ledger.records import Ledger
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select

@@ -20,7 +20,7 @@ import pytest
 from google.cloud import bigquery
 from onceover_jobs import load_files
 from onceover_jobs.generate import BAD_CURRENCIES, CURRENCIES, bad_keys, file_bounds, write_files
-from onceover_jobs.sink.dead_letter import DEAD_LETTER_FIELDS
+from onceover_jobs.sink.rows.dead_letter import DEAD_LETTER_FIELDS
 from onceover_tools.chaos.runner import (
     BAD_COLUMN,
     BAD_ROWS_SCHEMA,
@@ -181,7 +181,7 @@ def _dead_letters(rest: bigquery.Client, target: str, rows: Sequence[dict[str, A
 
 
 def _set_aside(target: str, key: object, **change: object) -> dict[str, Any]:
-    """A dead-letter row as the sink writes one (onceover_jobs.sink.dead_letter), changed."""
+    """A dead-letter row as the sink writes one (onceover_jobs.sink.rows.dead_letter), changed."""
     return {
         "run_id": RUN, "query_id": "q-1", "batch_id": 0, "write": "0", "table": target,
         "partition": 0, "offset": 3, "key": None if key is None else str(key),

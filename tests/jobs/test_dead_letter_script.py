@@ -150,7 +150,8 @@ def _run_twice(
         done = body.get("rows_dead_lettered") == len(BAD_IDS) and body["status"] == "succeeded"
         return body if done else None
 
-    # The script's run ends succeeded: the sink reports it (onceover_jobs.sink.run_report).
+    # The script's run ends succeeded: the sink reports it
+    # (onceover_jobs.sink.reporting.run_report).
     shown: dict[str, Any] = wait_until("the run's rows set aside, ended", counted_aside, 30)
     return shown
 

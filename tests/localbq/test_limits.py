@@ -548,7 +548,7 @@ def test_proto_rows_of_a_10000_column_table_are_decoded(
 ) -> None:
     """A proto writer schema too wide for one upb message class (here 9,999 STRING
     fields) is decoded in parts; every column lands, the parts' borders included."""
-    from onceover_jobs.sink.proto_rows import proto_schema, serialize_rows
+    from onceover_jobs.sink.rows.proto_rows import proto_schema, serialize_rows
 
     table_id, fields = wide_table(rest, dataset)
     stream = create_stream(write, table_id, COMMITTED).name

@@ -8,9 +8,10 @@ import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.appender import PlannedAppend, RetryPolicy, StreamAppender
 from onceover_jobs.sink.errors import AppendRejectedError, DuplicateAppendError
-from onceover_jobs.sink.requests import ArrowEncoder, plan_requests
+from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
+from onceover_jobs.sink.wire.requests import ArrowEncoder, plan_requests
+from onceover_jobs.sink.wire.retry import RetryPolicy
 
 from tests.writeapi import (
     ARROW_SCHEMA,

@@ -15,11 +15,11 @@ import pytest
 from google.cloud import bigquery
 from onceover_jobs.generate import write_files
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import NonDeterministicInputError
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.results import TaskResult
-from onceover_jobs.sink.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.protocol.committer import BatchCommitter
+from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from onceover_tools.localbq import LocalBigQuery
 from onceover_tools.localbq.admin import write_streams

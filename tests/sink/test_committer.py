@@ -11,10 +11,10 @@ import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import CommitRejectedError
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.results import TaskResult
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig
@@ -186,8 +186,8 @@ def test_an_intent_whose_streams_are_gone_is_written_again_on_the_replays_stream
 def test_a_lost_finalize_response_is_asked_again(
     job: SinkJob, write: BigQueryWriteClient, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from onceover_jobs.sink.stream_calls import finalize_stream
-    from onceover_jobs.sink.write_api import write_api
+    from onceover_jobs.sink.wire.stream_calls import finalize_stream
+    from onceover_jobs.sink.wire.write_api import write_api
 
     stream = create_stream(write, table, PENDING).name
     append_all(write, [append_request(stream, rows(0, 12), 0)])

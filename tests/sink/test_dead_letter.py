@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.committer import BatchCommitter
-from onceover_jobs.sink.dead_letter import DEAD_LETTER_FIELDS, column_named
 from onceover_jobs.sink.errors import RowsRejectedError
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.results import TaskResult
-from onceover_jobs.sink.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.protocol.committer import BatchCommitter
+from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.rows.dead_letter import DEAD_LETTER_FIELDS, column_named
 
 from onceover.bigquery import BigQueryConfig
 from tests.writeapi import ARROW_SCHEMA, count, create_refusing_table, streaming_job
@@ -114,7 +114,7 @@ def test_bad_rows_are_set_aside_once_and_the_rest_land_once_after_a_retry_and_a_
     replay of the batch finishes it. Counted in BigQuery: each good row once in the
     table, each bad row once in the dead-letter table."""
     dead_letter = f"{dataset}.refused_{mode}_{row_format}"
-    from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
     ensure_dead_letter_table(bq_config, dead_letter)  # what the driver does first
     job = job_for(bq_config, table, tmp_path, mode, dead_letter=dead_letter, row_format=row_format)
@@ -153,7 +153,7 @@ def test_without_a_dead_letter_table_the_write_fails_naming_each_row(
 
 
 def test_the_first_twenty_are_named_then_counted() -> None:
-    from onceover_jobs.sink.dead_letter import RefusedRow, describe_refused
+    from onceover_jobs.sink.rows.dead_letter import RefusedRow, describe_refused
 
     rows = [RefusedRow(0, i, str(i), "name", "too long", "{}") for i in range(25)]
     text = describe_refused(rows, "p.d.t")
@@ -175,7 +175,7 @@ def test_the_column_is_the_longest_name_the_message_holds() -> None:
 def test_the_dead_letter_table_is_created_with_its_documented_columns(
     bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str
 ) -> None:
-    from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
     table = f"{dataset}.dead_letters"
     ensure_dead_letter_table(bq_config, table)
@@ -187,8 +187,8 @@ def test_the_dead_letter_table_is_created_with_its_documented_columns(
 def test_a_dead_letter_table_without_the_columns_is_refused_naming_them(
     bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str
 ) -> None:
-    from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
     from onceover_jobs.sink.errors import SinkOptionError
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
     table = f"{dataset}.not_dead_letters"
     rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("run_id", "INT64")]))
@@ -212,7 +212,7 @@ def test_a_committed_retry_after_rows_were_refused_and_acknowledged_lands_the_re
     first row: each row's stream offset is lower by the refused rows before it, counted
     once (counted twice, every request went one offset too low, BigQuery answered
     ALREADY_EXISTS, and the partition's tail was neither written nor set aside)."""
-    from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
     dead_letter = f"{dataset}.refused_after_ack"
     ensure_dead_letter_table(bq_config, dead_letter)

@@ -30,14 +30,6 @@ from google.cloud.bigquery_storage_v1.services.big_query_write.transports import
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status  # type: ignore[import-untyped]
-from onceover_jobs.sink import storage_errors
-from onceover_jobs.sink.appender import (
-    PlannedAppend,
-    RetryPolicy,
-    StreamAppender,
-    is_broken_transport,
-    is_retried,
-)
 from onceover_jobs.sink.errors import (
     AppendRejectedError,
     CallRejectedError,
@@ -45,14 +37,17 @@ from onceover_jobs.sink.errors import (
     RetryDeadlineError,
     StreamUnusableError,
 )
-from onceover_jobs.sink.requests import ArrowEncoder
-from onceover_jobs.sink.storage_errors import (
+from onceover_jobs.sink.wire import storage_errors
+from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
+from onceover_jobs.sink.wire.requests import ArrowEncoder
+from onceover_jobs.sink.wire.retry import RetryPolicy, is_broken_transport, is_retried
+from onceover_jobs.sink.wire.storage_errors import (
     StorageErrorInfo,
     storage_error_of,
     table_of,
     target_text,
 )
-from onceover_jobs.sink.unary import CallNotFoundError, call_with_retry, gapic
+from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry, gapic
 
 from onceover.bigquery import GRPC_OPTIONS, BigQueryConfig
 from tests.writeapi import (

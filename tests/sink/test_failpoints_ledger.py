@@ -23,12 +23,8 @@ from onceover_jobs.sink.errors import (
     PartitionTakenError,
     SinkOptionError,
 )
-from onceover_jobs.sink.ledger import (
-    Ledger,
-    PartitionProgress,
-    claim_driver,
-    renew_driver,
-)
+from onceover_jobs.sink.ledger.leases import claim_driver, renew_driver
+from onceover_jobs.sink.ledger.records import Ledger, PartitionProgress
 
 from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.waiting import wait_until

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from onceover_jobs.sink.errors import LedgerNotSharedError
-from onceover_jobs.sink.identity import SparkCall, WriteIdentity
-from onceover_jobs.sink.ledger import Ledger, check_probe, leave_probe
-from onceover_jobs.sink.ledger_writes import write_replacing
+from onceover_jobs.sink.ledger.identity import SparkCall, WriteIdentity
+from onceover_jobs.sink.ledger.leases import check_probe, leave_probe
+from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.ledger.writes import write_replacing
 
 from onceover.ledger_files import BatchRecord, scope_records, scopes
 

@@ -14,10 +14,10 @@ from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 from onceover_jobs.sink import failpoints, settle
-from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import IntentUnresolvableError
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.results import TaskResult
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig

@@ -1,4 +1,4 @@
-"""Ledger retention without Spark (``onceover_jobs.sink.ledger_retention``): old committed batches
+"""Ledger retention without Spark (``onceover_jobs.sink.ledger.retention``): old committed batches
 pruned in step with Spark's logs, intents kept, totals unchanged, every interrupted prune
 readable and finished by the next, a reset checkpoint still told from a pruned ledger."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from google.cloud import bigquery
 from onceover_jobs import load_files
-from onceover_jobs.sink import ledger_retention
 from onceover_jobs.sink.errors import CheckpointResetError, SinkOptionError
-from onceover_jobs.sink.ledger import Ledger, PartitionProgress
-from onceover_jobs.sink.ledger_retention import how_many_to_keep, prune
-from onceover_jobs.sink.offsets_log import check_not_reset, fingerprint
+from onceover_jobs.sink.ledger import retention as ledger_retention
+from onceover_jobs.sink.ledger.offsets_log import check_not_reset, fingerprint
+from onceover_jobs.sink.ledger.records import Ledger, PartitionProgress
+from onceover_jobs.sink.ledger.retention import how_many_to_keep, prune
 
 from onceover.bigquery import BigQueryConfig
 from onceover.ledger_files import (
@@ -424,7 +424,7 @@ def test_the_committer_prunes_as_it_commits(
 ) -> None:
     """Wired in: a streaming write keeps ``ledger.keep_batches`` committed batches (and
     at most one prune interval more) however many it commits, and counts them all."""
-    from onceover_jobs.sink.committer import BatchCommitter
+    from onceover_jobs.sink.protocol.committer import BatchCommitter
 
     table = create_table(rest, dataset)
     job = streaming_job(bq_config, table, tmp_path, **{"ledger.keep_batches": "5"})

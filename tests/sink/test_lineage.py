@@ -16,7 +16,8 @@ from google.cloud import bigquery
 from onceover_jobs.generate import write_files
 from onceover_jobs.sink.emitter import EventEmitter, default_spool_root, spool_dirs
 from onceover_jobs.sink.errors import LineageConfigError, SinkOptionError
-from onceover_jobs.sink.lineage import (
+from onceover_jobs.sink.job.lineage_config import LineageConfig, resolve
+from onceover_jobs.sink.reporting.lineage import (
     BIGQUERY_NAMESPACE,
     SPOOL_FOLDER,
     first_start,
@@ -24,7 +25,6 @@ from onceover_jobs.sink.lineage import (
     run_event,
     wire,
 )
-from onceover_jobs.sink.lineage_config import LineageConfig, resolve
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as fn

@@ -1,5 +1,5 @@
 """A reset checkpoint told from a replay by Spark's offsets log
-(``onceover_jobs.sink.offsets_log``)."""
+(``onceover_jobs.sink.ledger.offsets_log``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from onceover_jobs.sink.errors import CheckpointResetError
-from onceover_jobs.sink.ledger import Ledger
-from onceover_jobs.sink.offsets_log import check_not_reset, fingerprint, latest_batch
+from onceover_jobs.sink.ledger.offsets_log import check_not_reset, fingerprint, latest_batch
+from onceover_jobs.sink.ledger.records import Ledger
 
 from onceover.ledger_files import BatchRecord
 

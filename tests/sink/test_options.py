@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from onceover_jobs.sink.errors import SinkOptionError
-from onceover_jobs.sink.options import parse_options
+from onceover_jobs.sink.job.options import parse_options
 
 TABLE = "my-project.sales.orders"
 

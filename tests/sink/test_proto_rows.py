@@ -21,7 +21,12 @@ from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onceover_jobs.sink.errors import SinkOptionError
-from onceover_jobs.sink.proto_rows import ROOT_MESSAGE, proto_data, proto_schema, serialize_rows
+from onceover_jobs.sink.rows.proto_rows import (
+    ROOT_MESSAGE,
+    proto_data,
+    proto_schema,
+    serialize_rows,
+)
 
 from tests.writeapi import acknowledged_offset, append_all, create_stream
 

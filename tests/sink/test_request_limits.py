@@ -23,25 +23,26 @@ import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import types
-from onceover_jobs.sink import appender, failpoints
+from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import AppendRejectedError
-from onceover_jobs.sink.identity import WriteIdentity
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.options import (
+from onceover_jobs.sink.job.options import (
     BIGQUERY_MAX_REQUEST_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
     MAX_REQUEST_BYTES_LIMIT,
     parse_options,
 )
-from onceover_jobs.sink.requests import (
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.protocol.task import TaskContextInfo, encoder_for, write_partition
+from onceover_jobs.sink.rows.schema import plan_write, to_bigquery_arrow
+from onceover_jobs.sink.wire import appender
+from onceover_jobs.sink.wire.requests import (
     REQUEST_OVERHEAD_BYTES,
     ArrowEncoder,
     plan_requests,
     request_budget,
     schema_bytes,
 )
-from onceover_jobs.sink.schema import plan_write, to_bigquery_arrow
-from onceover_jobs.sink.task import TaskContextInfo, encoder_for, write_partition
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig

@@ -32,8 +32,8 @@ from google.cloud import bigquery
 from google.cloud.bigquery import SchemaField
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_jobs.sink.errors import SchemaMismatchError, TableNotFoundError
-from onceover_jobs.sink.plan import WritePlan
-from onceover_jobs.sink.schema import (
+from onceover_jobs.sink.rows.plan import WritePlan
+from onceover_jobs.sink.rows.schema import (
     bigquery_schema_from_arrow,
     load_table_schema,
     plan_write,

@@ -15,14 +15,14 @@ from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 from onceover_jobs.generate import write_files
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink import task as task_module
-from onceover_jobs.sink.commit_limits import commit_bytes_limit
-from onceover_jobs.sink.committer import BatchCommitter
 from onceover_jobs.sink.errors import CommitLimitError
-from onceover_jobs.sink.job import SinkJob
-from onceover_jobs.sink.results import TaskResult
-from onceover_jobs.sink.stream_slots import StreamSlots
-from onceover_jobs.sink.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.slots import StreamSlots
+from onceover_jobs.sink.protocol import task as task_module
+from onceover_jobs.sink.protocol.committer import BatchCommitter
+from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.wire.commit_limits import commit_bytes_limit
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from onceover_tools.localbq import LocalBigQuery
 from onceover_tools.localbq.admin import write_streams

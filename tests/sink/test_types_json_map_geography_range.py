@@ -35,8 +35,8 @@ from google.cloud import bigquery
 from google.cloud.bigquery import SchemaField
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onceover_jobs.sink.errors import SchemaMismatchError
-from onceover_jobs.sink.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
-from onceover_jobs.sink.schema import plan_write, to_bigquery_arrow
+from onceover_jobs.sink.rows.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
+from onceover_jobs.sink.rows.schema import plan_write, to_bigquery_arrow
 from pyspark.sql import DataFrame, SparkSession
 
 TABLE = "onceover-local.d.t"
@@ -158,7 +158,7 @@ def test_text_bigquery_cannot_parse_fails_the_write_and_lands_nothing(
     bad: str,
     error: str,
 ) -> None:
-    # Not parsed by the sink (onceover_jobs.sink.schema): BigQuery refuses such rows with
+    # Not parsed by the sink (onceover_jobs.sink.rows.schema): BigQuery refuses such rows with
     # row_errors; the local BigQuery fails the PENDING streams' commit (module doc).
     table = f"{dataset}.t"
     rest.create_table(bigquery.Table(table, schema=[F("id", "INT64"), F("v", bq_type)]))

@@ -1,4 +1,4 @@
-"""The sink's own Storage Write client (onceover_jobs.sink.write_api): its messages are
+"""The sink's own Storage Write client (onceover_jobs.sink.wire.write_api): its messages are
 the client library's, byte for byte; a client a process keeps goes on over a fresh
 channel after its server went away; the driver's commit imports neither the client
 library nor pandas, pyarrow, httpx or pydantic."""
@@ -23,10 +23,10 @@ from google.cloud.bigquery_storage_v1.services.big_query_write.transports.base i
     BigQueryWriteTransport,
 )
 from google.protobuf import timestamp_pb2
-from onceover_jobs.sink import write_wire
 from onceover_jobs.sink.datasource import OnceoverCommitMessage, OnceoverStreamWriter
-from onceover_jobs.sink.unary import call_with_retry
-from onceover_jobs.sink.write_api import SERVICE, WriteApi, write_api
+from onceover_jobs.sink.wire import messages as write_wire
+from onceover_jobs.sink.wire.unary import call_with_retry
+from onceover_jobs.sink.wire.write_api import SERVICE, WriteApi, write_api
 from pyspark import cloudpickle
 
 from onceover.bigquery import WRITE_API_HOST, WRITE_API_SCOPES, BigQueryConfig, write_channel
@@ -207,7 +207,7 @@ def test_a_kept_client_goes_on_over_a_fresh_channel_after_its_server_went_away(
 
 
 def test_a_retried_call_reaches_the_server_that_came_back(port: int) -> None:
-    from onceover_jobs.sink.appender import RetryPolicy
+    from onceover_jobs.sink.wire.retry import RetryPolicy
 
     api = _kept(port)
     first = _serve(port)

@@ -3,7 +3,7 @@
 The sink claims its query when Spark first asks it for a writer, and Spark asks only
 once it has planned the micro-batch: the checkpoint's offsets log (and a file source's
 own log) already holds the batch then. A second driver refused there (another that
-still runs the query, :func:`onceover_jobs.sink.ledger.claim_driver`) writes no row, but
+still runs the query, :func:`onceover_jobs.sink.ledger.leases.claim_driver`) writes no row, but
 the entry it left is the one the first driver writes at its next micro-batch, and Spark
 stops the first on it ("Concurrent update to the log"). Claimed here, before the query
 starts, the second driver is refused before Spark writes anything::
@@ -23,9 +23,9 @@ from typing import Any
 
 from onceover.checkpoint_layout import ledger_root
 from onceover_jobs.sink.driver import owner_of
-from onceover_jobs.sink.job import streaming_query_id
-from onceover_jobs.sink.ledger import DEFAULT_DRIVER_LEASE_S, claim_driver
-from onceover_jobs.sink.options import local_checkpoint_path
+from onceover_jobs.sink.job.options import local_checkpoint_path
+from onceover_jobs.sink.job.sink_job import streaming_query_id
+from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S, claim_driver
 
 
 def claim_checkpoint(

@@ -9,8 +9,8 @@ Batch::
        .option("ledger", "/shared/onceover-ledger")
        .mode("append").save())
 
-The same inside ``foreachBatch`` needs no ``run_id``: the query id and micro-batch id
-are the write's identity (:mod:`onceover_jobs.sink.identity` says what identifies each write).
+The same inside ``foreachBatch`` needs no ``run_id``: the query id and micro-batch id are the
+write's identity (:mod:`onceover_jobs.sink.ledger.identity` says what identifies each write).
 
 Structured Streaming::
 
@@ -20,16 +20,16 @@ Structured Streaming::
        .option("monitor.url", "http://onceover:8000").option("monitor.token", token)
        .trigger(availableNow=True).start())
 
-Options (see :mod:`onceover_jobs.sink.options` for all): ``table`` (required), ``mode``
+Options (see :mod:`onceover_jobs.sink.job.options` for all): ``table`` (required), ``mode``
 (``pending``; ``committed``, the default of ``writeStream``; ``default``), ``key``,
 ``run_id``, ``ledger``, ``stamp``, ``job``, ``monitor.url``, ``monitor.token``,
 ``row_format`` (``arrow``/``proto``), ``request.max_bytes``, ``append.max_inflight``,
 ``retry.deadline_s``.
 
-Options, the table and the DataFrame's schema are checked on the driver before any
-task runs; a bad option or a column that does not fit raises ``ValueError`` naming it.
-``write()`` runs on executors and stages rows (:mod:`onceover_jobs.sink.task`); ``commit()``
-makes a batch visible once (:mod:`onceover_jobs.sink.committer`).
+Options, the table and the DataFrame's schema are checked on the driver before any task runs; a bad
+option or a column that does not fit raises ``ValueError`` naming it. ``write()`` runs on executors
+and stages rows (:mod:`onceover_jobs.sink.protocol.task`); ``commit()`` makes a batch visible once
+(:mod:`onceover_jobs.sink.protocol.committer`).
 """
 
 from __future__ import annotations
@@ -48,17 +48,17 @@ from pyspark.sql.datasource import (
 
 from onceover.bigquery import BigQueryConfig
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.committer import BatchCommitter, written_by_tasks
 from onceover_jobs.sink.errors import ConcurrentDriverError, SinkOptionError
-from onceover_jobs.sink.identity import WriteIdentity
-from onceover_jobs.sink.job import SinkJob, streaming_query_id
-from onceover_jobs.sink.ledger import claim_driver, leave_probe
-from onceover_jobs.sink.lineage import LineageReport
-from onceover_jobs.sink.lineage_config import resolve as resolve_lineage
-from onceover_jobs.sink.offsets_log import check_not_reset
-from onceover_jobs.sink.options import connection_options, parse_options
-from onceover_jobs.sink.results import TaskResult
-from onceover_jobs.sink.run_report import RunReport
+from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
+from onceover_jobs.sink.job.options import connection_options, parse_options
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob, streaming_query_id
+from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.ledger.leases import claim_driver, leave_probe
+from onceover_jobs.sink.ledger.offsets_log import check_not_reset
+from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tasks
+from onceover_jobs.sink.reporting.lineage import LineageReport
+from onceover_jobs.sink.reporting.run_report import RunReport
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -78,9 +78,9 @@ def prepare_job(
     """Validate everything on the driver, before any task starts."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from onceover_jobs.sink.requests import request_budget
-    from onceover_jobs.sink.schema import load_table_schema, plan_write
-    from onceover_jobs.sink.task import encoder_for
+    from onceover_jobs.sink.protocol.task import encoder_for
+    from onceover_jobs.sink.rows.schema import load_table_schema, plan_write
+    from onceover_jobs.sink.wire.requests import request_budget
 
     failpoints.check_environment()
     if overwrite:
@@ -102,11 +102,11 @@ def prepare_job(
         raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
     fields = load_table_schema(config, options.table)
     if options.dead_letter is not None:
-        from onceover_jobs.sink.dead_letter import ensure_dead_letter_table
+        from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
         ensure_dead_letter_table(config, options.dead_letter)
     if options.stamp:
-        from onceover_jobs.sink.stamp import check_stamp_columns, with_stamp_fields
+        from onceover_jobs.sink.rows.stamp import check_stamp_columns, with_stamp_fields
 
         check_stamp_columns(
             options.table, arrow_schema.names, {f.name: f.field_type for f in fields}
@@ -120,8 +120,8 @@ def prepare_job(
         run_id = options.run_id or query_id
         write = WriteIdentity("streaming", query_id, options.table, None)
     else:
-        # Which write this is, the tasks work out (onceover_jobs.sink.resolve): only they see
-        # whether it runs inside foreachBatch, and which execution it is.
+        # Which write this is, the tasks work out (onceover_jobs.sink.protocol.resolve): only they
+        # see whether it runs inside foreachBatch, and which execution it is.
         run_id = options.run_id or uuid.uuid4().hex
         query_id = run_id
     assert options.ledger is not None
@@ -175,7 +175,7 @@ ABORTED = (
 def _write(job: SinkJob, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMessage:
     """A task's side (the executor): imported here, so the driver's commit worker never
     imports what the tasks write with."""
-    from onceover_jobs.sink.task import current_task, write_partition
+    from onceover_jobs.sink.protocol.task import current_task, write_partition
 
     # Spark tells executors the micro-batch id through a local property.
     return OnceoverCommitMessage(write_partition(job, iterator, current_task(None)))

@@ -33,13 +33,13 @@ ledger file cannot be read), so both planes catch the one class; the sink raises
 too where it cannot write one. Its subclasses here are the sink's refusals, each a
 :class:`SinkError` as well.
 
-google-api-core and gRPC errors are mapped to these at one boundary (the appender for
-AppendRows, :mod:`onceover_jobs.sink.unary` for every other call, and the committer) with
-``raise ... from exc``. Only failures a retry can fix are retried (the classes are in
-:mod:`onceover_jobs.sink.appender`); any other fails at once with one of these, naming the call,
-the stream and its table, the gRPC code, the server's message and the ``StorageError``
-code when BigQuery sent one (:mod:`onceover_jobs.sink.storage_errors`). Option and schema errors
-are ``ValueError`` as well, which is what Spark users expect from a bad ``.option(...)``.
+google-api-core and gRPC errors are mapped to these at one boundary (the appender for AppendRows,
+:mod:`onceover_jobs.sink.wire.unary` for every other call, and the committer) with ``raise ... from
+exc``. Only failures a retry can fix are retried (the classes are in
+:mod:`onceover_jobs.sink.wire.appender`); any other fails at once with one of these, naming the
+call, the stream and its table, the gRPC code, the server's message and the ``StorageError`` code
+when BigQuery sent one (:mod:`onceover_jobs.sink.wire.storage_errors`). Option and schema errors are
+``ValueError`` as well, which is what Spark users expect from a bad ``.option(...)``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class SinkOptionError(SinkError, ValueError):
 
 class LineageConfigError(SinkError, ValueError):
     """The OpenLineage configuration (a config file, or the variables) is wrong; the
-    message names the field and where it was read (onceover_jobs.sink.lineage_config)."""
+    message names the field and where it was read (onceover_jobs.sink.job.lineage_config)."""
 
     def __init__(self, field: str, problem: str, source: str) -> None:
         self.field = field
@@ -119,7 +119,7 @@ class RowsRejectedError(AppendRejectedError):
     """BigQuery refused rows of a request (``row_errors``) and the write has no
     dead-letter table: the message names each row (partition, offset, key, column,
     BigQuery's message: the first 20, then a count); ``rows`` holds them all
-    (:class:`onceover_jobs.sink.dead_letter.RefusedRow`)."""
+    (:class:`onceover_jobs.sink.rows.dead_letter.RefusedRow`)."""
 
     def __init__(self, message: str, *, rows: Sequence[Any] = (), **where: Any) -> None:
         self.rows = list(rows)
@@ -159,12 +159,12 @@ class CallRejectedError(SinkError):
     FinalizeWriteStream, FlushRows, BatchCommitWriteStreams) failed for a reason a retry
     cannot fix (PERMISSION_DENIED, INVALID_ARGUMENT, FAILED_PRECONDITION, ...).
 
-    ``what`` is the call, ``target`` the stream or table resource it was on (``table``
-    its ``project.dataset.table``), ``grpc_code`` the gRPC code by name,
-    ``storage_code`` the ``StorageError`` code when BigQuery sent one and
-    ``server_message`` what the server said. ``message`` is the whole text (as on
-    google-api-core's errors, which code catching those reads). NOT_FOUND raises the
-    subclass ``onceover_jobs.sink.unary.CallNotFoundError``, also a google-api-core ``NotFound``.
+    ``what`` is the call, ``target`` the stream or table resource it was on (``table`` its
+    ``project.dataset.table``), ``grpc_code`` the gRPC code by name, ``storage_code`` the
+    ``StorageError`` code when BigQuery sent one and ``server_message`` what the server said.
+    ``message`` is the whole text (as on google-api-core's errors, which code catching those reads).
+    NOT_FOUND raises the subclass ``onceover_jobs.sink.wire.unary.CallNotFoundError``, also a
+    google-api-core ``NotFound``.
     """
 
     def __init__(
@@ -245,7 +245,7 @@ class ConcurrentDriverError(LedgerError, SinkError):
 
 class CommitLimitError(SinkError, ValueError):
     """A batch needs more than one ``BatchCommitWriteStreams`` takes (10,000 streams);
-    refused before anything of it is committed (onceover_jobs.sink.commit_limits)."""
+    refused before anything of it is committed (onceover_jobs.sink.wire.commit_limits)."""
 
 
 SPARK_CONCURRENT_QUERY = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationException")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from onceover.events import now
 from onceover.ledger_files import BATCH_WRITE
 from onceover_jobs.sink.errors import LedgerError
-from onceover_jobs.sink.ledger import Ledger
+from onceover_jobs.sink.ledger.records import Ledger
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -195,7 +195,7 @@ def write_streaming_inserts(df: DataFrame, table_id: str, key: str) -> float:
 def arrow_requests(data: pa.Table, table: bigquery.Table) -> list[pa.RecordBatch]:
     """``data`` as the Write API takes it (BigQuery's Arrow types), in request-sized batches;
     built before the clock starts."""
-    from onceover_jobs.sink.schema import plan_write, to_bigquery_arrow
+    from onceover_jobs.sink.rows.schema import plan_write, to_bigquery_arrow
 
     plan = plan_write(table.full_table_id.replace(":", "."), data.schema, list(table.schema))
     return [
@@ -209,7 +209,7 @@ def push_arrow_ceiling(
 ) -> float:
     """Seconds to append ``batches`` down one COMMITTED stream, every answer checked."""
     from google.cloud.bigquery_storage_v1 import types
-    from onceover_jobs.sink.requests import ArrowEncoder
+    from onceover_jobs.sink.wire.requests import ArrowEncoder
 
     from onceover.bigquery import write_client
 

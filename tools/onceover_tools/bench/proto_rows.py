@@ -3,7 +3,7 @@
     .venv/bin/python -m onceover_tools.bench.proto_rows [--rows 200000] [--repeats 3]
 
 Four scalar columns (INT64, FLOAT64, STRING, TIMESTAMP), about one NULL in ten. The
-naive path is what proto rows cost without :mod:`onceover_jobs.sink.proto_rows`: Arrow to
+naive path is what proto rows cost without :mod:`onceover_jobs.sink.rows.proto_rows`: Arrow to
 Python values, then a message object per row, filled and serialized. Both must give
 the same bytes, else the figures mean nothing. The best of ``repeats`` runs is shown.
 """
@@ -19,7 +19,7 @@ import pyarrow as pa
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import types
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from onceover_jobs.sink.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
+from onceover_jobs.sink.rows.proto_rows import ROOT_MESSAGE, proto_schema, serialize_rows
 
 FIELDS = [
     bigquery.SchemaField("id", "INT64"),

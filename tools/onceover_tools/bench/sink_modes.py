@@ -149,7 +149,7 @@ class Bench:
         The first write of a session pays the workers' imports, and the first ``pending``
         write also the start of the Python process that runs its commit.
         """
-        from onceover_jobs.sink.schema import bigquery_schema_from_arrow
+        from onceover_jobs.sink.rows.schema import bigquery_schema_from_arrow
         from pyspark.sql.pandas.types import to_arrow_schema
 
         warmup = spark.range(WARMUP_ROWS, numPartitions=PARTITIONS).selectExpr(
@@ -202,7 +202,7 @@ def prepare(
     spark: SparkSession, source: Path, rows: int, config: BigQueryConfig, ledger_root: Path
 ) -> Bench:
     """Read the Parquet files into a cached DataFrame of two partitions; make the dataset."""
-    from onceover_jobs.sink.schema import bigquery_schema_from_arrow
+    from onceover_jobs.sink.rows.schema import bigquery_schema_from_arrow
     from pyspark.sql.pandas.types import to_arrow_schema
 
     df = spark.read.parquet(str(source))

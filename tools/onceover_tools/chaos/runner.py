@@ -43,7 +43,7 @@ from onceover_jobs.generate import write_files
 from onceover_jobs.sink.failpoints import ENV as FAILPOINTS_ENV
 from onceover_jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
-from onceover_jobs.sink.options import LEDGER_ENV
+from onceover_jobs.sink.job.options import LEDGER_ENV
 
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.checkpoint_layout import run_id_path as checkpoint_run_id
@@ -351,7 +351,7 @@ def _fresh_tables(client: bigquery.Client, schedule: Schedule) -> str:
     client.delete_table(table, not_found_ok=True)
     schema = BAD_ROWS_SCHEMA if schedule.workload == "bad_rows" else ORDER_SCHEMA
     client.create_table(bigquery.Table(table, schema=schema))
-    if schedule.workload == "bad_rows":  # the sink creates it (onceover_jobs.sink.dead_letter)
+    if schedule.workload == "bad_rows":  # the sink creates it (onceover_jobs.sink.rows.dead_letter)
         client.delete_table(dead_letter_table(table), not_found_ok=True)
     summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
     if summary_schema is not None:

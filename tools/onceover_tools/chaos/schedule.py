@@ -71,7 +71,7 @@ from typing import Any
 
 from onceover_jobs.generate import bad_keys, file_bounds
 from onceover_jobs.sink.failpoints import POINTS, Action
-from onceover_jobs.sink.requests import REQUEST_OVERHEAD_BYTES
+from onceover_jobs.sink.wire.requests import REQUEST_OVERHEAD_BYTES
 
 from onceover.modes import EXACTLY_ONCE_MODES, traits_of
 from onceover.modes import MODES as SINK_MODES
@@ -315,7 +315,7 @@ class Shape:
     appends: int
     streams: int | None = None
     """CreateWriteStream calls: one per task, unless buffered or committed mode continues
-    each partition's stream from batch to batch (onceover_jobs.sink.stream_slots); None:
+    each partition's stream from batch to batch (onceover_jobs.sink.ledger.slots); None:
     ``tasks``."""
     between: int | None = None
     """``flush.between``: buffered commits with two streams or more to flush (the point

@@ -146,7 +146,7 @@ class DeadLetterView:
 def dead_letter_view(
     client: bigquery.Client, table: str, *, run_id: str, target: str, column: str
 ) -> DeadLetterView:
-    """Count ``table`` (a dead-letter table: onceover_jobs.sink.dead_letter) in BigQuery: its
+    """Count ``table`` (a dead-letter table: onceover_jobs.sink.rows.dead_letter) in BigQuery: its
     rows, and those ``run_id`` set aside for ``target`` by key and by the column named."""
     from google.api_core.exceptions import NotFound
 

@@ -1,0 +1,378 @@
+"""The sink's options, validated once on the driver into a typed, picklable value.
+
+==========================  ==========  ===============================================
+option                      default     meaning
+==========================  ==========  ===============================================
+``table``                   (required)  ``project.dataset.table`` (or ``dataset.table``
+                                        in the configured project); must exist
+``mode``                    see below   ``pending`` (exactly-once, visible per batch,
+                                        atomically), ``buffered`` (exactly-once,
+                                        visible per batch, streams kept from batch
+                                        to batch), ``committed`` (exactly-once,
+                                        visible per append), ``default``
+                                        (at-least-once baseline); ``buffered`` for
+                                        ``writeStream``, else ``pending``
+``key``                     none        column that identifies a row (reconciliation,
+                                        and the rows BigQuery refuses are named by it)
+``dead_letter``             none        a table (``project.dataset.table`` or
+                                        ``dataset.table``) for the rows BigQuery
+                                        refuses: created if missing, the rows set
+                                        aside there exactly once and the rest written;
+                                        without it a refused row fails the write,
+                                        named (onceover_jobs.sink.rows.dead_letter)
+``stamp``                   false       ``true``: write the run id and batch id into
+                                        ``_onceover_run_id`` / ``_onceover_batch_id``
+                                        (the table must have them) so reconciliation
+                                        counts a run's and a batch's rows in place
+``run_id``                  see below   the run this write belongs to; streaming: the
+                                        query id; batch writes in ``pending`` or
+                                        ``committed`` mode: required (a re-run with
+                                        the same id writes nothing again); inside
+                                        foreachBatch: not needed (the query id and
+                                        micro-batch id are the write's identity)
+``write_id``                the ordinal which of the run's (or the foreachBatch call's)
+                                        writes to the table this is; by default their
+                                        order (the first write to a table is 0, ...)
+``ledger``                  see below   batch and foreachBatch writes: the ledger
+                                        directory (default ``$ONCEOVER_LEDGER``, else
+                                        ``~/.onceover/ledger``); on a cluster, storage
+                                        the driver and executors share; streaming
+                                        always uses ``<checkpointLocation>/onceover``
+``job``                     app name    a name for the job in events and the dashboard
+``monitor.url``             none        control plane base URL; events go to
+                                        ``<url>/api/events``
+``monitor.token``           none        bearer token (role ``ingest``)
+``run_events``              true        report the run's start, heartbeats and end
+                                        from the driver (onceover_jobs.sink.reporting.run_report);
+                                        false for a job that reports them itself
+``row_format``              arrow       ``arrow``, or ``proto`` for projects without
+                                        Arrow ingestion
+``request.max_bytes``       19000000    cap of one append request on the wire, writer
+                                        schema included (BigQuery's limit is
+                                        20,000,000 bytes; at most 19,500,000)
+``append.max_inflight``     4           requests in flight per stream (pipelining)
+``retry.deadline_s``        300         how long transient errors are retried
+(connection)                none        real BigQuery: ``credentialsFile``,
+                                        ``credentials``, ``gcpAccessToken``,
+                                        ``gcpImpersonationServiceAccount``,
+                                        ``parentProject``,
+                                        ``bigQueryStorageGrpcEndpoint``,
+                                        ``bigQueryHttpEndpoint``, ``proxyAddress``,
+                                        ``proxyUsername``, ``proxyPassword``, named
+                                        as the spark-bigquery-connector names them
+                                        (:mod:`onceover.connection`)
+``openlineage.url``         see below   OpenLineage receiver for the run's lineage
+                                        events (with ``openlineage.endpoint``,
+                                        ``openlineage.api_key``,
+                                        ``openlineage.namespace``; or a config file,
+                                        ``openlineage.config``); else as the
+                                        OpenLineage clients find it
+                                        (onceover_jobs.sink.job.lineage_config)
+``openlineage.run_id``      derived     the OpenLineage runId, for a job that reports
+                                        its own run (``run_events`` false)
+``ledger.keep_batches``     100         committed batches the ledger keeps per write;
+                                        give Spark's
+                                        ``spark.sql.streaming.minBatchesToRetain``
+                                        if you changed it
+                                        (``$ONCEOVER_LEDGER_KEEP_BATCHES`` overrides)
+==========================  ==========  ===============================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+from urllib.parse import urlsplit
+
+from onceover.checkpoint_layout import ledger_root
+from onceover.connection import OPTIONS as CONNECTION_OPTIONS
+from onceover.connection import Connection, ConnectionOptionError
+from onceover.identifiers import COLUMN_NAME_RE
+from onceover.modes import MODES, STREAMING_DEFAULT_MODE, Mode
+from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
+from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
+from onceover_jobs.sink.ledger.retention import DEFAULT_KEEP, how_many_to_keep
+
+RowFormat = Literal["arrow", "proto"]
+
+ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
+BIGQUERY_MAX_REQUEST_BYTES = 20_000_000
+"""BigQuery's limit on one ``AppendRowsRequest``: "less than 20 MB" (the AppendRowsRequest
+reference), read as 20,000,000 bytes, the smaller reading and the one Google's Java
+client enforces (``getApiMaxRequestBytes()`` = ``20L * 1000L * 1000L``)."""
+DEFAULT_MAX_REQUEST_BYTES = 19_000_000
+"""5% under BigQuery's limit. The sink counts everything a request carries against the
+cap (rows, writer schema, envelope: :mod:`onceover_jobs.sink.wire.requests`), so this is headroom
+for what it cannot see, not for the schema."""
+MAX_REQUEST_BYTES_LIMIT = 19_500_000
+"""The most ``request.max_bytes`` may be: 500,000 bytes (2.5%) under BigQuery's limit, kept
+for what the planner does not count: fields the client library may add to a request
+(``trace_id``, missing-value interpretations), a stream name longer than the envelope's
+allowance, and BigQuery counting a request otherwise than its serialized size."""
+MIN_REQUEST_BYTES = 10_000
+LEDGER_ENV = "ONCEOVER_LEDGER"
+DEFAULT_BATCH_LEDGER = "~/.onceover/ledger"
+
+KNOWN = frozenset(
+    {
+        "table",
+        "mode",
+        "key",
+        "dead_letter",
+        "stamp",
+        "run_id",
+        "write_id",
+        "ledger",
+        "job",
+        "monitor.url",
+        "monitor.token",
+        "run_events",
+        "row_format",
+        "request.max_bytes",
+        "append.max_inflight",
+        "retry.deadline_s",
+        "driver.lease_s",
+        "ledger.keep_batches",
+        "checkpointlocation",
+        "path",
+        "queryname",  # writeStream.queryName(...): Spark passes it to the sink
+        *CONNECTION_OPTIONS,
+        *LINEAGE_OPTIONS,
+    }
+)
+
+_TABLE_RE = re.compile(
+    r"^(?:(?P<project>[a-z][a-z0-9.:-]{4,61}[a-z0-9])\.)?"
+    r"(?P<dataset>[A-Za-z0-9_]{1,1024})\.(?P<table>[A-Za-z0-9_$-]{1,1024})$"
+)
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+T = TypeVar("T", bound=str)
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    table: str
+    """Always fully qualified: ``project.dataset.table``."""
+    mode: Mode = "pending"
+    key: str | None = None
+    dead_letter: str | None = None
+    """Where rows BigQuery refuses are set aside (``project.dataset.table``)."""
+    stamp: bool = False
+    run_id: str | None = None
+    write_id: str | None = None
+    ledger: str | None = None
+    checkpoint: str | None = None
+    job: str | None = None
+    monitor_url: str | None = None
+    monitor_token: str | None = None
+    run_events: bool = True
+    row_format: RowFormat = "arrow"
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_inflight: int = 4
+    retry_deadline_s: float = 300.0
+    driver_lease_s: int = DEFAULT_DRIVER_LEASE_S
+    """How long a driver on another host keeps its claim after its last commit
+    (onceover_jobs.sink.ledger.leases.claim_driver); 0: never refuse one."""
+    ledger_keep_batches: int = DEFAULT_KEEP
+    """Committed batches the ledger keeps per write (onceover_jobs.sink.ledger.retention): as
+    many as Spark keeps of its own logs (spark.sql.streaming.minBatchesToRetain)."""
+
+    @property
+    def project(self) -> str:
+        return self.table.rsplit(".", 2)[0]
+
+    @property
+    def dataset(self) -> str:
+        return self.table.rsplit(".", 2)[1]
+
+    @property
+    def table_name(self) -> str:
+        return self.table.rsplit(".", 2)[2]
+
+
+def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SinkOptionError(name, f"{text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise SinkOptionError(name, f"{value} is outside {low:,}..{high:,}")
+    return value
+
+
+def _choice(
+    options: Mapping[str, str], name: str, choices: tuple[T, ...], default: T | None = None
+) -> T:
+    text = options.get(name, default or choices[0]).strip().lower()
+    if text not in choices:
+        raise SinkOptionError(name, f"{text!r} is not one of {', '.join(choices)}")
+    return text  # type: ignore[return-value,unused-ignore]  # one of choices
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _bool(options: Mapping[str, str], name: str, *, default: bool = False) -> bool:
+    text = options.get(name, "true" if default else "false").strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise SinkOptionError(name, f"{text!r} is not true or false")
+    return text in _TRUE
+
+
+def _id(options: Mapping[str, str], name: str) -> str | None:
+    """An id that names a run or a write (and becomes part of a ledger path)."""
+    text = options.get(name) or None
+    if text is not None and not _RUN_ID_RE.match(text):
+        raise SinkOptionError(name, f"{text!r}: use 1-128 letters, digits, '.', '_', ':' or '-'")
+    return text
+
+
+def connection_options(raw: Mapping[str, str]) -> Connection:
+    """How to reach real BigQuery, from the writer's connection options; a wrong one
+    raises :class:`SinkOptionError` naming it."""
+    try:
+        return Connection.from_options({key.lower(): value for key, value in raw.items()})
+    except ConnectionOptionError as exc:
+        raise SinkOptionError(exc.option, str(exc).split(": ", 1)[1]) from None
+
+
+def _table_option(options: Mapping[str, str], name: str, written: str) -> str | None:
+    """A table option as ``project.dataset.table`` (in the project of the ``written``
+    table when it names none), never the written table; None when not given."""
+    text = options.get(name, "").strip()
+    if not text:
+        return None
+    match = _TABLE_RE.match(text)
+    if not match:
+        raise SinkOptionError(name, f"{text!r} is not project.dataset.table or dataset.table")
+    project = match["project"] or written.rsplit(".", 2)[0]
+    table = f"{project}.{match['dataset']}.{match['table']}"
+    if table == written:
+        raise SinkOptionError(name, f"{table} is the table written; name another")
+    return table
+
+
+def local_checkpoint_path(checkpoint: str) -> str:
+    """The checkpoint as a filesystem path: the ledger beside Spark's checkpoint needs an
+    atomic rename and fsync, which a mounted filesystem gives and an object store's
+    Hadoop connector does not, so ``gs://``, ``hdfs://`` or ``s3a://`` are refused."""
+    parts = urlsplit(checkpoint)
+    if parts.scheme == "file":
+        return parts.path
+    if parts.scheme and len(parts.scheme) > 1:  # not a Windows drive letter
+        raise SinkOptionError(
+            "checkpointLocation",
+            f"{checkpoint!r}: give a path on a mounted filesystem (local, or NFS/Filestore "
+            f"shared by the cluster); the ledger in <checkpointLocation>/onceover needs atomic "
+            f"renames, which {parts.scheme}:// storage does not offer",
+        )
+    return checkpoint
+
+
+def parse_options(  # noqa: PLR0912 - one check per option, in order
+    raw: Mapping[str, str], *, default_project: str | None, streaming: bool
+) -> SinkOptions:
+    """Validate the writer's options; a bad one raises :class:`SinkOptionError` naming it."""
+    options = {key.lower(): value for key, value in raw.items()}
+    unknown = sorted(set(options) - KNOWN)
+    if unknown:
+        raise SinkOptionError(unknown[0], f"unknown option; known: {', '.join(sorted(KNOWN))}")
+
+    table_text = options.get("table", "").strip()
+    if not table_text:
+        raise SinkOptionError("table", "required: project.dataset.table")
+    match = _TABLE_RE.match(table_text)
+    if not match:
+        raise SinkOptionError("table", f"{table_text!r} is not project.dataset.table")
+    project = match["project"] or default_project
+    if not project:
+        raise SinkOptionError("table", f"{table_text!r} names no project and none is configured")
+    table = f"{project}.{match['dataset']}.{match['table']}"
+
+    key = options.get("key") or None
+    if key is not None and not COLUMN_NAME_RE.match(key):
+        raise SinkOptionError("key", f"{key!r} is not a column name")
+    run_id = _id(options, "run_id")
+
+    write_id = _id(options, "write_id")
+    checkpoint = options.get("checkpointlocation") or None
+    ledger = options.get("ledger") or None
+    if streaming:
+        if checkpoint is None:
+            raise SinkOptionError(
+                "checkpointLocation", "required for streaming writes (the ledger lives there)"
+            )
+        if ledger is not None:
+            raise SinkOptionError(
+                "ledger", "streaming writes keep the ledger in <checkpointLocation>/onceover"
+            )
+        if write_id is not None:
+            raise SinkOptionError(
+                "write_id", "a streaming query writes one table: its batches are its writes"
+            )
+        checkpoint = local_checkpoint_path(checkpoint)
+        ledger = str(ledger_root(checkpoint))
+    else:
+        # Not the working directory: a driver restarted in cluster deploy mode runs in
+        # a new one, and would find no ledger there.
+        given = ledger or os.environ.get(LEDGER_ENV) or DEFAULT_BATCH_LEDGER
+        ledger = os.path.abspath(os.path.expanduser(given))
+
+    monitor_url = options.get("monitor.url") or None
+    if monitor_url is not None:
+        parts = urlsplit(monitor_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SinkOptionError("monitor.url", f"{monitor_url!r} is not an http(s) URL")
+        monitor_url = monitor_url.rstrip("/")
+    monitor_token = options.get("monitor.token") or None
+    if monitor_token is not None and monitor_url is None:
+        raise SinkOptionError("monitor.token", "given without monitor.url")
+
+    deadline_text = options.get("retry.deadline_s", "300")
+    try:
+        deadline = float(deadline_text)
+    except ValueError:
+        raise SinkOptionError("retry.deadline_s", f"{deadline_text!r} is not seconds") from None
+    if not 0 < deadline <= 86_400:
+        raise SinkOptionError("retry.deadline_s", f"{deadline} is outside (0, 86400]")
+
+    return SinkOptions(
+        table=table,
+        # A streaming query writes a batch every trigger: its partitions keep their
+        # streams from batch to batch (buffered mode: visible per batch, and a replay
+        # need not see the same rows in the same order), where pending mode would
+        # create one per partition and batch (onceover_jobs.sink.ledger.slots).
+        mode=_choice(options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else None),
+        key=key,
+        dead_letter=_table_option(options, "dead_letter", table),
+        stamp=_bool(options, "stamp"),
+        run_id=run_id,
+        write_id=write_id,
+        ledger=ledger,
+        checkpoint=checkpoint,
+        job=(options.get("job") or None),
+        monitor_url=monitor_url,
+        monitor_token=monitor_token,
+        run_events=_bool(options, "run_events", default=True),
+        row_format=_choice(options, "row_format", ROW_FORMATS),
+        max_request_bytes=_int(
+            options,
+            "request.max_bytes",
+            DEFAULT_MAX_REQUEST_BYTES,
+            MIN_REQUEST_BYTES,
+            MAX_REQUEST_BYTES_LIMIT,
+        ),
+        max_inflight=_int(options, "append.max_inflight", 4, 1, 64),
+        retry_deadline_s=deadline,
+        driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
+        ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
+    )

@@ -1,0 +1,106 @@
+"""Spark's offsets log, read to tell a replayed micro-batch from new data under an old number.
+
+Spark writes ``<checkpointLocation>/offsets/<batch id>`` before it runs a micro-batch,
+and when it runs that batch again (after a crash) it reads the same entry back. Each
+ledger record of a streaming batch keeps a fingerprint of its entry. A batch id the
+ledger knows, from an entry it does not, means the checkpoint was reset: Spark's
+``offsets/`` and ``commits/`` deleted while the ledger stayed. Those batch ids then name
+new data, and skipping them as replays would lose it, while writing them could write
+rows the table already holds: the sink refuses, before any row is written, and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from onceover.ledger_files import read_summary
+from onceover_jobs.sink.errors import CheckpointResetError
+
+if TYPE_CHECKING:
+    from onceover.ledger_files import BatchRecord
+    from onceover_jobs.sink.ledger.records import Ledger
+
+
+def fingerprint(checkpoint: str, batch_id: int) -> str | None:
+    """SHA-256 of the offsets log entry of ``batch_id``; None when Spark has none (yet, or
+    no more: it keeps the last hundred)."""
+    try:
+        entry = (Path(checkpoint) / "offsets" / str(batch_id)).read_bytes()
+    except FileNotFoundError:
+        return None
+    return hashlib.sha256(entry).hexdigest()
+
+
+def source_offsets(checkpoint: str, batch_id: int) -> tuple[str, ...] | None:
+    """The offsets of each source in the entry of ``batch_id``, as Spark wrote them (one
+    JSON text a source, after the version and metadata lines); None when Spark has none."""
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    return tuple(lines[2:])
+
+
+def latest_batch(checkpoint: str) -> int | None:
+    """The highest batch id in the offsets log, None when it is empty or absent."""
+    directory = Path(checkpoint) / "offsets"
+    if not directory.is_dir():
+        return None
+    return max((int(p.name) for p in directory.iterdir() if p.name.isdigit()), default=None)
+
+
+def check_not_reset(ledger: Ledger, checkpoint: str) -> None:
+    """Raise :class:`CheckpointResetError` when the ledger holds batches that Spark's
+    offsets log no longer accounts for; checked before a query writes anything.
+
+    A pruned ledger (:mod:`onceover_jobs.sink.ledger.retention`) keeps only its newest batches,
+    as Spark keeps only its newest entries: how far it went is the newest of its records
+    and of the batches its summary says were pruned, so a reset is seen even where every
+    record is gone, and the records it kept are compared with Spark's entries as before."""
+    records = [r for r in ledger.batches() if r.batch_id is not None]
+    pruned = read_summary(ledger.directory)
+    numbered = [r.batch_id for r in records if r.batch_id is not None]
+    if pruned is not None and pruned.highest is not None:
+        numbered.append(pruned.highest)
+    if not numbered:
+        return
+    newest = max(numbered)
+    latest = latest_batch(checkpoint)
+    if latest is None or latest < newest:
+        have = "no entries" if latest is None else f"entries up to batch {latest}"
+        raise CheckpointResetError(
+            _explain(ledger, checkpoint, newest, f"its offsets log has {have}")
+        )
+    for record in records:
+        check_same_offsets(record, ledger, checkpoint)
+
+
+def check_same_offsets(record: BatchRecord, ledger: Ledger, checkpoint: str) -> None:
+    """Raise when ``record`` was committed from another offsets entry than Spark's now."""
+    if record.batch_id is None or record.source_offsets is None:
+        return  # not a streaming batch, or recorded before fingerprints were kept
+    now = fingerprint(checkpoint, record.batch_id)
+    if now is not None and now != record.source_offsets:
+        newest = max((r.batch_id for r in ledger.batches() if r.batch_id is not None), default=0)
+        raise CheckpointResetError(
+            _explain(
+                ledger,
+                checkpoint,
+                newest,
+                f"offsets/{record.batch_id} is not the entry batch {record.batch_id} was "
+                "written from",
+            )
+        )
+
+
+def _explain(ledger: Ledger, checkpoint: str, newest: int, what: str) -> str:
+    return (
+        f"the checkpoint {checkpoint} was reset: the ledger ({ledger.directory}) holds "
+        f"batches up to {newest} of query {ledger.query_id}, but {what}. Its batch ids now "
+        "name new data, which the sink would either skip as replays (losing it) or write "
+        "over rows the table already holds. Start the query on a new checkpointLocation "
+        "(its ledger starts empty), after reconciling what the table already holds from "
+        "this one; nothing was written"
+    )

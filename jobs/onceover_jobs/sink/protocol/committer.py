@@ -1,0 +1,730 @@
+"""The driver's side of the two-phase commit: the ledger, then BigQuery, then the ledger.
+
+For one batch (invariants 3-5)::
+
+    ledger says committed      → skip: emit batch_skipped_duplicate, the replay's streams
+                                  are orphans (never committed)
+    ledger says intent         → ask BigQuery (GetWriteStream.commit_time) whether the
+                                  intent's streams were committed:
+                                    yes → mark committed, skip the replay
+                                    no  → commit the replay's streams instead (below)
+    nothing (or resolved "no") → write intent → BatchCommitWriteStreams → mark committed
+
+A commit whose response is lost is retried; BigQuery then answers
+STREAM_ALREADY_COMMITTED, which resolves it as committed. Spark may call ``abort``
+for a batch whose commit took effect (the worker died after it), so ``abort`` asks
+the ledger and BigQuery before calling anything an orphan.
+
+``buffered`` mode commits by flushing each stream to the batch's last row
+(:mod:`onceover_jobs.sink.wire.flush`) where pending mode calls BatchCommitWriteStreams; an intent
+found on a replay is finished by flushing all its streams again (a flush to where a
+stream is flushed already publishes nothing), then the slots are told the streams may
+go on (:meth:`StreamSlots.flushed`).
+
+``committed`` and ``default`` modes have nothing to commit in BigQuery (rows became
+visible per append); their batches go straight to committed in the ledger, which is
+what makes a replayed batch id a no-op.
+
+Rows BigQuery refused (:mod:`onceover_jobs.sink.rows.dead_letter`) come back from the tasks on
+PENDING streams of the dead-letter table. The intent names them beside the batch's own, and in every
+mode they are committed first (their own ``BatchCommitWriteStreams``: a commit takes one table),
+then the batch's streams; a replay that finds the intent asks BigQuery about both and commits what
+is not committed, so each set-aside row lands once, with its batch.
+
+Which write a batch is (:mod:`onceover_jobs.sink.ledger.identity`) the streaming sink knows on the
+driver; for any other write the tasks worked it out and every result names it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from onceover.key_checksum import KeyBucket, merged_tally
+from onceover.ledger_files import BatchRecord, StreamCommit, batch_name
+from onceover.modes import traits_of
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.driver import driver_owner
+from onceover_jobs.sink.errors import (
+    CommitRejectedError,
+    IntentUnresolvableError,
+    LedgerError,
+    RowCountMismatchError,
+    StreamsGoneError,
+    StreamsUncommittableError,
+)
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob, table_parent
+from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.ledger.leases import renew_driver
+from onceover_jobs.sink.ledger.offsets_log import (
+    check_same_offsets,
+    fingerprint,
+    source_offsets,
+)
+from onceover_jobs.sink.ledger.retention import prune
+from onceover_jobs.sink.ledger.slots import StreamSlots
+from onceover_jobs.sink.ledger.writes import Sync
+from onceover_jobs.sink.reporting.telemetry import Telemetry
+from onceover_jobs.sink.wire.commit_limits import check_bytes, check_streams
+from onceover_jobs.sink.wire.flush import flush_batch
+from onceover_jobs.sink.wire.stream_calls import finalize_stream, stream_exists
+from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry
+
+if TYPE_CHECKING:
+    from onceover.events import StreamRows
+    from onceover_jobs.sink.wire.write_api import WriteApi
+
+logger = logging.getLogger(__name__)
+
+DRIVER_EVENT_FLUSH_S = 2.0
+INTENT_RACES = 3
+"""How often a commit settles another driver's intent that appeared as it wrote its own."""
+
+# StorageError codes after which the streams can never be committed, by anyone.
+_UNCOMMITTABLE = frozenset({"STREAM_NOT_FOUND", "INVALID_STREAM_TYPE", "INVALID_STREAM_STATE"})
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _stream_rows(streams: Sequence[StreamCommit]) -> list[StreamRows]:
+    from onceover.events import StreamRows
+
+    return [
+        StreamRows(
+            stream=s.stream, rows=s.rows, bytes=s.bytes, partition=s.partition, attempt=s.attempt
+        )
+        for s in streams
+    ]
+
+
+def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
+    found = [r for r in results if r is not None and r.stream is not None and not r.skipped]
+    return tuple(
+        StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt, base=r.base)
+        for r in sorted(found, key=lambda r: r.partition)
+        if r.stream
+    )
+
+
+def _key_checksum(results: Sequence[TaskResult | None]) -> int | None:
+    """The batch's key checksum: its tasks' shares; None unless every task kept one."""
+    shares = [r.key_checksum for r in results if r is not None and not r.skipped]
+    if not shares or any(share is None for share in shares):
+        return None
+    return sum(share for share in shares if share is not None)
+
+
+def _key_buckets(results: Sequence[TaskResult | None]) -> tuple[KeyBucket, ...] | None:
+    """The batch's key tally: its tasks' shares merged; None unless every task kept one."""
+    shares = [r.key_buckets for r in results if r is not None and not r.skipped]
+    if not shares or any(share is None for share in shares):
+        return None
+    return merged_tally(share for share in shares if share is not None)
+
+
+def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
+    """The tasks' PENDING streams on the dead-letter table (onceover_jobs.sink.rows.dead_letter)."""
+    found = [r for r in results if r is not None and r.dead_letters is not None and not r.skipped]
+    return tuple(
+        StreamCommit(d.stream, d.rows, d.bytes, r.partition, r.attempt)
+        for r in sorted(found, key=lambda r: r.partition)
+        if (d := r.dead_letters) is not None
+    )
+
+
+def written_by_tasks(job: SinkJob, results: Sequence[TaskResult | None]) -> SinkJob | None:
+    """``job`` as the write its tasks say they belong to; None when no task ran (nothing
+    was written, so there is nothing to commit or record)."""
+    if job.write is not None:
+        return job
+    writes = {r.write for r in results if r is not None and r.write is not None}
+    if not writes:
+        return None
+    if len(writes) > 1:
+        raise LedgerError(
+            f"the tasks of one write into {job.table} disagree on which write it is: "
+            + "; ".join(sorted(w.describe() for w in writes))
+            + ". Two writes of one run (or one foreachBatch call) into one table ran at "
+            "once: give each a write_id; nothing was committed"
+        )
+    (write,) = writes
+    return job.for_write(write)
+
+
+class BatchCommitter:
+    """Commits (or aborts) one batch of one write; built in the driver's commit worker."""
+
+    def __init__(self, job: SinkJob, batch_id: int | None) -> None:
+        assert job.write is not None, "written_by_tasks first"
+        self.write: WriteIdentity = job.write
+        if batch_id is None:
+            batch_id = job.write.batch_id  # a foreachBatch write: its micro-batch
+        self.job = job
+        self.batch_id = batch_id
+        self.ledger = job.ledger()
+        self.telemetry = Telemetry(job, batch_id)
+        self._client: WriteApi | None = None
+
+    @property
+    def client(self) -> WriteApi:
+        if self._client is None:
+            from onceover_jobs.sink.wire.write_api import write_api
+
+            self._client = write_api(self.job.bigquery)  # the commit worker keeps it
+        return self._client
+
+    @property
+    def label(self) -> str:
+        write: WriteIdentity | None = self.job.write
+        if write is not None and write.kind != "streaming":
+            return write.describe()
+        return f"batch {self.telemetry.batch_id_text()} of query {self.job.query_id}"
+
+    def _event_id(self, kind: str, *facts: str) -> str:
+        """Derived from the facts, so a repeated event is stored once; the write's table
+        and place keep apart the writes of one foreachBatch call or run."""
+        from onceover.events import event_id
+
+        return event_id(
+            self.job.run_id,
+            kind,
+            self.job.query_id,
+            self.batch_id,
+            *self.telemetry.write_facts(),
+            *facts,
+        )
+
+    # -- commit -------------------------------------------------------------------
+
+    def commit(self, results: Sequence[TaskResult | None]) -> BatchRecord:
+        started = time.perf_counter()
+        try:
+            # Fenced: a driver another took over (its lease lapsed) commits nothing more.
+            renew_driver(self.ledger.root, self.write.scope, self.label)
+            streams = _streams(results)
+            dead_letters = _dead_letter_streams(results)
+            for _ in range(INTENT_RACES):
+                record = self.ledger.batch(self.batch_id)
+                if record is not None and self.job.options.checkpoint is not None:
+                    # A replay only if it was written from the same offsets log entry.
+                    check_same_offsets(record, self.ledger, self.job.options.checkpoint)
+                if record is not None and record.committed:
+                    self._skip_duplicate(record, streams)
+                    return record
+                if record is not None:
+                    record = self._resolve_intent(record, replay=streams)
+                    if record.committed:
+                        self._skip_duplicate(record, streams)
+                        return record
+                    dead_letters = self._set_aside_already(record, dead_letters)
+                committed = self._commit_new(
+                    streams, dead_letters, started, replacing=record,
+                    key_checksum=_key_checksum(results), key_buckets=_key_buckets(results),
+                )  # fmt: skip
+                if committed is not None:
+                    return committed
+                # Another driver wrote its intent for this batch since we looked: settle
+                # that one (with its own streams), never a second commit beside it.
+            raise LedgerError(
+                f"{self.label}: other drivers kept writing intents for this batch; one "
+                "checkpoint (or run id) must have one driver at a time"
+            )
+        finally:
+            self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+    def _commit_new(
+        self,
+        streams: tuple[StreamCommit, ...],
+        dead_letters: tuple[StreamCommit, ...],
+        started: float,
+        *,
+        replacing: BatchRecord | None,
+        key_checksum: int | None = None,
+        key_buckets: tuple[KeyBucket, ...] | None = None,
+    ) -> BatchRecord | None:
+        """Intent, commit, mark; None when another driver's intent got there first."""
+        job = self.job
+        if job.options.mode == "pending":
+            check_streams(self.label, job.table, len(streams))
+            check_bytes(self.label, job.table, sum(s.bytes for s in streams), self._location)
+        if job.options.mode == "committed" and self.batch_id is None:
+            self._finalize_committed(streams)
+        intent = BatchRecord(
+            query_id=job.query_id,
+            batch_id=self.batch_id,
+            table=job.table,
+            mode=job.options.mode,
+            state="intent",
+            streams=streams,
+            expected_rows=sum(s.rows for s in streams),
+            intent_at=_now_text(),
+            source_offsets=self._source_offsets(),
+            owner=driver_owner(),
+            dead_letter_table=job.options.dead_letter if dead_letters else None,
+            dead_letter_streams=dead_letters,
+            key_checksum=key_checksum,
+            key_buckets=key_buckets if key_checksum is not None else None,
+            offsets=self._offsets(),
+        )
+        if not self.ledger.write_intent(intent, replacing=replacing):
+            return None
+        self._emit_intent(intent)
+        failpoints.hit("ledger.after_intent")
+        commit_time: str | None = None
+        publishes = not traits_of(job.options.mode).visible_before_commit and bool(streams)
+        if publishes or dead_letters:
+            intent = self.ledger.mark_commit_started(intent, at=_now_text())
+        if dead_letters:
+            self._commit_dead_letters(intent)
+        if job.options.mode == "pending" and streams:
+            failpoints.hit("commit.before")
+            commit_time = self._batch_commit([s.stream for s in streams])
+        if job.options.mode == "buffered" and streams:
+            self._flush(intent)
+        # Whole, not durable (no fsync of the directory): a mark a crash of the machine
+        # loses leaves the intent, which the next attempt settles without writing a row
+        # again (_resolve_intent: BigQuery's commit_time, a flush repeated, or as done).
+        committed = self.ledger.mark_committed(
+            intent, at=_now_text(), commit_time=commit_time, sync=Sync.WHOLE
+        )
+        self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
+        self._prune()
+        logger.info(
+            "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
+        )
+        return committed
+
+    def _location(self) -> str | None:
+        """The location of the table's dataset, as BigQuery reports it."""
+        from onceover.bigquery import bigquery_client
+
+        client = bigquery_client(self.job.bigquery)
+        try:
+            location = client.get_dataset(self.job.table.rsplit(".", 1)[0]).location
+        finally:
+            client.close()
+        return None if location is None else str(location)
+
+    def _finalize_committed(self, streams: Sequence[StreamCommit]) -> None:
+        """A batch write's COMMITTED streams are never continued (its write has one
+        batch): finalized once Spark took every task's result, each row count checked
+        against what the tasks reported, as pending mode's are. Finalizing again
+        answers the same count, so a replay repeats it safely."""
+        for stream in streams:
+            row_count = finalize_stream(self.job, self.client, stream.stream)
+            events = self.telemetry.stream(
+                stream.stream, "COMMITTED", stream.partition, stream.attempt
+            )
+            events.finalized(row_count)
+            if row_count != stream.base + stream.rows:
+                raise RowCountMismatchError(
+                    f"{self.label}: stream {stream.stream} of partition {stream.partition} "
+                    f"finalized with {row_count} rows, but its task reported "
+                    f"{stream.base + stream.rows} written; nothing was recorded committed"
+                )
+
+    def _flush(self, record: BatchRecord) -> None:
+        """Publish a buffered batch: flush each stream to its last row, then let each
+        slot go on from there (a crash before that costs the next batch a new stream)."""
+        slots = StreamSlots(self.ledger)
+        batch = batch_name(self.batch_id)
+
+        def go_on(stream: StreamCommit) -> None:
+            slots.flushed(stream.partition, stream.stream, batch, stream.base + stream.rows)
+
+        flush_batch(self.job, self.client, record.streams, label=self.label, then=go_on)
+
+    def _prune(self) -> None:
+        """Old committed batches out of the ledger, in step with Spark's own logs; a
+        batch write (one batch) has none."""
+        if self.batch_id is None:
+            return
+        try:
+            prune(
+                self.ledger,
+                newest_batch=self.batch_id,
+                keep=self.job.options.ledger_keep_batches,
+            )
+        except (LedgerError, OSError):  # housekeeping never fails a committed batch
+            logger.warning("%s: old ledger batches not pruned", self.label, exc_info=True)
+
+    def _source_offsets(self) -> str | None:
+        checkpoint = self.job.options.checkpoint
+        if checkpoint is None or self.batch_id is None:
+            return None
+        return fingerprint(checkpoint, self.batch_id)
+
+    def _offsets(self) -> tuple[str, ...] | None:
+        """The receipt's source offsets: the batch's entry in Spark's offsets log."""
+        checkpoint = self.job.options.checkpoint
+        if checkpoint is None or self.batch_id is None:
+            return None
+        return source_offsets(checkpoint, self.batch_id)
+
+    def _commit_dead_letters(self, record: BatchRecord, *, resolving: bool = False) -> None:
+        """Commit the batch's streams on the dead-letter table. ``resolving`` an intent
+        an earlier driver left: only if BigQuery shows them uncommitted (streams it no
+        longer knows raise :class:`StreamsGoneError`, as the batch's own do)."""
+        if not record.dead_letter_streams:
+            return
+        assert record.dead_letter_table is not None
+        names = [s.stream for s in record.dead_letter_streams]
+        if resolving and self._commit_time(names) is not None:
+            return
+        self._batch_commit(
+            names, parent=table_parent(record.dead_letter_table), table=record.dead_letter_table
+        )
+        logger.info(
+            "%s: %d rows set aside in %s",
+            self.label,
+            record.dead_lettered_rows,
+            record.dead_letter_table,
+        )
+
+    def _set_aside_already(
+        self, record: BatchRecord, replay: tuple[StreamCommit, ...]
+    ) -> tuple[StreamCommit, ...]:
+        """Which dead-letter streams a batch written again commits: the intent's, if a
+        driver committed them before its batch's streams became uncommittable (those
+        rows are set aside already, and must not be twice), else the replay's."""
+        if not record.dead_letter_streams or record.commit_started_at is None:
+            return replay
+        try:
+            committed = self._commit_time([s.stream for s in record.dead_letter_streams])
+        except StreamsGoneError:
+            committed = None
+        return record.dead_letter_streams if committed is not None else replay
+
+    def _batch_commit(
+        self, names: list[str], *, parent: str | None = None, table: str | None = None
+    ) -> str | None:
+        """``BatchCommitWriteStreams`` of ``names`` on the job's table (or ``parent``,
+        ``table``); a lost response is retried and resolves as committed."""
+        parent = parent or self.job.parent
+        table = table or self.job.table
+        client = self.client
+        for attempt in range(1, 6):
+            try:
+                response = call_with_retry(
+                    self.job,
+                    lambda timeout: client.batch_commit_write_streams(
+                        parent, names, timeout=timeout
+                    ),
+                    what="BatchCommitWriteStreams",
+                    on=parent,
+                )
+            except CallNotFoundError as exc:  # a stream that is gone: no one can commit it
+                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
+            if failpoints.hit("commit.after"):
+                logger.warning("%s: commit response lost (failpoint); asking again", self.label)
+                continue
+            if not response.stream_errors:
+                if response.commit_time:
+                    return response.commit_time
+                # BigQuery's API: "if this field is not set, it means the commit was not
+                # successful". Nothing is committed yet; committing again is safe (an
+                # earlier try that did take effect answers STREAM_ALREADY_COMMITTED).
+                logger.warning(
+                    "%s: BatchCommit answered without a commit time (not committed); "
+                    "committing again (try %d)",
+                    self.label,
+                    attempt,
+                )
+                continue
+            codes = {e.code for e in response.stream_errors}
+            if codes == {"STREAM_ALREADY_COMMITTED"} and len(response.stream_errors) == len(names):
+                # Our own earlier try took effect; BigQuery's commit is atomic per table.
+                logger.info(
+                    "%s: already committed (retry %d after a lost response)", self.label, attempt
+                )
+                return self._commit_time(names)
+            refused = f"BigQuery refused to commit {self.label} into {table}: " + "; ".join(
+                f"{e.entity}: {e.message}" for e in response.stream_errors
+            )
+            if codes == {"STREAM_NOT_FOUND"}:
+                raise StreamsGoneError(refused)
+            if codes <= _UNCOMMITTABLE:
+                raise StreamsUncommittableError(refused)
+            raise CommitRejectedError(refused)
+        raise CommitRejectedError(
+            f"{self.label}: BigQuery did not confirm the commit of {table} in 5 "
+            "tries (answers lost, or without a commit time); its intent is in the ledger, "
+            "and a restart asks BigQuery whether its streams were committed"
+        )
+
+    def _commit_time(self, names: Sequence[str]) -> str | None:
+        """The commit time if every stream is committed, None if none is; else an error."""
+        client = self.client
+        times = []
+        for name in names:
+            try:
+                stream = call_with_retry(
+                    self.job,
+                    lambda timeout, name=name: client.get_write_stream(name, timeout=timeout),
+                    what="GetWriteStream",
+                    on=name,
+                )
+            except CallNotFoundError as exc:  # gone: expired, or forgotten (the caller decides)
+                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
+            times.append(stream.commit_time)
+        if all(times):
+            return max(t for t in times if t)
+        if any(times):
+            raise LedgerError(
+                f"{self.label}: BigQuery shows only some of its streams committed "
+                f"({sum(1 for t in times if t)} of {len(times)}); BatchCommitWriteStreams "
+                "is atomic, so this needs a person: reconcile the table before resuming"
+            )
+        return None
+
+    def _resolve_intent(
+        self, record: BatchRecord, *, replay: Sequence[StreamCommit] = ()
+    ) -> BatchRecord:
+        """An intent without its mark: committed in BigQuery? Mark it and return it;
+        else return the intent as the ledger now holds it, for the replay to replace."""
+        if record.mode == "buffered" and record.streams:
+            return self._finish_flush(record, replay)
+        if record.mode != "pending" or not record.streams:
+            # Nothing of the batch was to be committed in BigQuery (its set-aside rows
+            # apart): the intent is as good as done.
+            try:
+                self._commit_dead_letters(record, resolving=True)
+            except StreamsGoneError as exc:
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
+            committed = self.ledger.mark_committed(
+                record, at=_now_text(), commit_time=None, resolved=True
+            )
+            self._emit_committed(committed, duration_ms=None)
+            return committed
+        try:
+            self._commit_dead_letters(record, resolving=True)
+            commit_time = self._commit_time([s.stream for s in record.streams])
+            if commit_time is None:
+                # Commit the intent's own streams, never the replay's: if the driver that
+                # wrote it still runs (an orchestrator's retry, a resume of a run that
+                # only looked stalled), its commit of the same streams then answers
+                # STREAM_ALREADY_COMMITTED, and the batch is in BigQuery once.
+                logger.warning(
+                    "%s: intent of %s, not committed in BigQuery: committing its streams",
+                    self.label,
+                    record.owner or "an earlier driver",
+                )
+                record = self.ledger.mark_commit_started(record, at=_now_text())
+                commit_time = self._batch_commit([s.stream for s in record.streams])
+        except StreamsGoneError as exc:
+            if record.commit_started_at is not None:
+                # Expired uncommitted, or committed and forgotten since: only the
+                # table can tell, and writing the batch again could repeat it.
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
+            return self._write_again(record, exc)
+        except StreamsUncommittableError as exc:
+            return self._write_again(record, exc)
+        committed = self.ledger.mark_committed(
+            record, at=_now_text(), commit_time=commit_time, resolved=True
+        )
+        logger.warning("%s: settled from the intent an earlier attempt left", self.label)
+        self._emit_committed(committed, duration_ms=None)
+        return committed
+
+    def _finish_flush(self, record: BatchRecord, replay: Sequence[StreamCommit]) -> BatchRecord:
+        """A buffered intent: flush all its streams (again), and it is committed. Streams
+        BigQuery no longer knows: written again if no flush was ever asked for (nothing
+        of the batch can be visible), else nobody here can tell what is."""
+        try:
+            if record.commit_started_at is None:
+                for stream in record.streams:
+                    if not stream_exists(self.job, self.client, stream.stream):
+                        raise StreamsGoneError(f"{self.label}: {stream.stream} no longer exists")
+            record = self.ledger.mark_commit_started(record, at=_now_text())
+            self._commit_dead_letters(record, resolving=True)
+            self._flush(record)
+        except StreamsGoneError as exc:
+            if record.commit_started_at is not None:
+                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
+            return self._write_again(record, exc, replay)
+        committed = self.ledger.mark_committed(
+            record, at=_now_text(), commit_time=None, resolved=True
+        )
+        logger.warning("%s: flushed from the intent an earlier attempt left", self.label)
+        self._emit_committed(committed, duration_ms=None)
+        return committed
+
+    def _write_again(
+        self, record: BatchRecord, exc: Exception, replay: Sequence[StreamCommit] = ()
+    ) -> BatchRecord:
+        """The intent's streams can never be committed, and were never committed (no
+        commit was asked for, or BigQuery says they are in a state no commit accepts)."""
+        logger.warning(
+            "%s: the intent's streams can no longer be committed (%s); writing the "
+            "batch again on the replay's streams",
+            self.label,
+            exc,
+        )
+        kept = {s.stream for s in replay}  # buffered mode: a replay goes on with those
+        for stream in record.streams:
+            if stream.stream not in kept:
+                self._orphaned(stream, "intent's streams uncommittable; written again")
+        return record
+
+    def _unresolvable(self, record: BatchRecord, exc: Exception) -> str:
+        """What is known of an intent no one can settle from BigQuery, and what to do."""
+        write = self.ledger.write
+        batch = "write" if self.batch_id is None else str(self.batch_id)
+        run = self.job.run_id
+        where = (
+            f"WHERE _onceover_run_id = '{run}' AND _onceover_batch_id = {batch}"
+            if self.job.options.stamp and self.batch_id is not None
+            else "(with stamp=true, by its run and batch id)"
+        )
+        settle = (
+            f"python -m onceover_jobs.sink.settle --ledger {self.ledger.root} --scope "
+            f"{self.write.scope} --table {self.job.table}"
+            + (f" --write {write}" if write else "")
+            + f" --batch {batch} --as"
+        )
+        return (
+            f"{self.label}: its intent (written {record.intent_at} by "
+            f"{record.owner or 'an earlier driver'}) names {len(record.streams)} streams "
+            f"and {record.expected_rows} rows, and a commit of them was asked for at "
+            f"{record.commit_started_at}; BigQuery no longer knows those streams ({exc}), so "
+            f"whether the rows are in {self.job.table} cannot be told from here (an "
+            "uncommitted PENDING stream is deleted after 24 h; a commit's answer may have "
+            "been lost). Nothing more was written. Count the batch's rows in the table "
+            f"{where} (docs/reconciliation.md), then settle it: `{settle} committed` if "
+            f"they are there, `{settle} rewrite` if not (the next run writes the batch "
+            "again)"
+        )
+
+    def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
+        replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
+        unseen = not traits_of(record.mode).visible_before_commit
+        if unseen:
+            for stream in replay:
+                self._orphaned(stream, "replay of a committed batch; never committed")
+        logger.warning("%s is already committed; skipped as a duplicate", self.label)
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchSkippedDuplicate(
+                id=self._event_id("batch_skipped_duplicate", *(s.stream for s in replay)),
+                rows=sum(s.rows for s in replay),
+                orphaned_streams=[s.stream for s in replay] if unseen else [],
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+
+    # Events are built only for someone to hear them: without a monitor, the commit
+    # imports neither the event schema nor pydantic (onceover.events).
+
+    def _emit_intent(self, intent: BatchRecord) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchIntent(
+                id=self._event_id("batch_intent", *(s.stream for s in intent.streams)),
+                streams=_stream_rows(intent.streams),
+                expected_rows=intent.expected_rows,
+                **_dead_letter_fields(intent),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+
+    def _emit_committed(self, record: BatchRecord, duration_ms: float | None) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchCommitted(
+                id=self._event_id("batch_committed"),
+                streams=_stream_rows(record.streams),
+                rows=record.expected_rows,
+                duration_ms=duration_ms,
+                resolved=record.resolved,
+                # BigQuery's time where it gives one (pending), else the driver's.
+                commit_time=record.commit_time or record.committed_at,
+                source_offsets=None if record.offsets is None else list(record.offsets),
+                key_checksum=record.key_checksum,
+                key_buckets=None if record.key_buckets is None else list(record.key_buckets),
+                **_dead_letter_fields(record),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+
+    def _emit_aborted(self, streams: Sequence[StreamCommit], reason: str) -> None:
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.BatchAborted(
+                id=self._event_id("batch_aborted", *(s.stream for s in streams)),
+                streams=_stream_rows(streams),
+                reason=reason,
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+
+    def _orphaned(self, stream: StreamCommit, reason: str) -> None:
+        self.telemetry.stream(
+            stream.stream, _stream_type(self.job), stream.partition, stream.attempt
+        ).orphaned(reason, stream.rows)
+
+    # -- abort --------------------------------------------------------------------
+
+    def abort(self, results: Sequence[TaskResult | None]) -> None:
+        """Spark gave up on the batch; find out what really happened before saying so."""
+        try:
+            streams = _streams(results)
+            record = self.ledger.batch(self.batch_id)
+            if record is not None and record.committed:
+                logger.warning("abort of %s, which is committed: nothing to undo", self.label)
+                return
+            if record is not None and self._resolve_intent(record).committed:
+                logger.warning(
+                    "abort of %s, whose commit took effect: marked committed", self.label
+                )
+                return
+            if self.job.options.mode == "pending":
+                for stream in streams:
+                    self._orphaned(stream, "batch aborted; never committed")
+                reason = "aborted before commit; its streams were never committed"
+            elif self.job.options.mode == "buffered":
+                reason = (
+                    "aborted before its flush: none of its rows are visible; a replay of "
+                    "this batch flushes the partitions it completed and writes the rest"
+                )
+            else:
+                reason = (
+                    "aborted; rows already visible stay in their streams and a replay "
+                    "of this batch goes on from the recorded offsets"
+                )
+            self._emit_aborted(streams, reason)
+        except Exception:
+            # abort must not hide the failure that caused it
+            logger.exception("abort of %s could not finish its bookkeeping", self.label)
+        finally:
+            self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+
+def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
+    """A batch event's account of the rows it set aside."""
+    return {
+        "dead_lettered_rows": record.dead_lettered_rows,
+        "dead_letter_table": record.dead_letter_table,
+        "dead_letter_streams": _stream_rows(record.dead_letter_streams),
+    }
+
+
+def _stream_type(job: SinkJob) -> str:
+    return traits_of(job.options.mode).stream_type
