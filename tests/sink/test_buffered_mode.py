@@ -18,8 +18,9 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import NonDeterministicInputError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import BatchCommitter
-from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.protocol.task import write_partition
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from onceover_tools.localbq import LocalBigQuery
 from onceover_tools.localbq.admin import write_streams

@@ -13,7 +13,8 @@ from google.cloud import bigquery
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import NonDeterministicInputError
 from onceover_jobs.sink.job.sink_job import SinkJob
-from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.modes.staging import TaskContextInfo
+from onceover_jobs.sink.protocol.task import write_partition
 
 from onceover.bigquery import BigQueryConfig
 from tests.writeapi import count, create_table, rows, streaming_job

@@ -15,6 +15,7 @@ from onceover_jobs.sink.errors import CommitRejectedError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.protocol.committer import BatchCommitter
+from onceover_jobs.sink.wire.batch_commit import batch_commit
 from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig
@@ -161,7 +162,11 @@ def test_an_intent_left_uncommitted_is_settled_with_its_own_streams_so_its_drive
     assert count(rest, table) == (20, 20)
 
     # Driver A wakes and sends the commit it was about to send: STREAM_ALREADY_COMMITTED.
-    assert stalled._batch_commit([s.stream for s in intent.streams]) is not None
+    names = [s.stream for s in intent.streams]
+    again = batch_commit(
+        stalled.client, job.retry_policy, job.parent, names, table=table, label=stalled.label
+    )
+    assert again is not None
     assert count(rest, table) == (20, 20)
 
 
@@ -194,7 +199,7 @@ def test_a_lost_finalize_response_is_asked_again(
     monkeypatch.setenv(failpoints.ENV, "finalize.after=drop@1")
     failpoints.reset()
     # finalizing twice answers the count again
-    assert finalize_stream(job, write_api(job.bigquery), stream) == 12
+    assert finalize_stream(write_api(job.bigquery), job.retry_policy, stream) == 12
     assert failpoints.fired() == [("finalize.after", failpoints.Action.DROP, 1)]
 
 

@@ -19,8 +19,9 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import RowsRejectedError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import BatchCommitter
-from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.protocol.task import write_partition
 from onceover_jobs.sink.rows.dead_letter import DEAD_LETTER_FIELDS, column_named
 
 from onceover.bigquery import BigQueryConfig

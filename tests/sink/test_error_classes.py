@@ -454,7 +454,7 @@ def test_finalize_of_a_stream_that_does_not_exist_fails_at_once(
     job = streaming_job(bq_config, table, tmp_path, **{"retry.deadline_s": "300"})
     error, elapsed = timed(
         lambda: call_with_retry(
-            job,  # the job's retry.deadline_s, 300 s: the old loop's whole wait
+            job.retry_policy,  # the job's retry.deadline_s, 300 s: the old loop's whole wait
             gapic(write.finalize_write_stream, name=missing),
             what="FinalizeWriteStream",
             on=missing,

@@ -33,7 +33,8 @@ from onceover_jobs.sink.job.options import (
 )
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.identity import WriteIdentity
-from onceover_jobs.sink.protocol.task import TaskContextInfo, encoder_for, write_partition
+from onceover_jobs.sink.modes.staging import TaskContextInfo, encoder_for
+from onceover_jobs.sink.protocol.task import write_partition
 from onceover_jobs.sink.rows.schema import plan_write, to_bigquery_arrow
 from onceover_jobs.sink.wire import appender
 from onceover_jobs.sink.wire.requests import (

@@ -19,9 +19,10 @@ from onceover_jobs.sink.errors import CommitLimitError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.slots import StreamSlots
-from onceover_jobs.sink.protocol import task as task_module
+from onceover_jobs.sink.modes import staging
+from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import BatchCommitter
-from onceover_jobs.sink.protocol.task import TaskContextInfo, write_partition
+from onceover_jobs.sink.protocol.task import write_partition
 from onceover_jobs.sink.wire.commit_limits import commit_bytes_limit
 from onceover_tools.chaos.runner import ORDER_SCHEMA
 from onceover_tools.localbq import LocalBigQuery
@@ -263,7 +264,7 @@ def test_a_stream_that_expired_while_the_query_stood_still_is_replaced(
 ) -> None:
     """BigQuery deletes a COMMITTED stream left idle for 3 days (here half a second):
     the next batch looks its slot's stream up and takes a new one, never failing on it."""
-    monkeypatch.setattr(task_module, "STREAM_CHECK_IDLE_S", 0.0)
+    monkeypatch.setattr(staging, "STREAM_CHECK_IDLE_S", 0.0)
     project = table.split(".", maxsplit=1)[0]
     with limited(committed_idle_s=0.5):
         write_partition(job, [rows(0, ROWS)], TaskContextInfo(0, 0, 0))

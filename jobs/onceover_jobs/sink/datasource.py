@@ -78,7 +78,7 @@ def prepare_job(
     """Validate everything on the driver, before any task starts."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from onceover_jobs.sink.protocol.task import encoder_for
+    from onceover_jobs.sink.modes.staging import encoder_for
     from onceover_jobs.sink.rows.schema import load_table_schema, plan_write
     from onceover_jobs.sink.wire.requests import request_budget
 

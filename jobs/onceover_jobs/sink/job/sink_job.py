@@ -13,6 +13,7 @@ from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.options import SinkOptions
 from onceover_jobs.sink.ledger.identity import WriteIdentity
 from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.wire.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from onceover_jobs.sink.rows.plan import WritePlan
@@ -61,6 +62,11 @@ class SinkJob:
         if self.options.dead_letter is None:
             return None
         return table_parent(self.options.dead_letter)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How long BigQuery calls are retried (the ``retry.deadline_s`` option)."""
+        return RetryPolicy(deadline_s=self.options.retry_deadline_s)
 
     def ledger(self) -> Ledger:
         assert self.options.ledger is not None  # parse_options always sets it

@@ -44,17 +44,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from onceover.key_checksum import KeyBucket, merged_tally
-from onceover.ledger_files import BatchRecord, StreamCommit, batch_name
-from onceover.modes import traits_of
+from onceover.ledger_files import BatchRecord, StreamCommit
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.driver import driver_owner
 from onceover_jobs.sink.errors import (
-    CommitRejectedError,
-    IntentUnresolvableError,
     LedgerError,
-    RowCountMismatchError,
     StreamsGoneError,
-    StreamsUncommittableError,
 )
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob, table_parent
@@ -66,13 +61,11 @@ from onceover_jobs.sink.ledger.offsets_log import (
     source_offsets,
 )
 from onceover_jobs.sink.ledger.retention import prune
-from onceover_jobs.sink.ledger.slots import StreamSlots
 from onceover_jobs.sink.ledger.writes import Sync
-from onceover_jobs.sink.reporting.telemetry import Telemetry
-from onceover_jobs.sink.wire.commit_limits import check_bytes, check_streams
-from onceover_jobs.sink.wire.flush import flush_batch
-from onceover_jobs.sink.wire.stream_calls import finalize_stream, stream_exists
-from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry
+from onceover_jobs.sink.modes import mode_of
+from onceover_jobs.sink.modes.base import WriteMode
+from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
+from onceover_jobs.sink.wire.batch_commit import batch_commit, commit_time
 
 if TYPE_CHECKING:
     from onceover.events import StreamRows
@@ -80,7 +73,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DRIVER_EVENT_FLUSH_S = 2.0
 INTENT_RACES = 3
 """How often a commit settles another driver's intent that appeared as it wrote its own."""
 
@@ -169,6 +161,7 @@ class BatchCommitter:
         self.batch_id = batch_id
         self.ledger = job.ledger()
         self.telemetry = Telemetry(job, batch_id)
+        self.mode: WriteMode = mode_of(job.options.mode)
         self._client: WriteApi | None = None
 
     @property
@@ -218,7 +211,7 @@ class BatchCommitter:
                     self._skip_duplicate(record, streams)
                     return record
                 if record is not None:
-                    record = self._resolve_intent(record, replay=streams)
+                    record = mode_of(record.mode).settle(self, record, streams)
                     if record.committed:
                         self._skip_duplicate(record, streams)
                         return record
@@ -250,11 +243,7 @@ class BatchCommitter:
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
-        if job.options.mode == "pending":
-            check_streams(self.label, job.table, len(streams))
-            check_bytes(self.label, job.table, sum(s.bytes for s in streams), self._location)
-        if job.options.mode == "committed" and self.batch_id is None:
-            self._finalize_committed(streams)
+        self.mode.prepare(self, streams)
         intent = BatchRecord(
             query_id=job.query_id,
             batch_id=self.batch_id,
@@ -276,20 +265,15 @@ class BatchCommitter:
             return None
         self._emit_intent(intent)
         failpoints.hit("ledger.after_intent")
-        commit_time: str | None = None
-        publishes = not traits_of(job.options.mode).visible_before_commit and bool(streams)
+        publishes = self.mode.traits.publish != "none" and bool(streams)
         if publishes or dead_letters:
-            intent = self.ledger.mark_commit_started(intent, at=_now_text())
+            intent = self.commit_started(intent)
         if dead_letters:
-            self._commit_dead_letters(intent)
-        if job.options.mode == "pending" and streams:
-            failpoints.hit("commit.before")
-            commit_time = self._batch_commit([s.stream for s in streams])
-        if job.options.mode == "buffered" and streams:
-            self._flush(intent)
+            self.commit_dead_letters(intent)
+        commit_time = self.mode.publish(self, intent) if streams else None
         # Whole, not durable (no fsync of the directory): a mark a crash of the machine
         # loses leaves the intent, which the next attempt settles without writing a row
-        # again (_resolve_intent: BigQuery's commit_time, a flush repeated, or as done).
+        # again (the mode's settle: BigQuery's commit_time, a flush repeated, or as done).
         committed = self.ledger.mark_committed(
             intent, at=_now_text(), commit_time=commit_time, sync=Sync.WHOLE
         )
@@ -299,46 +283,6 @@ class BatchCommitter:
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
         )
         return committed
-
-    def _location(self) -> str | None:
-        """The location of the table's dataset, as BigQuery reports it."""
-        from onceover.bigquery import bigquery_client
-
-        client = bigquery_client(self.job.bigquery)
-        try:
-            location = client.get_dataset(self.job.table.rsplit(".", 1)[0]).location
-        finally:
-            client.close()
-        return None if location is None else str(location)
-
-    def _finalize_committed(self, streams: Sequence[StreamCommit]) -> None:
-        """A batch write's COMMITTED streams are never continued (its write has one
-        batch): finalized once Spark took every task's result, each row count checked
-        against what the tasks reported, as pending mode's are. Finalizing again
-        answers the same count, so a replay repeats it safely."""
-        for stream in streams:
-            row_count = finalize_stream(self.job, self.client, stream.stream)
-            events = self.telemetry.stream(
-                stream.stream, "COMMITTED", stream.partition, stream.attempt
-            )
-            events.finalized(row_count)
-            if row_count != stream.base + stream.rows:
-                raise RowCountMismatchError(
-                    f"{self.label}: stream {stream.stream} of partition {stream.partition} "
-                    f"finalized with {row_count} rows, but its task reported "
-                    f"{stream.base + stream.rows} written; nothing was recorded committed"
-                )
-
-    def _flush(self, record: BatchRecord) -> None:
-        """Publish a buffered batch: flush each stream to its last row, then let each
-        slot go on from there (a crash before that costs the next batch a new stream)."""
-        slots = StreamSlots(self.ledger)
-        batch = batch_name(self.batch_id)
-
-        def go_on(stream: StreamCommit) -> None:
-            slots.flushed(stream.partition, stream.stream, batch, stream.base + stream.rows)
-
-        flush_batch(self.job, self.client, record.streams, label=self.label, then=go_on)
 
     def _prune(self) -> None:
         """Old committed batches out of the ledger, in step with Spark's own logs; a
@@ -367,7 +311,7 @@ class BatchCommitter:
             return None
         return source_offsets(checkpoint, self.batch_id)
 
-    def _commit_dead_letters(self, record: BatchRecord, *, resolving: bool = False) -> None:
+    def commit_dead_letters(self, record: BatchRecord, *, resolving: bool = False) -> None:
         """Commit the batch's streams on the dead-letter table. ``resolving`` an intent
         an earlier driver left: only if BigQuery shows them uncommitted (streams it no
         longer knows raise :class:`StreamsGoneError`, as the batch's own do)."""
@@ -375,10 +319,16 @@ class BatchCommitter:
             return
         assert record.dead_letter_table is not None
         names = [s.stream for s in record.dead_letter_streams]
-        if resolving and self._commit_time(names) is not None:
+        policy = self.job.retry_policy
+        if resolving and commit_time(self.client, policy, names, label=self.label) is not None:
             return
-        self._batch_commit(
-            names, parent=table_parent(record.dead_letter_table), table=record.dead_letter_table
+        batch_commit(
+            self.client,
+            policy,
+            table_parent(record.dead_letter_table),
+            names,
+            table=record.dead_letter_table,
+            label=self.label,
         )
         logger.info(
             "%s: %d rows set aside in %s",
@@ -396,166 +346,27 @@ class BatchCommitter:
         if not record.dead_letter_streams or record.commit_started_at is None:
             return replay
         try:
-            committed = self._commit_time([s.stream for s in record.dead_letter_streams])
+            committed = commit_time(
+                self.client,
+                self.job.retry_policy,
+                [s.stream for s in record.dead_letter_streams],
+                label=self.label,
+            )
         except StreamsGoneError:
             committed = None
         return record.dead_letter_streams if committed is not None else replay
 
-    def _batch_commit(
-        self, names: list[str], *, parent: str | None = None, table: str | None = None
-    ) -> str | None:
-        """``BatchCommitWriteStreams`` of ``names`` on the job's table (or ``parent``,
-        ``table``); a lost response is retried and resolves as committed."""
-        parent = parent or self.job.parent
-        table = table or self.job.table
-        client = self.client
-        for attempt in range(1, 6):
-            try:
-                response = call_with_retry(
-                    self.job,
-                    lambda timeout: client.batch_commit_write_streams(
-                        parent, names, timeout=timeout
-                    ),
-                    what="BatchCommitWriteStreams",
-                    on=parent,
-                )
-            except CallNotFoundError as exc:  # a stream that is gone: no one can commit it
-                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
-            if failpoints.hit("commit.after"):
-                logger.warning("%s: commit response lost (failpoint); asking again", self.label)
-                continue
-            if not response.stream_errors:
-                if response.commit_time:
-                    return response.commit_time
-                # BigQuery's API: "if this field is not set, it means the commit was not
-                # successful". Nothing is committed yet; committing again is safe (an
-                # earlier try that did take effect answers STREAM_ALREADY_COMMITTED).
-                logger.warning(
-                    "%s: BatchCommit answered without a commit time (not committed); "
-                    "committing again (try %d)",
-                    self.label,
-                    attempt,
-                )
-                continue
-            codes = {e.code for e in response.stream_errors}
-            if codes == {"STREAM_ALREADY_COMMITTED"} and len(response.stream_errors) == len(names):
-                # Our own earlier try took effect; BigQuery's commit is atomic per table.
-                logger.info(
-                    "%s: already committed (retry %d after a lost response)", self.label, attempt
-                )
-                return self._commit_time(names)
-            refused = f"BigQuery refused to commit {self.label} into {table}: " + "; ".join(
-                f"{e.entity}: {e.message}" for e in response.stream_errors
-            )
-            if codes == {"STREAM_NOT_FOUND"}:
-                raise StreamsGoneError(refused)
-            if codes <= _UNCOMMITTABLE:
-                raise StreamsUncommittableError(refused)
-            raise CommitRejectedError(refused)
-        raise CommitRejectedError(
-            f"{self.label}: BigQuery did not confirm the commit of {table} in 5 "
-            "tries (answers lost, or without a commit time); its intent is in the ledger, "
-            "and a restart asks BigQuery whether its streams were committed"
-        )
+    def commit_started(self, record: BatchRecord) -> BatchRecord:
+        return self.ledger.mark_commit_started(record, at=_now_text())
 
-    def _commit_time(self, names: Sequence[str]) -> str | None:
-        """The commit time if every stream is committed, None if none is; else an error."""
-        client = self.client
-        times = []
-        for name in names:
-            try:
-                stream = call_with_retry(
-                    self.job,
-                    lambda timeout, name=name: client.get_write_stream(name, timeout=timeout),
-                    what="GetWriteStream",
-                    on=name,
-                )
-            except CallNotFoundError as exc:  # gone: expired, or forgotten (the caller decides)
-                raise StreamsGoneError(f"{self.label}: {exc.message}") from exc
-            times.append(stream.commit_time)
-        if all(times):
-            return max(t for t in times if t)
-        if any(times):
-            raise LedgerError(
-                f"{self.label}: BigQuery shows only some of its streams committed "
-                f"({sum(1 for t in times if t)} of {len(times)}); BatchCommitWriteStreams "
-                "is atomic, so this needs a person: reconcile the table before resuming"
-            )
-        return None
-
-    def _resolve_intent(
-        self, record: BatchRecord, *, replay: Sequence[StreamCommit] = ()
-    ) -> BatchRecord:
-        """An intent without its mark: committed in BigQuery? Mark it and return it;
-        else return the intent as the ledger now holds it, for the replay to replace."""
-        if record.mode == "buffered" and record.streams:
-            return self._finish_flush(record, replay)
-        if record.mode != "pending" or not record.streams:
-            # Nothing of the batch was to be committed in BigQuery (its set-aside rows
-            # apart): the intent is as good as done.
-            try:
-                self._commit_dead_letters(record, resolving=True)
-            except StreamsGoneError as exc:
-                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
-            committed = self.ledger.mark_committed(
-                record, at=_now_text(), commit_time=None, resolved=True
-            )
-            self._emit_committed(committed, duration_ms=None)
-            return committed
-        try:
-            self._commit_dead_letters(record, resolving=True)
-            commit_time = self._commit_time([s.stream for s in record.streams])
-            if commit_time is None:
-                # Commit the intent's own streams, never the replay's: if the driver that
-                # wrote it still runs (an orchestrator's retry, a resume of a run that
-                # only looked stalled), its commit of the same streams then answers
-                # STREAM_ALREADY_COMMITTED, and the batch is in BigQuery once.
-                logger.warning(
-                    "%s: intent of %s, not committed in BigQuery: committing its streams",
-                    self.label,
-                    record.owner or "an earlier driver",
-                )
-                record = self.ledger.mark_commit_started(record, at=_now_text())
-                commit_time = self._batch_commit([s.stream for s in record.streams])
-        except StreamsGoneError as exc:
-            if record.commit_started_at is not None:
-                # Expired uncommitted, or committed and forgotten since: only the
-                # table can tell, and writing the batch again could repeat it.
-                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
-            return self._write_again(record, exc)
-        except StreamsUncommittableError as exc:
-            return self._write_again(record, exc)
+    def settled(self, record: BatchRecord, *, commit_time: str | None) -> BatchRecord:
         committed = self.ledger.mark_committed(
             record, at=_now_text(), commit_time=commit_time, resolved=True
         )
-        logger.warning("%s: settled from the intent an earlier attempt left", self.label)
         self._emit_committed(committed, duration_ms=None)
         return committed
 
-    def _finish_flush(self, record: BatchRecord, replay: Sequence[StreamCommit]) -> BatchRecord:
-        """A buffered intent: flush all its streams (again), and it is committed. Streams
-        BigQuery no longer knows: written again if no flush was ever asked for (nothing
-        of the batch can be visible), else nobody here can tell what is."""
-        try:
-            if record.commit_started_at is None:
-                for stream in record.streams:
-                    if not stream_exists(self.job, self.client, stream.stream):
-                        raise StreamsGoneError(f"{self.label}: {stream.stream} no longer exists")
-            record = self.ledger.mark_commit_started(record, at=_now_text())
-            self._commit_dead_letters(record, resolving=True)
-            self._flush(record)
-        except StreamsGoneError as exc:
-            if record.commit_started_at is not None:
-                raise IntentUnresolvableError(self._unresolvable(record, exc)) from exc
-            return self._write_again(record, exc, replay)
-        committed = self.ledger.mark_committed(
-            record, at=_now_text(), commit_time=None, resolved=True
-        )
-        logger.warning("%s: flushed from the intent an earlier attempt left", self.label)
-        self._emit_committed(committed, duration_ms=None)
-        return committed
-
-    def _write_again(
+    def write_again(
         self, record: BatchRecord, exc: Exception, replay: Sequence[StreamCommit] = ()
     ) -> BatchRecord:
         """The intent's streams can never be committed, and were never committed (no
@@ -569,10 +380,10 @@ class BatchCommitter:
         kept = {s.stream for s in replay}  # buffered mode: a replay goes on with those
         for stream in record.streams:
             if stream.stream not in kept:
-                self._orphaned(stream, "intent's streams uncommittable; written again")
+                self.orphaned(stream, "intent's streams uncommittable; written again")
         return record
 
-    def _unresolvable(self, record: BatchRecord, exc: Exception) -> str:
+    def unresolvable(self, record: BatchRecord, exc: Exception) -> str:
         """What is known of an intent no one can settle from BigQuery, and what to do."""
         write = self.ledger.write
         batch = "write" if self.batch_id is None else str(self.batch_id)
@@ -603,10 +414,10 @@ class BatchCommitter:
 
     def _skip_duplicate(self, record: BatchRecord, streams: tuple[StreamCommit, ...]) -> None:
         replay = [s for s in streams if s.stream not in {r.stream for r in record.streams}]
-        unseen = not traits_of(record.mode).visible_before_commit
+        unseen = not mode_of(record.mode).traits.visible_before_commit
         if unseen:
             for stream in replay:
-                self._orphaned(stream, "replay of a committed batch; never committed")
+                self.orphaned(stream, "replay of a committed batch; never committed")
         logger.warning("%s is already committed; skipped as a duplicate", self.label)
         if not self.telemetry.enabled:
             return
@@ -675,9 +486,9 @@ class BatchCommitter:
             )
         )
 
-    def _orphaned(self, stream: StreamCommit, reason: str) -> None:
+    def orphaned(self, stream: StreamCommit, reason: str) -> None:
         self.telemetry.stream(
-            stream.stream, _stream_type(self.job), stream.partition, stream.attempt
+            stream.stream, self.mode.traits.stream_type, stream.partition, stream.attempt
         ).orphaned(reason, stream.rows)
 
     # -- abort --------------------------------------------------------------------
@@ -690,25 +501,12 @@ class BatchCommitter:
             if record is not None and record.committed:
                 logger.warning("abort of %s, which is committed: nothing to undo", self.label)
                 return
-            if record is not None and self._resolve_intent(record).committed:
+            if record is not None and mode_of(record.mode).settle(self, record, ()).committed:
                 logger.warning(
                     "abort of %s, whose commit took effect: marked committed", self.label
                 )
                 return
-            if self.job.options.mode == "pending":
-                for stream in streams:
-                    self._orphaned(stream, "batch aborted; never committed")
-                reason = "aborted before commit; its streams were never committed"
-            elif self.job.options.mode == "buffered":
-                reason = (
-                    "aborted before its flush: none of its rows are visible; a replay of "
-                    "this batch flushes the partitions it completed and writes the rest"
-                )
-            else:
-                reason = (
-                    "aborted; rows already visible stay in their streams and a replay "
-                    "of this batch goes on from the recorded offsets"
-                )
+            reason = self.mode.aborted(self, streams)
             self._emit_aborted(streams, reason)
         except Exception:
             # abort must not hide the failure that caused it
@@ -724,7 +522,3 @@ def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
         "dead_letter_table": record.dead_letter_table,
         "dead_letter_streams": _stream_rows(record.dead_letter_streams),
     }
-
-
-def _stream_type(job: SinkJob) -> str:
-    return traits_of(job.options.mode).stream_type

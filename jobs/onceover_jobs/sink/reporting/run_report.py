@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 from onceover.ledger_files import scope_totals
 from onceover_jobs.sink.driver import driver_owner, driver_pid, started_at
 from onceover_jobs.sink.job.sink_job import SinkJob
-from onceover_jobs.sink.protocol.committer import DRIVER_EVENT_FLUSH_S
-from onceover_jobs.sink.reporting.telemetry import Telemetry
+from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
 
 if TYPE_CHECKING:
     from onceover import events

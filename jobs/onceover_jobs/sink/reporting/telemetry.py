@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+TASK_EVENT_FLUSH_S = 1.0
+"""How long a finishing task waits for its events; the rest is spooled."""
+DRIVER_EVENT_FLUSH_S = 2.0
+"""How long the driver waits for a batch's (or a run's) events after a commit or abort;
+the rest is spooled."""
+
 
 def _emitter(job: SinkJob) -> Any:
     from onceover_jobs.sink.emitter import NullEmitter, emitter_for

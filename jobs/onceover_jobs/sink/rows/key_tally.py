@@ -5,12 +5,12 @@ with an INT64 or STRING key: both are there to check a stamped batch in place.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from onceover.key_checksum import CHECKSUMMED_TYPES, INTEGER_TYPES, BucketTally, KeyBucket
-from onceover_jobs.sink.job.sink_job import SinkJob
 
 
 class KeyTally:
@@ -23,12 +23,14 @@ class KeyTally:
         self.buckets = BucketTally(integer=integer)
 
     @classmethod
-    def of(cls, job: SinkJob) -> KeyTally | None:
-        """A tally for ``job``, or None when its batches carry no checksum."""
-        key = job.options.key
-        if not job.options.stamp or key is None:
+    def of(
+        cls, key: str | None, *, stamped: bool, table_fields: Iterable[Mapping[str, Any]]
+    ) -> KeyTally | None:
+        """A tally of ``key`` in a write to a table of ``table_fields`` (the API's schema
+        dicts), or None when its batches carry no checksum."""
+        if not stamped or key is None:
             return None
-        types = {f["name"]: str(f.get("type", "")).upper() for f in job.table_fields}
+        types = {f["name"]: str(f.get("type", "")).upper() for f in table_fields}
         kind = types.get(key)
         if kind not in CHECKSUMMED_TYPES:
             return None

@@ -34,7 +34,7 @@ from onceover_jobs.sink.errors import CallRejectedError, CommitRejectedError, St
 from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry
 
 if TYPE_CHECKING:
-    from onceover_jobs.sink.job.sink_job import SinkJob
+    from onceover_jobs.sink.wire.retry import RetryPolicy
     from onceover_jobs.sink.wire.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
@@ -44,8 +44,8 @@ FLUSH_THREADS = 8
 
 
 def flush_batch(
-    job: SinkJob,
     client: WriteApi,
+    policy: RetryPolicy,
     streams: Sequence[StreamCommit],
     *,
     label: str,
@@ -59,7 +59,7 @@ def flush_batch(
     than the ledger recorded (after the flushes under way have ended)."""
 
     def flush(stream: StreamCommit) -> None:
-        flush_stream(job, client, stream.stream, stream.base + stream.rows - 1, label=label)
+        flush_stream(client, policy, stream.stream, stream.base + stream.rows - 1, label=label)
         then(stream)
 
     with_rows = [s for s in streams if s.rows > 0]
@@ -75,7 +75,9 @@ def flush_batch(
             done.result()
 
 
-def flush_stream(job: SinkJob, client: WriteApi, stream: str, last: int, *, label: str) -> None:
+def flush_stream(
+    client: WriteApi, policy: RetryPolicy, stream: str, last: int, *, label: str
+) -> None:
     """Make the rows of ``stream`` up to and including offset ``last`` visible."""
     from google.api_core.exceptions import ServiceUnavailable
 
@@ -86,7 +88,7 @@ def flush_stream(job: SinkJob, client: WriteApi, stream: str, last: int, *, labe
         return answered
 
     try:
-        answered = call_with_retry(job, flush, what="FlushRows", on=stream)
+        answered = call_with_retry(policy, flush, what="FlushRows", on=stream)
     except CallNotFoundError as exc:
         raise StreamsGoneError(f"{label}: {exc.message}") from exc
     except CallRejectedError as exc:

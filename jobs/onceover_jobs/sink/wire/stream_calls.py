@@ -10,11 +10,11 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry
 
 if TYPE_CHECKING:
-    from onceover_jobs.sink.job.sink_job import SinkJob
+    from onceover_jobs.sink.wire.retry import RetryPolicy
     from onceover_jobs.sink.wire.write_api import WriteApi
 
 
-def finalize_stream(job: SinkJob, client: WriteApi, stream: str) -> int:
+def finalize_stream(client: WriteApi, policy: RetryPolicy, stream: str) -> int:
     def finalize(timeout: float) -> int:
         row_count = client.finalize_write_stream(stream, timeout=timeout)
         if failpoints.hit("finalize.after"):
@@ -25,14 +25,14 @@ def finalize_stream(job: SinkJob, client: WriteApi, stream: str) -> int:
 
     # Finalizing a finalized stream answers its row count again, so a lost response
     # is retried safely.
-    return call_with_retry(job, finalize, what="FinalizeWriteStream", on=stream)
+    return call_with_retry(policy, finalize, what="FinalizeWriteStream", on=stream)
 
 
-def stream_exists(job: SinkJob, client: WriteApi, stream: str) -> bool:
+def stream_exists(client: WriteApi, policy: RetryPolicy, stream: str) -> bool:
     """Whether BigQuery still knows ``stream`` (a BUFFERED stream idle 7 days is gone)."""
     try:
         call_with_retry(
-            job,
+            policy,
             lambda timeout: client.get_write_stream(stream, timeout=timeout),
             what="GetWriteStream",
             on=stream,

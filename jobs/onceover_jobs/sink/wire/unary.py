@@ -22,7 +22,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 from google.api_core.exceptions import GoogleAPICallError, NotFound
@@ -35,9 +35,6 @@ from onceover_jobs.sink.wire.storage_errors import (
     table_of,
     target_text,
 )
-
-if TYPE_CHECKING:
-    from onceover_jobs.sink.job.sink_job import SinkJob
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +74,12 @@ class GapicAttempt(Generic[R]):
 
 
 def gapic(method: Callable[..., R], /, **fields: Any) -> GapicAttempt[R]:
-    """``call_with_retry(job, gapic(client.finalize_write_stream, name=stream))``"""
+    """``call_with_retry(policy, gapic(client.finalize_write_stream, name=stream))``"""
     return GapicAttempt(method, fields)
 
 
 def call_with_retry(
-    job: SinkJob | RetryPolicy,
+    policy: RetryPolicy,
     fn: Callable[..., R],
     *,
     what: str | None = None,
@@ -91,7 +88,7 @@ def call_with_retry(
 ) -> R:
     """Run one unary Storage Write API call, retrying the retried classes to the deadline.
 
-    ``job``: the job whose ``retry.deadline_s`` bounds the whole call, or the policy.
+    ``policy``: its ``deadline_s`` bounds the whole call (the sink's ``retry.deadline_s``).
     ``fn``: one attempt. It is given the attempt's deadline in seconds: as ``timeout=``
     if it takes a ``timeout`` parameter (and ``retry=None`` too if it takes ``retry``,
     as a GAPIC method or a ``functools.partial`` of one does: GAPIC's own retry is off),
@@ -106,11 +103,6 @@ def call_with_retry(
     not retried, :class:`~onceover_jobs.sink.errors.RetryDeadlineError` when retried failures
     outlast the deadline; each names the call, the stream and table, and the cause.
     """
-    policy = (
-        job
-        if isinstance(job, RetryPolicy)
-        else RetryPolicy(deadline_s=job.options.retry_deadline_s)
-    )
     invoke = _invoker(fn)
     what = what or _called(fn)
     on = on or _target(fn)
