@@ -17,6 +17,7 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 
+from onceover.modes import BATCH_DEFAULT_MODE, EXACTLY_ONCE_MODES
 from onceover_jobs.sink.datasource import register
 
 SOURCE_SCHEMA = (
@@ -44,7 +45,7 @@ def parser_for(module: str) -> argparse.ArgumentParser:
     parser.add_argument("--source", required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--summary-table", required=True)
-    parser.add_argument("--mode", default="pending", choices=("pending", "buffered", "committed"))
+    parser.add_argument("--mode", default=BATCH_DEFAULT_MODE, choices=EXACTLY_ONCE_MODES)
     parser.add_argument("--request-max-bytes", type=int, default=8_000_000)
     parser.add_argument(
         "--master", default="local[2,4]", help="local[2,4]: tasks retried as on a cluster"

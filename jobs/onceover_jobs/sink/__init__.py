@@ -1,13 +1,36 @@
 """The Onceover sink: a PySpark data source (format ``onceover``) that writes into
-BigQuery through the Storage Write API exactly once. Read top to bottom:
+BigQuery through the Storage Write API exactly once.
 
-1. :mod:`onceover_jobs.sink.datasource`  options and schema checked on the driver; the writers
-2. :mod:`onceover_jobs.sink.protocol.task`        a task stages its rows in a stream (executor)
-3. :mod:`onceover_jobs.sink.wire.appender`    offsets and the retry policy (invariant 1)
-4. :mod:`onceover_jobs.sink.wire.requests`    requests under the size cap (invariant 2)
-5. :mod:`onceover_jobs.sink.protocol.committer`   ledger → BatchCommit → ledger (invariants 3-5)
-6. :mod:`onceover_jobs.sink.ledger.records`      the durable record of intents and commits (its
-   files: :mod:`onceover.ledger_files`, shared with the control plane)
-7. :mod:`onceover_jobs.sink.rows.dead_letter` rows BigQuery refuses: named, or set aside (invariant
-9)
+The exactly-once protocol, read top to bottom:
+
+1. ``onceover_jobs.sink.datasource``         options, table and schema checked on the
+   driver; the writers Spark calls (entry point: ``register``)
+2. ``onceover_jobs.sink.ledger.identity``    which write a batch is: the key of every
+   ledger record (query and batch; the call's ordinal; the run)
+3. ``onceover_jobs.sink.protocol.resolve``   a task works out its write's identity
+4. ``onceover_jobs.sink.protocol.task``      a task's first phase: already committed?
+   else its mode stages the rows (executor)
+5. ``onceover_jobs.sink.protocol.committer`` the driver's second phase: ledger intent →
+   the mode publishes → ledger mark; a replay settles what it finds (invariants 3-6)
+
+Each write mode, behind one interface (what a mode *is*: ``onceover.modes``):
+
+6. ``onceover_jobs.sink.modes.base``         the interface: write, prepare, publish,
+   settle, what an abort leaves
+7. ``onceover_jobs.sink.modes.staging``      what every mode's task does with a stream
+8. ``onceover_jobs.sink.modes.pending``      PENDING streams, one BatchCommit a batch
+9. ``onceover_jobs.sink.modes.buffered``     a BUFFERED stream a partition, flushed a batch
+10. ``onceover_jobs.sink.modes.committed``   a COMMITTED stream a partition, visible per
+    append, retries found again in the ledger
+11. ``onceover_jobs.sink.modes.default``     ``_default``, at least once (the baseline)
+
+Below them, each a folder with its own reading order: ``reporting`` (events, the run's
+own events, OpenLineage), ``job`` (what the driver ships to every task), ``ledger`` (the
+durable record: intents and marks, leases, slots, Spark's offsets log), ``rows`` (schema,
+proto rows, stamp, dead letters: invariant 9), ``wire`` (the Storage Write API: offsets
+and retries, requests under the cap, unary calls: invariants 1-2, 8), and at the bottom
+``errors`` (one exception tree), ``failpoints`` and ``driver``. Imports go only downward
+(``tests/test_layout.py``). ``onceover_jobs.sink.claim`` and ``onceover_jobs.sink.settle``
+are the other entry points: claim a checkpoint before ``start()``, settle an intent by
+hand.
 """

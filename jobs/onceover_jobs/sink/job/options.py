@@ -91,7 +91,7 @@ from onceover.checkpoint_layout import ledger_root
 from onceover.connection import OPTIONS as CONNECTION_OPTIONS
 from onceover.connection import Connection, ConnectionOptionError
 from onceover.identifiers import COLUMN_NAME_RE
-from onceover.modes import MODES, STREAMING_DEFAULT_MODE, Mode
+from onceover.modes import BATCH_DEFAULT_MODE, MODES, STREAMING_DEFAULT_MODE, Mode
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
@@ -158,7 +158,7 @@ T = TypeVar("T", bound=str)
 class SinkOptions:
     table: str
     """Always fully qualified: ``project.dataset.table``."""
-    mode: Mode = "pending"
+    mode: Mode = BATCH_DEFAULT_MODE
     key: str | None = None
     dead_letter: str | None = None
     """Where rows BigQuery refuses are set aside (``project.dataset.table``)."""
@@ -351,7 +351,9 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         # streams from batch to batch (buffered mode: visible per batch, and a replay
         # need not see the same rows in the same order), where pending mode would
         # create one per partition and batch (onceover_jobs.sink.ledger.slots).
-        mode=_choice(options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else None),
+        mode=_choice(
+            options, "mode", MODES, STREAMING_DEFAULT_MODE if streaming else BATCH_DEFAULT_MODE
+        ),
         key=key,
         dead_letter=_table_option(options, "dead_letter", table),
         stamp=_bool(options, "stamp"),

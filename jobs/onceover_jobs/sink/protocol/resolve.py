@@ -8,6 +8,7 @@ they agree: the ordinal comes from the ledger's registry, which every executor s
 
 from __future__ import annotations
 
+from onceover.modes import traits_of
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.identity import SparkCall, WriteIdentity, write_id_name
@@ -27,7 +28,7 @@ def resolve_write(job: SinkJob, call: SparkCall, where: str) -> SinkJob:
         assert call.query_id is not None
         kind, scope, batch_id = "foreachBatch", call.query_id, call.batch_id
     else:
-        if options.run_id is None and options.mode != "default":
+        if options.run_id is None and traits_of(options.mode).exactly_once:
             raise SinkOptionError(
                 "run_id",
                 "required for a batch write in mode "
