@@ -180,13 +180,12 @@ def test_the_sink_and_the_outbox_stand_apart_from_the_jobs_that_use_them() -> No
             continue
         allowed = (own,) if own == OUTBOX else (own, OUTBOX)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module]
-                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                else []
-            )
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
             crossing += [
                 f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"
                 for n in names
@@ -253,7 +252,7 @@ def mode_decisions(source: str, filename: str = "<source>") -> list[tuple[int, s
         elif isinstance(node, ast.Match) and _names_a_mode(node.subject):
             found.append((node.lineno, "matches on a mode"))
         elif isinstance(node, ast.Dict):
-            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} & MODE_NAMES
+            keys = {str(k.value) for k in node.keys if isinstance(k, ast.Constant)} & MODE_NAMES
             if len(keys) >= 2:
                 found.append((node.lineno, f"a table keyed by modes {sorted(keys)}"))
     return found

@@ -112,12 +112,12 @@ def streaming_job(
     """A job of the streaming sink on ``table`` (query ``query-1``), as the driver plans
     it, for tests that call the committer or a task directly."""
     parsed = parse_options(
-        {"table": table, "checkpointLocation": str(checkpoint), **options},
+        {"table": table, "checkpointLocation": str(checkpoint), "run_id": "run-1", **options},
         default_project=None,
         streaming=True,
     )
     return SinkJob(
         options=parsed, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, SCHEMA),
-        table_fields=tuple(f.to_api_repr() for f in SCHEMA), query_id="query-1",
-        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
+        table_fields=tuple(f.to_api_repr() for f in SCHEMA),
+        write=WriteIdentity("streaming", "query-1", table, None),
     )  # fmt: skip

@@ -103,14 +103,14 @@ def wide_job(
     (``onceover_jobs.sink.datasource.prepare_job``): committed mode, the default request cap."""
     parsed = parse_options(
         {"table": table, "checkpointLocation": str(checkpoint), "mode": "committed",
-         "row_format": row_format, "retry.deadline_s": "30"},
+         "row_format": row_format, "retry.deadline_s": "30", "run_id": "run-1"},
         default_project=None,
         streaming=True,
     )  # fmt: skip
     return SinkJob(
         options=parsed, bigquery=bq_config, plan=plan_write(table, ARROW_SCHEMA, FIELDS),
-        table_fields=tuple(f.to_api_repr() for f in FIELDS), query_id="query-1",
-        run_id="run-1", streaming=True, write=WriteIdentity("streaming", "query-1", table, None),
+        table_fields=tuple(f.to_api_repr() for f in FIELDS),
+        write=WriteIdentity("streaming", "query-1", table, None),
     )  # fmt: skip
 
 

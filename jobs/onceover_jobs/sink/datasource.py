@@ -53,7 +53,7 @@ from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
 from onceover_jobs.sink.job.options import connection_options, parse_options
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob, streaming_query_id
-from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.ledger.identity import UnresolvedWrite, WriteIdentity
 from onceover_jobs.sink.ledger.leases import claim_driver, leave_probe
 from onceover_jobs.sink.ledger.offsets_log import check_not_reset
 from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tasks
@@ -113,26 +113,21 @@ def prepare_job(
         )
         arrow_schema = with_stamp_fields(arrow_schema)
     plan = plan_write(options.table, arrow_schema, fields)
-    write: WriteIdentity | None = None
+    write: WriteIdentity | UnresolvedWrite
     if streaming:
         assert options.checkpoint is not None
         query_id = streaming_query_id(options.checkpoint)
-        run_id = options.run_id or query_id
         write = WriteIdentity("streaming", query_id, options.table, None)
     else:
-        # Which write this is, the tasks work out (onceover_jobs.sink.protocol.resolve): only they
-        # see whether it runs inside foreachBatch, and which execution it is.
-        run_id = options.run_id or uuid.uuid4().hex
-        query_id = run_id
+        # Which write this is, the tasks work out (onceover_jobs.sink.protocol.resolve):
+        # only they see whether it runs inside foreachBatch, and which execution it is.
+        write = UnresolvedWrite(options.table, options.run_id or uuid.uuid4().hex)
     assert options.ledger is not None
     job = SinkJob(
         options=options,
         bigquery=config,
         plan=plan,
         table_fields=tuple(field.to_api_repr() for field in fields),
-        query_id=query_id,
-        run_id=run_id,
-        streaming=streaming,
         probe=leave_probe(options.ledger),
         write=write,
         lineage=lineage,

@@ -11,7 +11,7 @@ from onceover.bigquery import BigQueryConfig
 from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.options import SinkOptions
-from onceover_jobs.sink.ledger.identity import WriteIdentity
+from onceover_jobs.sink.ledger.identity import UnresolvedWrite, WriteIdentity
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.wire.retry import RetryPolicy
 
@@ -26,27 +26,47 @@ class SinkJob:
     plan: WritePlan
     table_fields: tuple[dict[str, Any], ...]
     """The table's schema as BigQuery API dicts (SchemaField.to_api_repr)."""
-    query_id: str
-    """The streaming query's id (stable across restarts), or the run id of a batch write."""
-    run_id: str
-    streaming: bool
+    write: WriteIdentity | UnresolvedWrite
+    """Which write this is: known on the driver for the streaming sink; for any other
+    write unresolved until a task works it out (onceover_jobs.sink.ledger.identity). The
+    run and query ids follow from it, decided nowhere else."""
     probe: str | None = None
-    """The file the driver left in the ledger for the tasks to find (ledger.leave_probe)."""
-    write: WriteIdentity | None = None
-    """Which write this is: known on the driver for the streaming sink, worked out by
-    the tasks otherwise (onceover_jobs.sink.ledger.identity); see :meth:`for_write`."""
+    """The file the driver left in the ledger for the tasks to find (ledger.leases.leave_probe)."""
     lineage: LineageConfig | None = None
     """Where OpenLineage events go (onceover_jobs.sink.job.lineage_config); None: nowhere."""
 
-    def for_write(self, write: WriteIdentity) -> SinkJob:
-        """This job as the write ``write``: its ledger, and the run and query events name.
-        A foreachBatch write is its query's: events carry the query id as run id unless
-        the user named the run."""
-        if write.kind == "foreachBatch":
-            return replace(
-                self, write=write, query_id=write.scope, run_id=self.options.run_id or write.scope
-            )
+    def resolved_as(self, write: WriteIdentity) -> SinkJob:
+        """This job as the write ``write``, which its tasks worked out."""
         return replace(self, write=write)
+
+    @property
+    def identity(self) -> WriteIdentity:
+        """The write's identity; only once it is resolved (a task's, or the streaming
+        sink's own)."""
+        assert isinstance(self.write, WriteIdentity), f"{self.write.describe()}: resolve it first"
+        return self.write
+
+    @property
+    def run_id(self) -> str:
+        """The run the write's events name: the ``run_id`` option, else the write's
+        scope (the query's id for a query's write: a foreachBatch write is its query's;
+        the id made on the driver for a batch write)."""
+        if isinstance(self.write, UnresolvedWrite):
+            return self.write.run_id
+        return self.options.run_id or self.write.scope
+
+    @property
+    def query_id(self) -> str:
+        """The streaming query's id (stable across restarts), or the run id of a batch write."""
+        if isinstance(self.write, UnresolvedWrite):
+            return self.write.run_id
+        return self.write.scope
+
+    @property
+    def in_query(self) -> bool:
+        """A streaming query's write (its own micro-batch, or a foreachBatch call's); not
+        a batch write, nor a write no task has identified."""
+        return isinstance(self.write, WriteIdentity) and self.write.in_query
 
     @property
     def table(self) -> str:
@@ -70,8 +90,7 @@ class SinkJob:
 
     def ledger(self) -> Ledger:
         assert self.options.ledger is not None  # parse_options always sets it
-        assert self.write is not None, "the write's identity is worked out first"
-        return Ledger.of(self.options.ledger, self.write)
+        return Ledger.of(self.options.ledger, self.identity)
 
     def schema_fields(self) -> list[Any]:
         from google.cloud.bigquery import SchemaField

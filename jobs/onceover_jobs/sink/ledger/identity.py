@@ -105,6 +105,11 @@ class WriteIdentity:
     """Which of the scope's writes to ``table``: ``""`` for the streaming sink (one per
     query), the ordinal (``"0"``, ``"1"``, ...) or ``id-<write_id>`` otherwise."""
 
+    @property
+    def in_query(self) -> bool:
+        """A streaming query's write: the sink's own micro-batch, or a foreachBatch call's."""
+        return self.kind != "batch"
+
     def describe(self) -> str:
         batch = "" if self.batch_id is None else f" batch {self.batch_id}"
         write = f" write {self.write}" if self.write else ""
@@ -119,6 +124,23 @@ class WriteIdentity:
             "batch_id": self.batch_id,
             "write": self.write,
         }
+
+
+@dataclass(frozen=True)
+class UnresolvedWrite:
+    """A ``df.write`` as its driver plans it, before any task ran: only the tasks can tell
+    whether it runs inside foreachBatch (Spark's local properties reach the tasks, not the
+    planning of a Python data source) and which of its call's writes to the table it is.
+    Each task resolves it (:func:`onceover_jobs.sink.protocol.resolve.resolve_write`)
+    before its first row; the driver takes the :class:`WriteIdentity` from their results."""
+
+    table: str
+    run_id: str
+    """The ``run_id`` option, or one made once for this write on the driver: a batch
+    write's scope, and the run its events name until a task says otherwise."""
+
+    def describe(self) -> str:
+        return f"a write of run {self.run_id} into {self.table} (not identified yet)"
 
 
 def write_id_name(write_id: str) -> str:

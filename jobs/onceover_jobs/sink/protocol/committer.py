@@ -133,7 +133,7 @@ def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCo
 def written_by_tasks(job: SinkJob, results: Sequence[TaskResult | None]) -> SinkJob | None:
     """``job`` as the write its tasks say they belong to; None when no task ran (nothing
     was written, so there is nothing to commit or record)."""
-    if job.write is not None:
+    if isinstance(job.write, WriteIdentity):
         return job
     writes = {r.write for r in results if r is not None and r.write is not None}
     if not writes:
@@ -146,17 +146,16 @@ def written_by_tasks(job: SinkJob, results: Sequence[TaskResult | None]) -> Sink
             "once: give each a write_id; nothing was committed"
         )
     (write,) = writes
-    return job.for_write(write)
+    return job.resolved_as(write)
 
 
 class BatchCommitter:
     """Commits (or aborts) one batch of one write; built in the driver's commit worker."""
 
     def __init__(self, job: SinkJob, batch_id: int | None) -> None:
-        assert job.write is not None, "written_by_tasks first"
-        self.write: WriteIdentity = job.write
+        self.write: WriteIdentity = job.identity  # written_by_tasks first
         if batch_id is None:
-            batch_id = job.write.batch_id  # a foreachBatch write: its micro-batch
+            batch_id = self.write.batch_id  # a foreachBatch write: its micro-batch
         self.job = job
         self.batch_id = batch_id
         self.ledger = job.ledger()
@@ -174,9 +173,8 @@ class BatchCommitter:
 
     @property
     def label(self) -> str:
-        write: WriteIdentity | None = self.job.write
-        if write is not None and write.kind != "streaming":
-            return write.describe()
+        if self.write.kind != "streaming":
+            return self.write.describe()
         return f"batch {self.telemetry.batch_id_text()} of query {self.job.query_id}"
 
     def _event_id(self, kind: str, *facts: str) -> str:

@@ -22,7 +22,7 @@ def resolve_write(job: SinkJob, call: SparkCall, where: str) -> SinkJob:
     assert options.ledger is not None
     if job.probe is not None:
         check_probe(options.ledger, job.probe, where)
-    if job.write is not None:  # the streaming sink: known on the driver
+    if isinstance(job.write, WriteIdentity):  # the streaming sink: known on the driver
         return job
     if call.in_foreach_batch:
         assert call.query_id is not None
@@ -44,7 +44,7 @@ def resolve_write(job: SinkJob, call: SparkCall, where: str) -> SinkJob:
     else:
         write = str(_ordinal(job, call, scope, batch_id))
     identity = WriteIdentity(kind, scope, options.table, batch_id, write)  # type: ignore[arg-type]
-    return job.for_write(identity)
+    return job.resolved_as(identity)
 
 
 def _ordinal(job: SinkJob, call: SparkCall, scope: str, batch_id: int | None) -> int:

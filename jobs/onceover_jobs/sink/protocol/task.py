@@ -65,7 +65,7 @@ def write_partition(
 
     job = resolve_write(job, task.call, f"partition {task.partition} of {job.table}")
     result = _write_partition(job, batches, task)
-    return replace(result, write=job.write)
+    return replace(result, write=job.identity)
 
 
 def _write_partition(
@@ -80,7 +80,7 @@ def _write_partition(
         if record is not None and record.committed:
             logger.info(
                 "%s is already committed; partition %d writes nothing",
-                job.write.describe() if job.write else job.query_id,
+                job.identity.describe(),
                 task.partition,
             )
             return TaskResult(

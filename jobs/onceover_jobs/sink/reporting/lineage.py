@@ -50,6 +50,7 @@ from onceover_jobs.sink.emitter import (
 )
 from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.identity import WriteIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +260,7 @@ class LineageReport:
 
     @property
     def _ends_with_the_write(self) -> bool:
-        return self.job.write is None or self.job.write.kind == "batch"
+        return not self.job.in_query
 
     def committed(self, record: BatchRecord | None) -> None:
         """After a commit: the run started; a batch write's run COMPLETE, a query's RUNNING.
@@ -295,9 +296,10 @@ class LineageReport:
             _flush(emitter)
 
     def _committed_anyway(self) -> list[BatchRecord]:
-        if self.job.write is None:
+        write = self.job.write
+        if not isinstance(write, WriteIdentity):  # no task ran: nothing was committed
             return []
-        batch = self.batch_id if self.batch_id is not None else self.job.write.batch_id
+        batch = self.batch_id if self.batch_id is not None else write.batch_id
         with contextlib.suppress(Exception):  # the abort's own cause may be the ledger
             record = self.job.ledger().batch(batch)
             if record is not None and record.committed:
@@ -320,13 +322,12 @@ class LineageReport:
     ) -> dict[str, Any]:
         assert self.config is not None
         options = self.job.options
-        write = self.job.write
         return run_event(
             event_type,
             config=self.config,
             run_uuid=self.run_uuid,
             job_name=job_name(options.job, options.table),
-            streaming=self.job.streaming or (write is not None and write.kind != "batch"),
+            streaming=self.job.in_query,
             table=options.table,
             onceover_run_id=self.job.run_id,
             attempt_id=self.attempt_id,

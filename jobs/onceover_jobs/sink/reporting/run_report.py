@@ -65,7 +65,7 @@ class RunReport:
 
     @property
     def _ends_with_the_write(self) -> bool:
-        return self.job.write is None or self.job.write.kind == "batch"
+        return not self.job.in_query
 
     def committed(self) -> None:
         """After a commit: the run started; a batch write's run is finished, a query's

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.identity import WriteIdentity
 from onceover_jobs.sink.wire.appender import PlannedAppend
 
 if TYPE_CHECKING:
@@ -98,7 +99,9 @@ class Telemetry:
         """Which of the call's (or run's) writes to the table this is; None for the
         streaming sink, whose micro-batch is its write."""
         write = self.job.write
-        return None if write is None or write.kind == "streaming" else write.write
+        if not isinstance(write, WriteIdentity) or write.kind == "streaming":
+            return None
+        return write.write
 
     def write_facts(self) -> tuple[str, ...]:
         """What keeps the event ids of one foreachBatch call's (or one run's) writes
