@@ -146,8 +146,9 @@ class ChildProcess:
 
 QUICK_JVM = "-XX:TieredStopAtLevel=1"
 """The JIT's quick compiler only. A JVM that lives under a minute (a demo or chaos load,
-a test's job) never pays back the optimising compiler's CPU: a job run took 42 CPU-s
-with it and 32 without (measured on 2 cores). What the sink does does not depend on it."""
+a test's job) never pays back the optimising compiler's CPU: a job run takes about a
+quarter less CPU without it (docs/journal/notes.md). What the sink does does not depend
+on it."""
 
 
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -3,13 +3,13 @@
 Spark forks every Python worker from a daemon process, and stops a worker that has been
 idle for a minute. A fresh worker must import what the sink needs: pyarrow and
 google-cloud-bigquery-storage, whose package also imports pandas wherever pandas is
-installed (about 3 s on the 2-core machine then; Onceover itself does not need pandas).
-A write that came more than a minute after the last one took about 13 s instead of
-0.8 s (250,000 rows; docs/profiling.md), as would every micro-batch of a stream
-triggered less often than once a minute.
+installed (Onceover itself does not need pandas). So a write that came more than a
+minute after the last one paid for those imports again, many times what the write itself
+took, as would every micro-batch of a stream triggered less often than once a minute
+(the figures: docs/journal/notes.md).
 
-Imported here, before any fork, the task workers start with them loaded: that write
-then took 7-9 s. The rest is the data source's planning and commit workers, which Spark
+Imported here, before any fork, the task workers start with them loaded, and that write
+costs much less. The rest is the data source's planning and commit workers, which Spark
 forks from its own ``pyspark.daemon`` whatever this setting says. The commit no longer
 imports the client library, pyarrow or pydantic (:mod:`onceover_jobs.sink.wire.write_api`);
 the planning worker still imports google-cloud-bigquery for the table's schema.

@@ -3,7 +3,7 @@ link, when only the first writer may win), then fsync of the directory. A crash 
 the old file or the new one, never half of one (the format: onceover.ledger_files).
 
 How much of that is on disk when a call returns is the caller's to say (:class:`Sync`);
-an fsync took 1 to 50 ms on the machines measured (docs/profiling.md). Readers on other
+an fsync is most of a write's cost (docs/journal/profiling.md). Readers on other
 hosts of a shared ledger see a file after ``close`` whatever was synced, as they see
 the others (NFS's close-to-open consistency)."""
 

@@ -1,38 +1,30 @@
 """The driver's side of the two-phase commit: the ledger, then BigQuery, then the ledger.
 
-For one batch (invariants 3-5)::
+For one batch of one write (invariants 3-6)::
 
-    ledger says committed      → skip: emit batch_skipped_duplicate, the replay's streams
-                                  are orphans (never committed)
-    ledger says intent         → ask BigQuery (GetWriteStream.commit_time) whether the
-                                  intent's streams were committed:
-                                    yes → mark committed, skip the replay
-                                    no  → commit the replay's streams instead (below)
-    nothing (or resolved "no") → write intent → BatchCommitWriteStreams → mark committed
+    ledger says committed      → skip: emit batch_skipped_duplicate; a replay's streams
+                                  that nobody can see are orphans (never published)
+    ledger says intent         → the intent's mode settles it (modes/<mode>.py, settle):
+                                    committed in BigQuery → mark committed, skip the replay
+                                    not, and never asked  → write the batch again (below)
+    nothing (or written again) → the mode prepares → intent → set-aside rows committed
+                                  → the mode publishes → mark committed
 
-A commit whose response is lost is retried; BigQuery then answers
-STREAM_ALREADY_COMMITTED, which resolves it as committed. Spark may call ``abort``
-for a batch whose commit took effect (the worker died after it), so ``abort`` asks
-the ledger and BigQuery before calling anything an orphan.
+How a batch is published and an intent settled is the mode's
+(:mod:`onceover_jobs.sink.modes`): one ``BatchCommitWriteStreams`` (pending), a flush of
+each stream (buffered), nothing (committed, default: visible as appended). This module
+holds what every mode shares: the fence (a driver another took over commits nothing
+more), the ledger's records, the replay's checks (the same offsets log entry), the
+set-aside rows, which are committed first in every mode (their own
+``BatchCommitWriteStreams``: a commit takes one table), and the events.
 
-``buffered`` mode commits by flushing each stream to the batch's last row
-(:mod:`onceover_jobs.sink.wire.flush`) where pending mode calls BatchCommitWriteStreams; an intent
-found on a replay is finished by flushing all its streams again (a flush to where a
-stream is flushed already publishes nothing), then the slots are told the streams may
-go on (:meth:`StreamSlots.flushed`).
+Spark may call ``abort`` for a batch whose commit took effect (the worker died after
+it), so ``abort`` asks the ledger, and the mode asks BigQuery, before anything is called
+an orphan.
 
-``committed`` and ``default`` modes have nothing to commit in BigQuery (rows became
-visible per append); their batches go straight to committed in the ledger, which is
-what makes a replayed batch id a no-op.
-
-Rows BigQuery refused (:mod:`onceover_jobs.sink.rows.dead_letter`) come back from the tasks on
-PENDING streams of the dead-letter table. The intent names them beside the batch's own, and in every
-mode they are committed first (their own ``BatchCommitWriteStreams``: a commit takes one table),
-then the batch's streams; a replay that finds the intent asks BigQuery about both and commits what
-is not committed, so each set-aside row lands once, with its batch.
-
-Which write a batch is (:mod:`onceover_jobs.sink.ledger.identity`) the streaming sink knows on the
-driver; for any other write the tasks worked it out and every result names it.
+Which write a batch is (:mod:`onceover_jobs.sink.ledger.identity`) the streaming sink
+knows on the driver; for any other write the tasks worked it out and every result names
+it (:func:`written_by_tasks`).
 """
 
 from __future__ import annotations
@@ -41,7 +33,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from onceover.key_checksum import KeyBucket, merged_tally
 from onceover.ledger_files import BatchRecord, StreamCommit
@@ -64,11 +56,11 @@ from onceover_jobs.sink.ledger.retention import prune
 from onceover_jobs.sink.ledger.writes import Sync
 from onceover_jobs.sink.modes import mode_of
 from onceover_jobs.sink.modes.base import WriteMode
+from onceover_jobs.sink.reporting.batch_events import BatchEvents
 from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
 from onceover_jobs.sink.wire.batch_commit import batch_commit, commit_time
 
 if TYPE_CHECKING:
-    from onceover.events import StreamRows
     from onceover_jobs.sink.wire.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
@@ -82,17 +74,6 @@ _UNCOMMITTABLE = frozenset({"STREAM_NOT_FOUND", "INVALID_STREAM_TYPE", "INVALID_
 
 def _now_text() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def _stream_rows(streams: Sequence[StreamCommit]) -> list[StreamRows]:
-    from onceover.events import StreamRows
-
-    return [
-        StreamRows(
-            stream=s.stream, rows=s.rows, bytes=s.bytes, partition=s.partition, attempt=s.attempt
-        )
-        for s in streams
-    ]
 
 
 def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
@@ -160,6 +141,7 @@ class BatchCommitter:
         self.batch_id = batch_id
         self.ledger = job.ledger()
         self.telemetry = Telemetry(job, batch_id)
+        self.events = BatchEvents(self.telemetry)
         self.mode: WriteMode = mode_of(job.options.mode)
         self._client: WriteApi | None = None
 
@@ -176,20 +158,6 @@ class BatchCommitter:
         if self.write.kind != "streaming":
             return self.write.describe()
         return f"batch {self.telemetry.batch_id_text()} of query {self.job.query_id}"
-
-    def _event_id(self, kind: str, *facts: str) -> str:
-        """Derived from the facts, so a repeated event is stored once; the write's table
-        and place keep apart the writes of one foreachBatch call or run."""
-        from onceover.events import event_id
-
-        return event_id(
-            self.job.run_id,
-            kind,
-            self.job.query_id,
-            self.batch_id,
-            *self.telemetry.write_facts(),
-            *facts,
-        )
 
     # -- commit -------------------------------------------------------------------
 
@@ -261,7 +229,7 @@ class BatchCommitter:
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
             return None
-        self._emit_intent(intent)
+        self.events.intent(intent)
         failpoints.hit("ledger.after_intent")
         publishes = self.mode.traits.publish != "none" and bool(streams)
         if publishes or dead_letters:
@@ -275,7 +243,7 @@ class BatchCommitter:
         committed = self.ledger.mark_committed(
             intent, at=_now_text(), commit_time=commit_time, sync=Sync.WHOLE
         )
-        self._emit_committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
+        self.events.committed(committed, duration_ms=(time.perf_counter() - started) * 1000)
         self._prune()
         logger.info(
             "committed %s: %d rows in %d streams", self.label, committed.expected_rows, len(streams)
@@ -361,7 +329,7 @@ class BatchCommitter:
         committed = self.ledger.mark_committed(
             record, at=_now_text(), commit_time=commit_time, resolved=True
         )
-        self._emit_committed(committed, duration_ms=None)
+        self.events.committed(committed, duration_ms=None)
         return committed
 
     def write_again(
@@ -417,72 +385,7 @@ class BatchCommitter:
             for stream in replay:
                 self.orphaned(stream, "replay of a committed batch; never committed")
         logger.warning("%s is already committed; skipped as a duplicate", self.label)
-        if not self.telemetry.enabled:
-            return
-        from onceover import events
-
-        self.telemetry.emit(
-            events.BatchSkippedDuplicate(
-                id=self._event_id("batch_skipped_duplicate", *(s.stream for s in replay)),
-                rows=sum(s.rows for s in replay),
-                orphaned_streams=[s.stream for s in replay] if unseen else [],
-                **self.telemetry.batch_event_fields(),
-            )
-        )
-
-    # Events are built only for someone to hear them: without a monitor, the commit
-    # imports neither the event schema nor pydantic (onceover.events).
-
-    def _emit_intent(self, intent: BatchRecord) -> None:
-        if not self.telemetry.enabled:
-            return
-        from onceover import events
-
-        self.telemetry.emit(
-            events.BatchIntent(
-                id=self._event_id("batch_intent", *(s.stream for s in intent.streams)),
-                streams=_stream_rows(intent.streams),
-                expected_rows=intent.expected_rows,
-                **_dead_letter_fields(intent),
-                **self.telemetry.batch_event_fields(),
-            )
-        )
-
-    def _emit_committed(self, record: BatchRecord, duration_ms: float | None) -> None:
-        if not self.telemetry.enabled:
-            return
-        from onceover import events
-
-        self.telemetry.emit(
-            events.BatchCommitted(
-                id=self._event_id("batch_committed"),
-                streams=_stream_rows(record.streams),
-                rows=record.expected_rows,
-                duration_ms=duration_ms,
-                resolved=record.resolved,
-                # BigQuery's time where it gives one (pending), else the driver's.
-                commit_time=record.commit_time or record.committed_at,
-                source_offsets=None if record.offsets is None else list(record.offsets),
-                key_checksum=record.key_checksum,
-                key_buckets=None if record.key_buckets is None else list(record.key_buckets),
-                **_dead_letter_fields(record),
-                **self.telemetry.batch_event_fields(),
-            )
-        )
-
-    def _emit_aborted(self, streams: Sequence[StreamCommit], reason: str) -> None:
-        if not self.telemetry.enabled:
-            return
-        from onceover import events
-
-        self.telemetry.emit(
-            events.BatchAborted(
-                id=self._event_id("batch_aborted", *(s.stream for s in streams)),
-                streams=_stream_rows(streams),
-                reason=reason,
-                **self.telemetry.batch_event_fields(),
-            )
-        )
+        self.events.skipped_duplicate(replay, orphaned=unseen)
 
     def orphaned(self, stream: StreamCommit, reason: str) -> None:
         self.telemetry.stream(
@@ -505,18 +408,9 @@ class BatchCommitter:
                 )
                 return
             reason = self.mode.aborted(self, streams)
-            self._emit_aborted(streams, reason)
+            self.events.aborted(streams, reason)
         except Exception:
             # abort must not hide the failure that caused it
             logger.exception("abort of %s could not finish its bookkeeping", self.label)
         finally:
             self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
-
-
-def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
-    """A batch event's account of the rows it set aside."""
-    return {
-        "dead_lettered_rows": record.dead_lettered_rows,
-        "dead_letter_table": record.dead_letter_table,
-        "dead_letter_streams": _stream_rows(record.dead_letter_streams),
-    }

@@ -45,8 +45,8 @@ with one mask selection per run of fixed-width fields and Arrow's
 ``binary_join_element_wise``; list elements are joined by ``binary_join`` over the list
 offsets, so RECORD and REPEATED columns take the same vectorised path. The one
 Python object per row is the ``bytes`` that ``ProtoRows.serialized_rows`` holds.
-``python -m onceover_tools.bench.proto_rows`` (200k rows, INT64/FLOAT64/STRING/TIMESTAMP,
-2 busy vCPUs, 2026-11-21): about 100 ms, 5.6-7.5x faster than a message per row.
+``python -m onceover_tools.bench.proto_rows`` measures it against a message per row
+(several times faster; the figures: docs/journal/notes.md).
 """
 
 from __future__ import annotations
