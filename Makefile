@@ -18,7 +18,7 @@ FRONTEND_SOURCES := $(shell find frontend/src -type f -not -name "*.test.*" 2>/d
 
 help:
 	@echo "make demo      start the local stack and run the demo job"
-	@echo "make test      lint, type-check and run every test (docs/testing.md)"
+	@echo "make test      lint, type-check and run every test (docs/guides/testing.md)"
 	@echo "make up        run the local BigQuery and the backend until Ctrl-C"
 	@echo "make chaos     the 14 curated, then 200 random fault schedules against real jobs (long)"
 	@echo "make install   only install the Python environment"
@@ -39,10 +39,10 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 install: $(VENV)/.installed
 
 # Every module compiled ahead, the packages' at install (above) and ours here (only what
-# changed): where PYTHONDONTWRITEBYTECODE is set, as on the machine these figures come
-# from, no process keeps what it compiles, so each of the hundreds a test run starts (Spark's
-# Python daemons, jobs, servers) compiled every module it imported, again. A load job run:
-# 31-32 s and 36-37 CPU-s without, 21-22 s and 26-28 CPU-s with (docs/testing.md).
+# changed): where PYTHONDONTWRITEBYTECODE is set no process keeps what it compiles, so each
+# of the hundreds a test run starts (Spark's Python daemons, jobs, servers) would compile
+# every module it imports, again (docs/guides/testing.md; what it saves, measured:
+# docs/journal/test-suite.md).
 PROJECT_SOURCES := onceover backend jobs tools tests pyspark_onceover
 
 bytecode: install
@@ -69,18 +69,19 @@ vitest: frontend/node_modules/.installed
 	$(TIMED) vitest sh -c "cd frontend && npm test"
 
 # The tiers whose tests start commands and JVMs run on two pytest-xdist workers: a job
-# keeps about 1.1 of the 2 cores busy, and the load job tests took 195 s on two workers
-# where they took 304 s on one (docs/testing.md). The control plane's tests (no JVM, no
-# timing) run on two workers too: 188 s where they took 288 s on one. So do the in-process
-# tiers (each worker its own local BigQuery and Spark session; one process kept 1.08
-# cores busy), but for the tests marked `alone`, which time what must not wait (an emit,
-# a sub-second stream lifetime) and run afterwards in one process, nothing beside them.
+# keeps about one of the two cores busy, so two at a time keep the machine busy. The
+# control plane's tests (no JVM, no timing) run on two workers too, and so do the
+# in-process tiers (each worker its own local BigQuery and Spark session; one process
+# leaves a core idle), but for the tests marked `alone`, which time what must not wait
+# (an emit, a sub-second stream lifetime) and run afterwards in one process, nothing
+# beside them. What each change saved: docs/journal/test-suite.md.
 COMMAND_TIERS := jobs or cli or browser
 IN_PROCESS := not ($(COMMAND_TIERS) or backend)
 
 # Spark's classes as the tests' JVMs load them, archived once so each later JVM maps them
-# (tools/onceover_tools/jvm_archive.py: a fifth of a job run's CPU); rebuilt when the
-# Python, PySpark or Java changed, skipped with a message if it cannot be built.
+# instead of loading and verifying them again (tools/onceover_tools/jvm_archive.py);
+# rebuilt when the Python, PySpark or Java changed, skipped with a message if it cannot
+# be built.
 JVM_CLASS_ARCHIVE := .onceover/jvm/spark-classes.jsa
 
 jvm-archive: bytecode
