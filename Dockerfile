@@ -1,7 +1,7 @@
 # The Onceover backend image: the control plane, the dashboard, the jobs and the
 # spark-submit that launches them (a Spark driver runs here when a job is resumed).
 # No secret is baked in: tokens, database URLs and credentials come from the
-# environment at run time (see .env.example and docs/production.md).
+# environment at run time (see .env.example and docs/guides/production.md).
 
 # -- the dashboard, built once -----------------------------------------------------------
 FROM node:20-bookworm-slim AS dashboard

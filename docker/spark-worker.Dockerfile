@@ -2,7 +2,7 @@
 # jobs' driver uses (3.11: PySpark refuses a worker whose minor version differs) and the
 # third-party packages the sink's writer imports on executors (the base install: pyarrow,
 # the Google clients; no extra), pinned by the project's uv.lock. The project's own code is not baked in: each
-# job ships it with `spark-submit --py-files` (see docs/production.md).
+# job ships it with `spark-submit --py-files` (see docs/guides/production.md).
 ARG SPARK_IMAGE=apache/spark:4.3.0-scala2.13-java17-python3-ubuntu
 FROM ${SPARK_IMAGE}
 ARG UV_VERSION=0.13.9

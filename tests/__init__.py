@@ -1,4 +1,4 @@
-"""The test suite (docs/testing.md). ``onceover`` is imported first, before any test
+"""The test suite (docs/guides/testing.md). ``onceover`` is imported first, before any test
 module imports grpc, for its gRPC fork policy (onceover/forking.py): the in-process
 tiers start Spark beside the session's in-process local BigQuery."""
 

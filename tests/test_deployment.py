@@ -22,7 +22,7 @@ from tests.conftest import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
-GUIDE = REPO_ROOT / "docs" / "production.md"
+GUIDE = REPO_ROOT / "docs" / "guides" / "production.md"
 SERVICES = {"postgres", "backend", "bigquery", "spark-master", "spark-worker"}
 SECRETS = {
     "POSTGRES_PASSWORD": "a-database-password",

@@ -1,7 +1,7 @@
 """The suite's tiers: each test's derived from what it starts, its time summed per tier.
 
 A test's tier is never declared twice: it follows from the test's ``browser`` and
-``spark`` markers, the fixtures it uses and its folder (``docs/testing.md`` says what
+``spark`` markers, the fixtures it uses and its folder (``docs/guides/testing.md`` says what
 each tier covers and costs). Each tier is a marker too, so one tier runs alone:
 ``.venv/bin/pytest -m jobs``.
 

@@ -28,7 +28,7 @@ the load, named. The monitor URL and token also come from
 ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``; they are never stored in the
 run's spec, which the control plane keeps to resume the run. ``--auto-resume 3`` asks the
 control plane to resume the run by itself after a failure, up to 3 attempts in all
-(see docs/resume.md). A launch by the control plane names its attempt in
+(see docs/guides/resume.md). A launch by the control plane names its attempt in
 ``ONCEOVER_ATTEMPT_ID``.
 """
 

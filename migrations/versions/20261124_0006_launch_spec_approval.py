@@ -20,7 +20,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # Specs stored before stay pinned but unapproved: nothing launches them (auto-resume
-    # included) until an operator approves each (docs/security.md).
+    # included) until an operator approves each (docs/guides/security.md).
     with op.batch_alter_table("run", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("spec_approved_digest", sqlmodel.sql.sqltypes.AutoString(length=64))

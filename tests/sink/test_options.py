@@ -43,7 +43,7 @@ def test_the_options_spark_itself_passes_are_taken() -> None:
         default_project=None,
         streaming=True,
     )
-    assert options.mode == "buffered"  # a writeStream's default (docs/sink.md)
+    assert options.mode == "buffered"  # a writeStream's default (docs/guides/modes.md)
 
 
 def test_an_unknown_option_is_refused_naming_it() -> None:

@@ -343,7 +343,8 @@ def test_range_bounds_are_sent_as_their_element_type() -> None:
 
 
 def test_integers_become_bignumeric_arrow() -> None:
-    # The one row of docs/types.md nothing else checked (no BIGNUMERIC in the local BigQuery).
+    # The one row of docs/guides/types.md nothing else checked (no BIGNUMERIC in the local
+    # BigQuery).
     source = pa.schema([("b", pa.int8()), ("n", pa.int64())])
     batch = pa.record_batch(
         [pa.array([-128, None], pa.int8()), pa.array([2**63 - 1, -(2**63)], pa.int64())],

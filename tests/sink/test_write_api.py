@@ -274,7 +274,7 @@ def test_the_commit_imports_no_client_library_pandas_pyarrow_httpx_or_pydantic(
     tmp_path: Path,
 ) -> None:
     """The commit runs in a Python worker Spark starts afresh (and again after a minute
-    idle): what it imports, its first commit waits for (docs/profiling.md)."""
+    idle): what it imports, its first commit waits for (docs/journal/profiling.md)."""
     table, pickled = job_and_messages
     path = tmp_path / "commit.pickle"
     path.write_bytes(pickled)

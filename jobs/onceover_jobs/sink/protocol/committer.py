@@ -373,7 +373,7 @@ class BatchCommitter:
             f"whether the rows are in {self.job.table} cannot be told from here (an "
             "uncommitted PENDING stream is deleted after 24 h; a commit's answer may have "
             "been lost). Nothing more was written. Count the batch's rows in the table "
-            f"{where} (docs/reconciliation.md), then settle it: `{settle} committed` if "
+            f"{where} (docs/guides/reconciliation.md), then settle it: `{settle} committed` if "
             f"they are there, `{settle} rewrite` if not (the next run writes the batch "
             "again)"
         )

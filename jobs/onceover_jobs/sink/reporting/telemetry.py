@@ -5,7 +5,7 @@ an event posted twice is stored once. Telemetry never raises into the write path
 
 Without a monitor (no ``monitor.url``) nothing is built: no event, and no import of the
 event schema and pydantic, which a fresh commit worker would otherwise pay for events
-no one hears (docs/profiling.md).
+no one hears (docs/journal/profiling.md).
 """
 
 from __future__ import annotations

@@ -363,7 +363,7 @@ def ensure_dead_letter_table(config: BigQueryConfig, table_id: str) -> None:
                 f"{table_id} exists but is no dead-letter table: "
                 + "; ".join(problems)
                 + ". Name a new table (the sink creates it) or one with the documented "
-                "columns (docs/sink.md, Rows BigQuery refuses)",
+                "columns (docs/guides/bad-rows.md)",
             )
     finally:
         client.close()

@@ -8,7 +8,7 @@ job's ``--create-table`` uses :func:`bigquery_schema_from_arrow`.
 
 The mapping (Spark type, the Arrow type Spark hands over, the BigQuery column type, the
 Arrow type sent; the sent types are those of Google's "Supported Apache Arrow data
-types" for the Storage Write API; ``docs/types.md`` has the same table)::
+types" for the Storage Write API; ``docs/guides/types.md`` has the same table)::
 
     Spark                 Arrow from Spark        BigQuery     Arrow sent
     string                string / large_string   STRING       string
@@ -143,7 +143,7 @@ _rest_clients: dict[tuple[int, BigQueryConfig], bigquery.Client] = {}
 def _rest_client(config: BigQueryConfig) -> bigquery.Client:
     """The REST client of this process for ``config``, kept: the driver plans each write
     in a Python worker Spark reuses, and a client made per write paid its credentials and
-    a new connection every time (docs/profiling.md). Keyed by the process, so a forked
+    a new connection every time (docs/journal/profiling.md). Keyed by the process, so a forked
     child makes its own."""
     from onceover.bigquery import bigquery_client
 

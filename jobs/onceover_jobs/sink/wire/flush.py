@@ -16,7 +16,7 @@ streams again to finish one a crash interrupted.
 
 The flushes of one batch are one call per stream, not one atomic call: between a crash
 and the replay that finishes them, some partitions of the batch can be visible and the
-others not yet (docs/sink.md, "Which to choose"). The first stream is flushed alone
+others not yet (docs/guides/modes.md, "Which to choose"). The first stream is flushed alone
 (the ``flush.between`` failpoint comes after it), the others side by side: a batch's
 commit waits for about two calls, not one per partition.
 """

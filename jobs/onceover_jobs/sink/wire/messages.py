@@ -3,7 +3,7 @@
 The driver's commit and a task's stream calls (create, get, finalize, flush, batch
 commit) send a few strings and numbers and read a few back. google-cloud-bigquery-storage
 would do it with its generated client, whose import takes seconds and pulls pandas in
-wherever pandas is installed (docs/profiling.md, "Writers"); a fresh Python worker paid
+wherever pandas is installed (docs/journal/profiling.md, "Writers"); a fresh Python worker paid
 it before its first commit. Here each message is its fields, by number, as
 ``google/cloud/bigquery/storage/v1/storage.proto`` and ``stream.proto`` number them::
 

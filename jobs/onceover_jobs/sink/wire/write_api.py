@@ -1,6 +1,6 @@
 """The sink's Storage Write API client: raw gRPC on one channel a process keeps.
 
-Two costs every write paid are gone from here (docs/profiling.md, "Writers"):
+Two costs every write paid are gone from here (docs/journal/profiling.md, "Writers"):
 
 - **imports.** The unary calls (create, get, finalize, flush, batch commit) go as raw
   gRPC requests in protobuf's wire format (:mod:`onceover_jobs.sink.wire.messages`), not
