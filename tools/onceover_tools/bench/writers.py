@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from onceover.modes import MODES
 from onceover.waiting import poll_until
 from onceover_tools.bench import baselines
 from onceover_tools.bench.handoff import hand_off
@@ -277,7 +278,7 @@ class WriterBench:
         table_id = full_id(table)
         df = self.bench.df
         match key:
-            case "pending" | "committed" | "default":
+            case _ if key in MODES:  # the sink on its own in the mode of that name
                 return sink_write(df, table_id, key, self._ledger(table))
             case "pending_monitored" | "pending_slow" | "pending_down":
                 seconds = sink_write(

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from onceover.modes import STREAMING_DEFAULT_MODE, traits_of
 from onceover_tools.bench.stream_economy.plan import HOUR_S, PARTITIONS, SINK, TRIGGER_S
 
 
@@ -90,7 +91,8 @@ class QueryFigure:
 
     @property
     def exactly_once(self) -> bool:
-        return self.mode != "default"
+        # No mode option: writeStream's default (the soak; the floor, which writes nothing).
+        return traits_of(self.mode or STREAMING_DEFAULT_MODE).exactly_once
 
     @property
     def exact(self) -> bool:
