@@ -2,12 +2,12 @@
 
 bqemulator lined an Arrow append's columns up with the table's by looking each table
 column up in a list of the batch's column names built anew for every lookup: quadratic in
-the columns, so a table of 10,000 columns took ten thousand times the lookups of one of
-100, and one row appended to it used the CPU for most of a minute. BigQuery takes tables
-of up to 10,000 columns ("Quotas and limits": maximum columns in a table) at no such
-cost. The patch finds each column through a dict built once per append; the table it
-returns is the same (the table's column order and types, a missing column NULL, an extra
-one dropped, a name the batch holds twice failing as before).
+the columns, so every append to a table of 10,000 columns took ten thousand times the
+lookups of one to a table of 100. BigQuery takes tables of up to 10,000 columns ("Quotas
+and limits": maximum columns in a table) at no such cost. The patch finds each column
+through a dict built once per append; the table it returns is the same (the table's
+column order and types, a missing column NULL, an extra one dropped, a name the batch
+holds twice failing as before).
 
 Pinned by ``tests/localbq/test_limits.py``:
 ``test_an_arrow_append_to_a_10000_column_table_is_not_quadratic_in_its_columns``.
