@@ -205,7 +205,6 @@ def test_cis_share_of_the_curated_set_still_arms_every_kind_on_every_job() -> No
 
 def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> None:
     from onceover_tools.chaos.curated import curated_schedules
-    from onceover_tools.chaos.schedule import _UNARY_BY_MODE
 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
@@ -244,9 +243,8 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
             # within one clean run's hits, so it fires however the restarts fall
             assert 1 <= fault.nth <= hits, (schedule.name, fault, hits)
     # each mode meets every wire method it calls (bad_rows the dead-letter calls, too)
-    for mode, unary in _UNARY_BY_MODE.items():
-        if mode == "default":
-            continue
+    for mode in DEFAULT_MODES:  # the exactly-once modes: default calls no unary method
+        unary = unary_methods(mode)
         methods = {f.method for s in schedules if s.mode == mode for f in s.faults if f.method}
         assert methods >= {APPEND_ROWS, *unary}, mode
         assert methods <= {APPEND_ROWS, *unary_methods(mode, "bad_rows")}, mode

@@ -28,7 +28,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onceover_tools.localbq import LocalBigQuery, limits, patches
 from onceover_tools.localbq.admin import write_streams
 from onceover_tools.localbq.limits import limited
-from onceover_tools.localbq.patches import ROW_ERRORS_MESSAGE
+from onceover_tools.localbq.patches.row_errors import ROW_ERRORS_MESSAGE
 
 from onceover.errors import ConfigurationError
 from tests.writeapi import acknowledged_offset, append_all, create_stream, table_path

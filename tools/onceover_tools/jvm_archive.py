@@ -2,13 +2,11 @@
 
     python -m onceover_tools.jvm_archive PATH
 
-A job's JVM loads and verifies some 10,000 of Spark's classes before its first batch;
-on the 2-core machine that was a fifth of a short job's CPU. Java's class-data sharing
-(CDS, JDK 13 and later) writes the classes one JVM loaded to an archive when it exits
+A job's JVM loads and verifies some 10,000 of Spark's classes before its first batch, a
+large share of a short job's CPU. Java's class-data sharing (CDS, JDK 13 and later)
+writes the classes one JVM loaded to an archive when it exits
 (``-XX:ArchiveClassesAtExit``); a JVM started with ``-XX:SharedArchiveFile`` maps them
-from it. Measured on the load job (3,000 rows, two micro-batches, ``local[2]``, two
-runs each, alternately): 24.4-27.8 s and 28-32 CPU-s a run without, 19.7-21.3 s and
-23-24 CPU-s with (docs/testing.md).
+from it. docs/testing.md has what that saves a run of the load job.
 
 This builds the archive by running a small job of the same shape as Onceover's (a JSON
 read, a batch write and a streaming ``availableNow`` write into a Python data source,

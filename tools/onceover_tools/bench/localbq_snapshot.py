@@ -4,8 +4,8 @@
     .venv/bin/python -m onceover_tools.bench.localbq_snapshot [--base-rows 1000000] [--repeats 5]
 
 Each variant runs in a fresh child process (same data, same appends); the figures
-are printed side by side with their ratio. Its output is what the docstring of
-``tools/onceover_tools/localbq/patches.py`` quotes.
+are printed side by side with their ratio. The patch's own module
+(``tools/onceover_tools/localbq/patches/no_snapshot_per_write.py``) points here for them.
 """
 
 from __future__ import annotations

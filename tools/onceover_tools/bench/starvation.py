@@ -49,6 +49,10 @@ import httpx
 
 from onceover.waiting import poll_until
 from onceover_tools.bench import control_plane as cp
+from onceover_tools.bench.control_plane.databases import database, stored_and_size
+from onceover_tools.bench.control_plane.ingest import post_all
+from onceover_tools.bench.control_plane.server import bearer, server
+from onceover_tools.bench.control_plane_workload import encode, run_events
 from onceover_tools.bench.hanging import HangingBigQuery
 
 FLOOD = 32
@@ -181,12 +185,12 @@ class Flood:
 def _in_flight_run(base: str, batch: int) -> int:
     """Post a whole run (it succeeds, so its check starts); the events posted."""
     start = datetime.now(UTC) - timedelta(hours=1)
-    events = cp._run_events(IN_FLIGHT_RUN, start)
-    with httpx.Client(base_url=base, headers=cp._bearer("ingest"), timeout=120) as http:
+    events = run_events(IN_FLIGHT_RUN, start)
+    with httpx.Client(base_url=base, headers=bearer("ingest"), timeout=120) as http:
         for first in range(0, len(events), batch):
             response = http.post(
                 "/api/events",
-                content=cp._encode(events[first : first + batch]),
+                content=encode(events[first : first + batch]),
                 headers={"Content-Type": "application/json"},
             )
             if response.status_code != 200:
@@ -211,7 +215,7 @@ def run_phase(
     print(f"\n{name}:", flush=True)
     try:
         with (
-            cp.database("sqlite", tmp, "") as url,
+            database("sqlite", tmp, "") as url,
             HangingBigQuery() if hanging else nullcontext() as bigquery,
         ):
             upgrade_to_head(url)
@@ -220,7 +224,7 @@ def run_phase(
             # A backend stopping waits for the checks under way, which BigQuery never
             # answers: their figures are taken, so it is not waited for.
             stop_s = 5.0 if hanging else 30.0
-            with cp.server(url, overrides=overrides, bigquery=config, stop_s=stop_s) as base:
+            with server(url, overrides=overrides, bigquery=config, stop_s=stop_s) as base:
                 extra = _in_flight_run(base, batch)
                 if bigquery is not None:
                     poll_until(
@@ -231,11 +235,11 @@ def run_phase(
                     )  # fmt: skip
                     print("  a succeeded run's check is waiting on BigQuery", flush=True)
                 with Flood(base, flood) if flood else nullcontext() as flooding:
-                    seconds, phase.post_ms, _ = cp.post_all(base, work)
+                    seconds, phase.post_ms, _ = post_all(base, work)
                 if flooding is not None:
                     phase.health = flooding.figures
                 phase.rate = work.events / seconds
-                stored, _ = cp.stored_and_size(url)
+                stored, _ = stored_and_size(url)
                 if stored != work.events + extra:
                     raise RuntimeError(
                         f"the database holds {stored:,} events, {work.events + extra:,} were sent"

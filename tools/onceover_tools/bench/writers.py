@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from onceover.modes import MODES
 from onceover.waiting import poll_until
 from onceover_tools.bench import baselines
 from onceover_tools.bench.handoff import hand_off
@@ -46,10 +47,10 @@ WARMUP_ROWS = 2_000
 MONITOR_WAIT_S = 60.0
 SINK_IDLE_S = 45.0
 """Spark stops a Python worker idle for 60 s. The data source's planning and commit
-workers are then started afresh and import the BigQuery client libraries (about 7 s,
-docs/profiling.md), which the slow baselines between two sink writes would leave to the
-next one. Past this idle time a sink write is preceded by a small untimed one, so its
-figure is throughput, not start-up."""
+workers are then started afresh and import the BigQuery client libraries (seconds of
+CPU; docs/profiling.md has the import times), which the slow baselines between two sink
+writes would leave to the next one. Past this idle time a sink write is preceded by a
+small untimed one, so its figure is throughput, not start-up."""
 SPOOL_WAIT_S = 10.0
 """The spool is written before a write returns (a flush that cannot deliver spools);
 this only covers a file being renamed as it is read."""
@@ -277,7 +278,7 @@ class WriterBench:
         table_id = full_id(table)
         df = self.bench.df
         match key:
-            case "pending" | "committed" | "default":
+            case _ if key in MODES:  # the sink on its own in the mode of that name
                 return sink_write(df, table_id, key, self._ledger(table))
             case "pending_monitored" | "pending_slow" | "pending_down":
                 seconds = sink_write(

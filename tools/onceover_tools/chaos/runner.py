@@ -397,7 +397,7 @@ def _job_environment(
     env[MONITOR_URL_ENV] = stack.url
     env[MONITOR_TOKEN_ENV] = stack.tokens["ingest"]
     env["ONCEOVER_LOG_FORMAT"] = "text"
-    return with_quick_jvm(env)  # a chaos run lives ~20 s
+    return with_quick_jvm(env)  # a chaos run is short: the JVM's start-up is much of it
 
 
 def _run_job(  # noqa: PLR0917 - one call site, every argument named there

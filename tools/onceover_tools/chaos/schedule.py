@@ -73,7 +73,7 @@ from onceover_jobs.generate import bad_keys, file_bounds
 from onceover_jobs.sink.failpoints import POINTS, Action
 from onceover_jobs.sink.wire.requests import REQUEST_OVERHEAD_BYTES
 
-from onceover.modes import EXACTLY_ONCE_MODES, traits_of
+from onceover.modes import EXACTLY_ONCE_MODES, ModeTraits, Publish, traits_of
 from onceover.modes import MODES as SINK_MODES
 from onceover_tools.chaos.proxy import APPEND_ROWS, BATCH_COMMIT, WireFault
 
@@ -94,11 +94,11 @@ DEFAULT_MODES = EXACTLY_ONCE_MODES
 WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     "load_files": MODES,
     # onceover_jobs.examples' --mode (parser_for) takes every exactly-once mode
-    "foreach_batch": ("pending", "buffered", "committed"),
-    "two_tables": ("pending", "buffered", "committed"),
-    "racing_drivers": ("pending", "buffered", "committed"),
-    "cluster": ("pending", "buffered", "committed"),
-    "bad_rows": ("pending", "buffered", "committed"),
+    "foreach_batch": EXACTLY_ONCE_MODES,
+    "two_tables": EXACTLY_ONCE_MODES,
+    "racing_drivers": EXACTLY_ONCE_MODES,
+    "cluster": EXACTLY_ONCE_MODES,
+    "bad_rows": EXACTLY_ONCE_MODES,
 }
 """The modes each workload's job takes; ``default`` is the load job's baseline only."""
 SCHEMA_VERSION = 1
@@ -131,23 +131,22 @@ WIRE_KINDS = (
 OTHER_KINDS = ("spark/kill_task", "backend/outage")
 KINDS = FAILPOINT_KINDS + WIRE_KINDS + OTHER_KINDS
 
-# What each mode passes through: only pending streams are finalized and batch-committed,
-# only buffered ones flushed; committed (and default) streams are neither.
-_PENDING_ONLY_POINTS = frozenset({"finalize.after", "commit.before", "commit.after"})
-_BUFFERED_ONLY_POINTS = frozenset({"flush.between", "flush.after"})
-_POINTS_NOT_IN = {
-    "pending": _BUFFERED_ONLY_POINTS,
-    "buffered": _PENDING_ONLY_POINTS,
-    "committed": _PENDING_ONLY_POINTS | _BUFFERED_ONLY_POINTS,
-    "default": _PENDING_ONLY_POINTS | _BUFFERED_ONLY_POINTS,
+# What a mode's streams pass through follows from how the mode publishes a batch:
+# streams committed with BatchCommitWriteStreams are finalized first, flushed streams are
+# flushed, and streams visible as appended (committed, default) are neither. Only a mode
+# that creates its streams calls CreateWriteStream (default writes on ``_default``).
+_POINTS_OF_PUBLISH: dict[Publish, frozenset[str]] = {
+    "batch_commit": frozenset({"finalize.after", "commit.before", "commit.after"}),
+    "flush": frozenset({"flush.between", "flush.after"}),
+    "none": frozenset(),
 }
-_PENDING_ONLY_WIRE = frozenset({"wire/uncommitted"})
-_UNARY_BY_MODE = {
-    "pending": ("CreateWriteStream", "FinalizeWriteStream", "BatchCommitWriteStreams"),
-    "buffered": ("CreateWriteStream", "FlushRows"),
-    "committed": ("CreateWriteStream",),
-    "default": (),
+_UNARY_OF_PUBLISH: dict[Publish, tuple[str, ...]] = {
+    "batch_commit": ("FinalizeWriteStream", "BatchCommitWriteStreams"),
+    "flush": ("FlushRows",),
+    "none": (),
 }
+_BATCH_COMMIT_WIRE = frozenset({"wire/uncommitted"})
+"""Wire faults only a BatchCommitWriteStreams call meets (a commit with no commit time)."""
 # bad_rows: each task with refused rows creates, fills and finalizes a PENDING stream on
 # the dead-letter table (passing finalize.after), and the driver commits those with
 # BatchCommitWriteStreams (passing commit.after, not commit.before) before it publishes
@@ -156,22 +155,39 @@ _DEAD_LETTER_POINTS = frozenset({"finalize.after", "commit.after"})
 _DEAD_LETTER_UNARY = ("FinalizeWriteStream", "BatchCommitWriteStreams")
 
 
+def _sets_rows_aside(traits: ModeTraits, workload: str) -> bool:
+    """Whether a run of ``workload`` writes dead-letter streams: ``bad_rows`` does, in the
+    exactly-once modes it runs in (:data:`WORKLOAD_MODES`)."""
+    return workload == "bad_rows" and traits.exactly_once
+
+
+def _points_not_passed(traits: ModeTraits) -> frozenset[str]:
+    """The failpoints of the ways of publishing other than the mode's own."""
+    return frozenset().union(
+        *(points for publish, points in _POINTS_OF_PUBLISH.items() if publish != traits.publish)
+    )
+
+
 def kinds_for(mode: str, workload: str = "load_files") -> tuple[str, ...]:
     """The fault kinds a run of ``workload`` in ``mode`` can meet."""
-    dead_letters = workload == "bad_rows" and mode != "default"
-    not_passed = _POINTS_NOT_IN[mode] - (_DEAD_LETTER_POINTS if dead_letters else frozenset())
+    traits = traits_of(mode)
+    dead_letters = _sets_rows_aside(traits, workload)
+    batch_commits = traits.publish == "batch_commit" or dead_letters
+    not_passed = _points_not_passed(traits) - (_DEAD_LETTER_POINTS if dead_letters else frozenset())
     return tuple(
         k
         for k in KINDS
-        if (mode == "pending" or dead_letters or k not in _PENDING_ONLY_WIRE)
+        if (batch_commits or k not in _BATCH_COMMIT_WIRE)
         and not (k.startswith("failpoint/") and k.split("/")[1] in not_passed)
     )
 
 
 def unary_methods(mode: str, workload: str = "load_files") -> tuple[str, ...]:
     """The unary Storage Write calls a run of ``workload`` in ``mode`` makes."""
-    own = _UNARY_BY_MODE[mode]
-    if workload != "bad_rows" or mode == "default":
+    traits = traits_of(mode)
+    creates = ("CreateWriteStream",) if traits.creates_streams else ()
+    own = (*creates, *_UNARY_OF_PUBLISH[traits.publish])
+    if not _sets_rows_aside(traits, workload):
         return own
     return (*own, *(m for m in _DEAD_LETTER_UNARY if m not in own))
 

@@ -1,0 +1,141 @@
+"""The patches that make bqemulator 1.4.0 behave like BigQuery where Onceover relies on it.
+
+This package (with the rest of :mod:`onceover_tools.localbq`) is the only code in the
+project that knows bqemulator's internals. Each patch is a module of its own, named as the
+launcher and the tests call it; its docstring states the documented BigQuery behaviour it
+restores and names the tests (over the real REST and gRPC endpoints, in
+``tests/localbq/``) that pin it. Every patch replaces private bqemulator functions through
+:mod:`~onceover_tools.localbq.patches.wrapping`, which refuses any bqemulator other than
+:data:`PINNED_VERSION`. :func:`install` applies them all, once per process, in the order
+of :data:`PATCHES`.
+
+``keep_host_logging``
+    bqemulator does not take over the logging of the process that embeds it.
+``optional_spatial``
+    the server starts offline: DuckDB's spatial extension is loaded only if installed.
+``no_snapshot_per_write``
+    an append does not copy the whole table into a time-travel snapshot.
+``stream_times``
+    ``GetWriteStream`` answers a stream's real ``create_time`` and ``commit_time``.
+``stream_already_committed``
+    re-committing a committed stream answers ``STREAM_ALREADY_COMMITTED``.
+``sticky_write_stream``
+    requests after a connection's first may omit ``write_stream``.
+``record_columns``
+    RECORD and REPEATED RECORD columns take Arrow and proto appends.
+``linear_column_alignment``
+    an Arrow append to a wide table costs time linear in its columns.
+``wide_proto_rows``
+    proto rows of a writer schema of up to 10,000 columns are decoded.
+``append_rows_pool``
+    many AppendRows connections are served at once (not 6 on 2 cores).
+``one_duckdb_user_at_a_time``
+    queries and appends run at once without deadlocking the server.
+
+The next five enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
+``row_errors`` take one setting each from the same place. Their values live in
+:mod:`onceover_tools.localbq.limits` (``WRITE_API_LIMITS``, BigQuery's defaults), are read
+on every call, shortened by tests with ``limits.limited(...)`` and set for a separately
+launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at install.
+
+``row_errors``
+    an append with rows that break a column's rules is refused whole, with ``row_errors``.
+``stream_lifetimes``
+    streams expire as BigQuery's do (PENDING uncommitted, COMMITTED and BUFFERED idle).
+``create_stream_quota``
+    CreateWriteStream is refused over the project's quota (RESOURCE_EXHAUSTED).
+``commit_stream_limit``
+    one BatchCommitWriteStreams commits at most so many streams (INVALID_ARGUMENT).
+``append_request_limit``
+    AppendRows takes requests up to 20 MB and refuses larger ones in the stream.
+``buffered_flush``
+    FlushRows flushes up to and including its offset, once, and empties the buffer.
+``storage_error_details``
+    Write API errors carry the ``StorageError`` detail BigQuery gives them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from onceover_tools.localbq import limits
+from onceover_tools.localbq.patches import (
+    append_request_limit,
+    append_rows_pool,
+    buffered_flush,
+    commit_stream_limit,
+    create_stream_quota,
+    keep_host_logging,
+    linear_column_alignment,
+    no_snapshot_per_write,
+    one_duckdb_user_at_a_time,
+    optional_spatial,
+    record_columns,
+    row_errors,
+    sticky_write_stream,
+    storage_error_details,
+    stream_already_committed,
+    stream_lifetimes,
+    stream_times,
+    wide_proto_rows,
+)
+from onceover_tools.localbq.patches.append_rows_pool import shutdown_pool
+from onceover_tools.localbq.patches.wrapping import PINNED_VERSION, check_version
+
+__all__ = ["PATCHES", "PINNED_VERSION", "check_version", "install", "name_of", "shutdown_pool"]
+
+
+class Patch(Protocol):
+    """A patch module: named as the launcher and the tests call it, applied by ``apply``."""
+
+    __name__: str
+
+    def apply(self) -> None: ...
+
+
+PATCHES: tuple[Patch, ...] = (
+    keep_host_logging,  # first: the other patches import bqemulator modules
+    optional_spatial,
+    no_snapshot_per_write,
+    stream_times,
+    stream_already_committed,
+    sticky_write_stream,
+    record_columns,
+    linear_column_alignment,
+    wide_proto_rows,
+    append_rows_pool,
+    one_duckdb_user_at_a_time,
+    row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
+    stream_lifetimes,
+    create_stream_quota,
+    commit_stream_limit,
+    append_request_limit,
+    buffered_flush,
+    storage_error_details,  # last: sees the answers of the patches above
+)
+"""Every patch, in the order :func:`install` applies them."""
+
+_install_lock = threading.Lock()
+_installed: list[str] = []
+
+
+def name_of(patch: Patch) -> str:
+    """The patch's name: its module's, as the launcher and the tests call it."""
+    return patch.__name__.rpartition(".")[2]
+
+
+def install() -> list[str]:
+    """Apply every patch once per process and return their names.
+
+    Raises :class:`LocalBigQueryVersionError` on any bqemulator other than
+    :data:`PINNED_VERSION`.
+    """
+    check_version()
+    with _install_lock:
+        if not _installed:
+            limits.apply_environment()  # ONCEOVER_LOCALBQ_<FIELD>; wrong values raise
+            for patch in PATCHES:
+                patch.apply()
+                _installed.append(name_of(patch))
+        return list(_installed)
