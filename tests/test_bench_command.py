@@ -4,7 +4,7 @@ streams listed, the control plane is measured quiet and in trouble, and the repo
 every ratio. The figures themselves are not asserted (a benchmark, not a timed test).
 
 One run carries every phase's assertions: each phase run on its own again cost CI a
-Spark application and a control plane more (docs/testing.md)."""
+Spark application and a control plane more (docs/journal/test-suite.md)."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def test_a_read_not_reached_while_a_short_ingest_ran_is_not_shown_failed() -> No
 
 def test_the_per_row_baselines_run_after_every_other_write_at_every_size() -> None:
     """After minutes of per-row requests every write against the local BigQuery was slower
-    for minutes (docs/profiling.md): a monitored write timed in that shadow showed +114%.
+    for minutes (docs/journal/profiling.md): a monitored write timed in that shadow showed +114%.
     So no Onceover writer, the floor or the ceiling may follow a per-row baseline."""
     per_row = {c.key for c in CONTENDERS if c.per_row}
     assert per_row == {"seed_proto_rows", "streaming_inserts"}

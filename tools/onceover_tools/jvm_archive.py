@@ -6,7 +6,7 @@ A job's JVM loads and verifies some 10,000 of Spark's classes before its first b
 large share of a short job's CPU. Java's class-data sharing (CDS, JDK 13 and later)
 writes the classes one JVM loaded to an archive when it exits
 (``-XX:ArchiveClassesAtExit``); a JVM started with ``-XX:SharedArchiveFile`` maps them
-from it. docs/testing.md has what that saves a run of the load job.
+from it. docs/journal/test-suite.md has what that saves a run of the load job.
 
 This builds the archive by running a small job of the same shape as Onceover's (a JSON
 read, a batch write and a streaming ``availableNow`` write into a Python data source,

@@ -9,7 +9,7 @@ rows through Spark here would measure Spark); the receipts are the key checksums
 tallies computed in Python from the same rows with the sink's own functions
 (onceover.key_checksum). The run is checked clean, then one key is duplicated (a stamped
 copy) and two are deleted by DML, and it is checked again. Its output is what
-docs/reconciliation.md quotes.
+docs/journal/benchmarks.md quotes.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ FULL_ECONOMY_BATCHES = se.BATCHES
 FULL_ECONOMY_SOAK_MINUTES = 5.0  # `python -m onceover_tools.bench.stream_economy` alone: 20
 GROWTH = 4
 FULL_MONITORING_ROUNDS = 21
-"""Rounds of plain ``pending`` and each monitored write (docs/BENCHMARKS.md: single
+"""Rounds of plain ``pending`` and each monitored write (docs/journal/profiling.md: single
 writes varied by 10-20% against the 3% held to; three medians did not resolve it)."""
 QUICK_MONITORING_ROUNDS = 3
 

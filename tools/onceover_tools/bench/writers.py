@@ -48,7 +48,7 @@ MONITOR_WAIT_S = 60.0
 SINK_IDLE_S = 45.0
 """Spark stops a Python worker idle for 60 s. The data source's planning and commit
 workers are then started afresh and import the BigQuery client libraries (seconds of
-CPU; docs/profiling.md has the import times), which the slow baselines between two sink
+CPU; docs/journal/profiling.md has the import times), which the slow baselines between two sink
 writes would leave to the next one. Past this idle time a sink write is preceded by a
 small untimed one, so its figure is throughput, not start-up."""
 SPOOL_WAIT_S = 10.0
@@ -70,7 +70,7 @@ class Contender:
     description: str
     per_row: bool = False
     """A per-row baseline: minutes of small requests against the local BigQuery, after
-    which every write for minutes was slower (``docs/profiling.md``, "Monitoring
+    which every write for minutes was slower (``docs/journal/profiling.md``, "Monitoring
     overhead"), so :func:`schedule` runs these after every other write."""
 
 
@@ -395,7 +395,7 @@ def schedule(
 ) -> list[Pass]:
     """Every size's writes by everyone but the per-row baselines, then every size's
     per-row baselines: after minutes of their small requests every write against the
-    local BigQuery was slower for minutes (``docs/profiling.md``, "Monitoring overhead"),
+    local BigQuery was slower for minutes (``docs/journal/profiling.md``, "Monitoring overhead"),
     so nothing the report sets against a target may run in their shadow. Within a pass
     the order rotates by one an attempt, so that no contender always pays for the one
     before it. Past ``repeat``, attempts up to ``monitoring_rounds`` run only a

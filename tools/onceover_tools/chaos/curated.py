@@ -181,7 +181,7 @@ _RACING: tuple[str, tuple[Fault, ...], float] = (
 # retries each task in the same run, maybe on the other worker, and the retry must
 # carry on from what the ledger recorded, with the same rows. Then the driver dies
 # after its second intent: a new application, new executors. (The longest schedule:
-# docs/chaos.md has its time.)
+# docs/guides/chaos.md has its time.)
 _CLUSTER: tuple[str, tuple[Fault, ...]] = (
     "committed",
     (
@@ -228,7 +228,7 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 # buffered mode (tests/sink's foreachBatch and buffered tests run that path under
 # failpoints), the standalone cluster (tests/jobs/test_cluster_job.py resumes onto one)
 # and bad rows in committed mode (buffered's schedule sets rows aside the same way).
-# The whole set's time against CI's budget is in docs/chaos.md ("The curated schedules").
+# The whole set's time against CI's budget is in docs/guides/chaos.md ("The curated schedules").
 CI_LEFT_OUT: frozenset[tuple[str, str]] = frozenset({
     ("foreach_batch", "buffered"),
     ("two_tables", "buffered"),
