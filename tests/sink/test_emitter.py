@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from onceover_jobs.sink.emitter import (
+from onceover_jobs.outbox import (
     PARKED_DIR,
     REJECTED_FILE,
     EventEmitter,
@@ -149,7 +149,7 @@ def test_a_process_that_exits_right_after_flush_loses_nothing(
     child = f"""
 import os, sys
 from pathlib import Path
-from onceover_jobs.sink.emitter import EventEmitter
+from onceover_jobs.outbox import EventEmitter
 from tests.sink.test_emitter import make_events
 emitter = EventEmitter({receiver.url!r}, "t", Path({str(spool)!r}), flush_interval_s=0.05)
 for event in make_events(700, run_id="child"):
