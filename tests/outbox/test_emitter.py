@@ -150,7 +150,7 @@ def test_a_process_that_exits_right_after_flush_loses_nothing(
 import os, sys
 from pathlib import Path
 from onceover_jobs.outbox import EventEmitter
-from tests.sink.test_emitter import make_events
+from tests.outbox.test_emitter import make_events
 emitter = EventEmitter({receiver.url!r}, "t", Path({str(spool)!r}), flush_interval_s=0.05)
 for event in make_events(700, run_id="child"):
     emitter.emit(event)
