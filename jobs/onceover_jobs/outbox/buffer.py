@@ -121,6 +121,8 @@ class Buffer:
     ) -> FlushEnd:
         """Ask the sender to deliver what is buffered and wait until ``deadline`` (or
         while ``patience_left(now)`` is positive) for its answer."""
+        # patience_left and sender_alive run with this lock held: they must never call
+        # back into the buffer (the receiver's health has a lock of its own, taken inside).
         with self._cond:
             if not self._closed and sender_alive():
                 self._flush_asked += 1
@@ -161,7 +163,7 @@ class Buffer:
 
     def next_work(self, retry_at: Callable[[], float]) -> Work | None:
         """Wait until there is something to do (None: stop). ``retry_at``: the monotonic
-        time the backoff ends."""
+        time the backoff ends (called with this lock held, as in :meth:`flush`)."""
         with self._cond:
             while True:
                 if self._stopping:
