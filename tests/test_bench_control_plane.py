@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from onceover_jobs.sink.emitter import EventEmitter
+from onceover_jobs.outbox import EventEmitter
 from onceover_tools.bench.control_plane_workload import build_workload
 
 from onceover import events as ev

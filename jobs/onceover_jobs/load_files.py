@@ -356,7 +356,7 @@ class RunReporter:
     the same runId, :attr:`lineage_run_id`)."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str], run_id: str) -> None:
-        from onceover_jobs.sink.emitter import emitter_for
+        from onceover_jobs.outbox import emitter_for
         from onceover_jobs.sink.errors import LineageConfigError
         from onceover_jobs.sink.job.lineage_config import resolve
         from onceover_jobs.sink.reporting.lineage import lineage_emitter, lineage_run_id

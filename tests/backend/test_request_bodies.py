@@ -21,7 +21,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.tables import AuditLog, Event
-from onceover_jobs.sink.emitter import REJECTED_FILE, EventEmitter
+from onceover_jobs.outbox import REJECTED_FILE, EventEmitter
 from sqlalchemy import Engine
 from sqlmodel import Session, func, select
 

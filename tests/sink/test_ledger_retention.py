@@ -13,9 +13,9 @@ import pytest
 from google.cloud import bigquery
 from onceover_jobs import load_files
 from onceover_jobs.sink.errors import CheckpointResetError, SinkOptionError
+from onceover_jobs.sink.ledger import retention as ledger_retention
 from onceover_jobs.sink.ledger.offsets_log import check_not_reset, fingerprint
 from onceover_jobs.sink.ledger.records import Ledger, PartitionProgress
-from onceover_jobs.sink.ledger import retention as ledger_retention
 from onceover_jobs.sink.ledger.retention import how_many_to_keep, prune
 
 from onceover.bigquery import BigQueryConfig

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.cloud import bigquery
 from onceover_jobs.generate import write_files
-from onceover_jobs.sink.emitter import EventEmitter, default_spool_root, spool_dirs
+from onceover_jobs.outbox import EventEmitter, default_spool_root, spool_dirs
 from onceover_jobs.sink.errors import LineageConfigError, SinkOptionError
 from onceover_jobs.sink.job.lineage_config import LineageConfig, resolve
 from onceover_jobs.sink.reporting.lineage import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from onceover_jobs.sink.emitter import CONTROL_PLANE, serialise
+from onceover_jobs.outbox import CONTROL_PLANE, serialise
 
 from onceover import events as ev
 

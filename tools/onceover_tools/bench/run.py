@@ -141,7 +141,7 @@ def measure_writers(plan: BenchPlan, tmp: Path) -> list[WriterFigure]:
     """The writers, with a local BigQuery in this process and three backends beside it:
     a running one, a slow one, and a port nothing listens on. The sink spools into the
     bench's own folder, never the user's."""
-    from onceover_jobs.sink.emitter import SPOOL_DIR_ENV
+    from onceover_jobs.outbox import SPOOL_DIR_ENV
 
     from onceover.preflight import free_port
     from onceover_tools.localbq import LocalBigQuery

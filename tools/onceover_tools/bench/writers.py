@@ -219,7 +219,7 @@ class Backends:
                 ))  # fmt: skip
 
     def _down_spool(self) -> Path:
-        from onceover_jobs.sink.emitter import spool_dirs
+        from onceover_jobs.outbox import spool_dirs
 
         return spool_dirs(self.spool_root, self.down_url, self.healthy.ingest_token)[0]
 

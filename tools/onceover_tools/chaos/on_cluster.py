@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from onceover_jobs.sink.emitter import SPOOL_DIR_ENV
+from onceover_jobs.outbox import SPOOL_DIR_ENV
 from onceover_jobs.sink.failpoints import ENV as FAILPOINTS_ENV
 from onceover_jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV

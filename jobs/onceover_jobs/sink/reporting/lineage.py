@@ -2,9 +2,9 @@
 
 Sent from the driver's commit and abort, beside the run events of
 :mod:`onceover_jobs.sink.reporting.run_report`, to the receiver
-:mod:`onceover_jobs.sink.job.lineage_config` finds, through the same emitter as the control plane's
-events (bounded buffer, fsynced spool, backoff; :mod:`onceover_jobs.sink.emitter`), one event per
-POST:
+:mod:`onceover_jobs.sink.job.lineage_config` finds, through the same outbox as the control
+plane's events (bounded buffer, fsynced spool, backoff; :mod:`onceover_jobs.outbox`), one
+event per POST:
 
 - ``START`` once per run attempt (the driver): its ``eventTime`` is the driver's start,
   and a marker file makes the first commit of the attempt the one that sends it, in
@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from onceover import __version__
 from onceover.ledger_files import BatchRecord
-from onceover_jobs.sink.emitter import (
+from onceover_jobs.outbox import (
     WRITE_PATH_PATIENCE_S,
     EventEmitterLike,
     Wire,

@@ -31,7 +31,7 @@ the rest is spooled."""
 
 
 def _emitter(job: SinkJob) -> Any:
-    from onceover_jobs.sink.emitter import NullEmitter, emitter_for
+    from onceover_jobs.outbox import NullEmitter, emitter_for
 
     if job.options.monitor_url is None:
         return NullEmitter()
@@ -49,7 +49,7 @@ class Telemetry:
     @property
     def enabled(self) -> bool:
         """Whether anyone hears the events: else build none."""
-        from onceover_jobs.sink.emitter import NullEmitter
+        from onceover_jobs.outbox import NullEmitter
 
         return not isinstance(self.emitter, NullEmitter)
 
@@ -88,7 +88,7 @@ class Telemetry:
         """What was emitted delivered, or spooled, before the write goes on: waiting for
         the control plane only while it answers promptly (its slowness is not the
         write's)."""
-        from onceover_jobs.sink.emitter import WRITE_PATH_PATIENCE_S
+        from onceover_jobs.outbox import WRITE_PATH_PATIENCE_S
 
         try:
             self.emitter.flush(timeout_s, patience_s=WRITE_PATH_PATIENCE_S)

@@ -28,7 +28,7 @@ from onceover_backend.core.db import build_engine
 from onceover_backend.core.migrate import upgrade_to_head
 from onceover_backend.main import create_app
 from onceover_backend.services.tokens import create_token, revoke_token
-from onceover_jobs.sink.emitter import (
+from onceover_jobs.outbox import (
     PARKED_DIR,
     REJECTED_FILE,
     SPOOL_DIR_ENV,
@@ -46,8 +46,8 @@ from onceover.preflight import free_port
 from tests.backend import factory as f
 from tests.backend.conftest import TOKENS, VIEWER, bearer
 from tests.backend.live import serving, wait_for_status
+from tests.outbox.test_emitter import make_events, spool_ids
 from tests.receiver import POISON_RUN, TOKEN, Receiver
-from tests.sink.test_emitter import make_events, spool_ids
 from tests.waiting import wait_until
 
 
@@ -107,7 +107,7 @@ def said(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "onceover_jobs.sink.emitter" and r.levelno >= logging.WARNING
+        if r.name.startswith("onceover_jobs.outbox.") and r.levelno >= logging.WARNING
     ]
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from onceover_jobs.sink.emitter import (
+from onceover_jobs.outbox import (
     PARKED_DIR,
     REJECTED_FILE,
     EventEmitter,
@@ -149,8 +149,8 @@ def test_a_process_that_exits_right_after_flush_loses_nothing(
     child = f"""
 import os, sys
 from pathlib import Path
-from onceover_jobs.sink.emitter import EventEmitter
-from tests.sink.test_emitter import make_events
+from onceover_jobs.outbox import EventEmitter
+from tests.outbox.test_emitter import make_events
 emitter = EventEmitter({receiver.url!r}, "t", Path({str(spool)!r}), flush_interval_s=0.05)
 for event in make_events(700, run_id="child"):
     emitter.emit(event)
@@ -258,7 +258,8 @@ def test_a_bad_token_parks_the_whole_batch_once(
         assert emitter.flush(5)
         assert (receiver.posts, emitter.parked, emitter.rejected) == (1, 3, 0)
         assert receiver.ids() == set()
-    # Set aside as a spool file, to be moved back once the token is fixed (docs/sink.md).
+    # Set aside as a spool file, to be moved back once the token is fixed
+    # (docs/guides/control-plane.md#the-spool).
     assert spool_ids(spool / PARKED_DIR) == [e.id for e in events]
     assert not (spool / REJECTED_FILE).exists()
     assert "HTTP 401: invalid token" in caplog.text
