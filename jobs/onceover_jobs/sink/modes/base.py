@@ -155,3 +155,23 @@ def settle_as_appended(ctx: CommitContext, record: BatchRecord) -> BatchRecord:
     except StreamsGoneError as exc:
         raise IntentUnresolvableError(ctx.unresolvable(record, exc)) from exc
     return ctx.settled(record, commit_time=None)
+
+
+class VisibleAsAppended(WriteMode):
+    """A mode whose rows are visible as each append is acknowledged (``publish`` is
+    ``none``): nothing to publish at the end of a batch, an intent settled as done, and an
+    abort leaves what was appended where it is."""
+
+    def publish(self, ctx: CommitContext, intent: BatchRecord) -> str | None:
+        return None
+
+    def settle_streams(
+        self, ctx: CommitContext, record: BatchRecord, replay: Sequence[StreamCommit]
+    ) -> BatchRecord:
+        return settle_as_appended(ctx, record)
+
+    def aborted(self, ctx: CommitContext, streams: Sequence[StreamCommit]) -> str:
+        return (
+            "aborted; rows already visible stay in their streams and a replay of this batch "
+            "goes on from the recorded offsets"
+        )

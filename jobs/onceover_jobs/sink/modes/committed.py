@@ -20,13 +20,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from onceover.ledger_files import BatchRecord, StreamCommit
+from onceover.ledger_files import StreamCommit
 from onceover.modes import TRAITS
 from onceover_jobs.sink.errors import LedgerError, NonDeterministicInputError, RowCountMismatchError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.ledger.records import Ledger, PartitionProgress
 from onceover_jobs.sink.ledger.slots import StreamSlots
-from onceover_jobs.sink.modes.base import CommitContext, WriteMode, settle_as_appended
+from onceover_jobs.sink.modes.base import CommitContext, VisibleAsAppended
 from onceover_jobs.sink.wire.stream_calls import finalize_stream
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class CommittedMode(WriteMode):
+class CommittedMode(VisibleAsAppended):
     traits = TRAITS["committed"]
 
     def write(self, stage: Stage, batches: Iterator[pa.RecordBatch]) -> TaskResult:
@@ -141,20 +141,6 @@ class CommittedMode(WriteMode):
                     f"finalized with {row_count} rows, but its task reported "
                     f"{stream.base + stream.rows} written; nothing was recorded committed"
                 )
-
-    def publish(self, ctx: CommitContext, intent: BatchRecord) -> str | None:
-        return None  # visible as appended
-
-    def settle_streams(
-        self, ctx: CommitContext, record: BatchRecord, replay: Sequence[StreamCommit]
-    ) -> BatchRecord:
-        return settle_as_appended(ctx, record)
-
-    def aborted(self, ctx: CommitContext, streams: Sequence[StreamCommit]) -> str:
-        return (
-            "aborted; rows already visible stay in their streams and a replay of this batch "
-            "goes on from the recorded offsets"
-        )
 
 
 def _take_stream(stage: Stage, slots: StreamSlots, kind: str) -> tuple[PartitionProgress, bool]:

@@ -7,13 +7,12 @@ an intent records it committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from onceover.ledger_files import BatchRecord, StreamCommit
 from onceover.modes import TRAITS
 from onceover_jobs.sink.job.results import TaskResult
-from onceover_jobs.sink.modes.base import CommitContext, WriteMode, settle_as_appended
+from onceover_jobs.sink.modes.base import VisibleAsAppended
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from onceover_jobs.sink.modes.staging import Stage
 
 
-class DefaultMode(WriteMode):
+class DefaultMode(VisibleAsAppended):
     traits = TRAITS["default"]
 
     def write(self, stage: Stage, batches: Iterator[pa.RecordBatch]) -> TaskResult:
@@ -43,17 +42,3 @@ class DefaultMode(WriteMode):
             stream, kind, rows, appender.bytes_acknowledged, task.partition, task.attempt,
             dead_letters=dead_letters,
         )  # fmt: skip
-
-    def publish(self, ctx: CommitContext, intent: BatchRecord) -> str | None:
-        return None  # visible as appended
-
-    def settle_streams(
-        self, ctx: CommitContext, record: BatchRecord, replay: Sequence[StreamCommit]
-    ) -> BatchRecord:
-        return settle_as_appended(ctx, record)
-
-    def aborted(self, ctx: CommitContext, streams: Sequence[StreamCommit]) -> str:
-        return (
-            "aborted; rows already visible stay in their streams and a replay of this batch "
-            "goes on from the recorded offsets"
-        )
