@@ -1,10 +1,11 @@
 // What is firing (or pending) now, and every notification alerts made before.
 import { useEffect } from "react";
 import { api, type Alert, type AlertRule, type AlertTransition } from "../../api/client";
-import { Empty, QueryState, StatusBadge } from "../../components/ui";
+import { HistoryPager } from "../../components/HistoryPager";
+import { RunLink, TableLink } from "../../components/links";
+import { Empty, QueryState, SeverityBadge, StatusBadge } from "../../components/ui";
 import { formatTime } from "../../lib/format";
 import { useQuery } from "../../lib/useQuery";
-import { Pager, RunLink, SeverityBadge, TableLink } from "./bits";
 import { intParam, useUrlState } from "./urlState";
 
 type AlertState = Alert["state"];
@@ -187,7 +188,7 @@ function AlertHistory({ ruleId, offset, onOffset }: { ruleId?: number; offset: n
                   </tbody>
                 </table>
               </div>
-              <Pager label="History pages" offset={offset} limit={HISTORY_LIMIT} count={count} onOffset={onOffset} />
+              <HistoryPager label="History pages" offset={offset} limit={HISTORY_LIMIT} count={count} onOffset={onOffset} />
             </>
           )
         }

@@ -2,11 +2,11 @@
 // the whole rule) and deleting them. What is being edited is in the URL (?edit=).
 import { useState } from "react";
 import { api, errorMessage, type AlertRule, type AlertRuleCreate } from "../../api/client";
-import { Empty, ErrorNote, QueryState, StatusBadge } from "../../components/ui";
+import { ConfirmDialog } from "../../components/ConfirmDialog";
+import { Empty, ErrorNote, QueryState, SeverityBadge, StatusBadge } from "../../components/ui";
+import { formatSeconds } from "../../lib/format";
 import type { Query } from "../../lib/useQuery";
-import { ConfirmDialog } from "./ConfirmDialog";
 import { formFailure, type FormFailure } from "./apiErrors";
-import { seconds, SeverityBadge } from "./bits";
 import { RuleForm } from "./RuleForm";
 import { describeParams, NEW_RULE, valuesOfRule } from "./ruleForm";
 import { useUrlState } from "./urlState";
@@ -165,8 +165,8 @@ function RulesTable({
               <td>
                 <SeverityBadge severity={rule.severity} />
               </td>
-              <td>{seconds(rule.for_s)}</td>
-              <td>{seconds(rule.repeat_interval_s, "never")}</td>
+              <td>{formatSeconds(rule.for_s)}</td>
+              <td>{formatSeconds(rule.repeat_interval_s, "never")}</td>
               <td>
                 <StatusBadge status={rule.enabled ? "ok" : "inactive"} label={rule.enabled ? "enabled" : "disabled"} />
               </td>

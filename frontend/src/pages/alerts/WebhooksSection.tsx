@@ -9,7 +9,7 @@ import { formatTime } from "../../lib/format";
 import { useQuery } from "../../lib/useQuery";
 import { formFailure, type FormFailure } from "./apiErrors";
 import { EndpointPanel } from "./EndpointPanel";
-import { SecretBox, type ShownSecret } from "./SecretBox";
+import { SigningSecretBox, type ShownSecret } from "./SigningSecretBox";
 import { intParam, useUrlState, withParams } from "./urlState";
 import { WebhookForm } from "./WebhookForm";
 
@@ -32,7 +32,7 @@ export function WebhooksSection({ rules, operator }: { rules: AlertRule[]; opera
   const selected = endpoints.data?.data.find((endpoint) => endpoint.id === selectedId);
   return (
     <>
-      {secret && <SecretBox shown={secret} onDismiss={() => setSecret(null)} />}
+      {secret && <SigningSecretBox shown={secret} onDismiss={() => setSecret(null)} />}
       {creating && <WebhookForm rules={rules} onSubmit={create} onCancel={() => change({ edit: null })} />}
       <section aria-labelledby="webhooks-title" data-testid="webhooks">
         <div className="section-header">

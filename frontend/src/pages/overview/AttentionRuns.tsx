@@ -1,8 +1,9 @@
 // Runs that failed or stalled: each links to its page, where it can be resumed.
 import { Link } from "react-router";
+import { RunLink, TableLink } from "../../components/links";
+import { TimeAgo } from "../../components/TimeAgo";
 import { Empty, StatusBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
-import { Ago, RunLink, TableLink } from "./bits";
 import type { AttentionRun } from "./types";
 
 export const RUNS_SHOWN = 6;
@@ -42,7 +43,7 @@ export function AttentionRuns({ runs, count, now }: { runs: AttentionRun[]; coun
                       <TableLink table={run.table} />
                     </td>
                     <td className="nowrap">
-                      <Ago iso={run.since} now={now} />
+                      <TimeAgo iso={run.since} now={now} />
                     </td>
                     <td className="ov-reason" title={run.reason}>
                       <span className="ov-clamp">{run.reason}</span>

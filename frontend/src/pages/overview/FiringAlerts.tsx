@@ -1,10 +1,10 @@
 // Alerts firing now: the rule links to the alerts page (its firing alerts), the subject
 // to the run or table it watches.
 import { Link } from "react-router";
-import { Empty } from "../../components/ui";
+import { RunLink, TableLink } from "../../components/links";
+import { TimeAgo } from "../../components/TimeAgo";
+import { Empty, SeverityBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
-import { SeverityBadge } from "../alerts/bits";
-import { Ago, RunLink, TableLink } from "./bits";
 import type { FiringAlert } from "./types";
 
 export const ALERTS_SHOWN = 6;
@@ -51,7 +51,7 @@ export function FiringAlerts({ alerts, count, now }: { alerts: FiringAlert[]; co
                       <Subject alert={alert} />
                     </td>
                     <td className="nowrap">
-                      <Ago iso={alert.since} now={now} />
+                      <TimeAgo iso={alert.since} now={now} />
                     </td>
                   </tr>
                 ))}

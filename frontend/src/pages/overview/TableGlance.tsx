@@ -1,11 +1,13 @@
 // Every table at a glance: freshness, rows today, retry codes per hour, rows set aside,
 // the newest check. Stale tables come first (the backend orders them).
 import { Link } from "react-router";
+import { TableLink } from "../../components/links";
+import { TimeAgo } from "../../components/TimeAgo";
 import { Empty } from "../../components/ui";
 import { formatCount, formatDuration } from "../../lib/format";
-import { Ago, TableLink, VerdictLink } from "./bits";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { OverviewTable } from "./types";
+import { VerdictLink } from "./VerdictLink";
 
 export function Freshness({ table, now }: { table: OverviewTable; now: string }) {
   const stale = table.freshness === "stale";
@@ -16,7 +18,7 @@ export function Freshness({ table, now }: { table: OverviewTable; now: string })
       </span>{" "}
       {table.last_commit_at ? (
         <span className="muted">
-          last commit <Ago iso={table.last_commit_at} now={now} />
+          last commit <TimeAgo iso={table.last_commit_at} now={now} />
         </span>
       ) : (
         <span className="muted">never committed</span>
