@@ -119,3 +119,16 @@ export function TableId({ id }: { id: string }) {
     </span>
   );
 }
+
+/** An error code's name (`ALREADY_EXISTS`) that a narrow column header may break after its
+ * last underscore. */
+export function CodeName({ code }: { code: string }) {
+  const cut = code.lastIndexOf("_") + 1;
+  return (
+    <>
+      {code.slice(0, cut)}
+      <wbr />
+      {code.slice(cut)}
+    </>
+  );
+}
