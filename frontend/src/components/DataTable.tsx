@@ -219,7 +219,13 @@ function LinkedRow({ to, attributes, children }: { to: string; attributes: RowAt
     navigate(to);
   };
   return (
-    <tr {...attributes} className={classes("clickable", attributes.className)} tabIndex={0} onClick={onClick} onKeyDown={onKeyDown}>
+    <tr
+      {...attributes}
+      className={classes("clickable", attributes.className)}
+      tabIndex={0}
+      onClick={onClick}
+      onKeyDown={onKeyDown}
+    >
       {children}
     </tr>
   );

@@ -3,11 +3,12 @@
 import { useState, type FormEvent } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, type Run } from "../api/client";
+import { codeCountColumn } from "../components/codeCountColumn";
 import { DataTable, type Column } from "../components/DataTable";
 import { runPath } from "../components/links";
 import { Pager } from "../components/Pager";
 import { TimeRangePicker } from "../components/TimeRangePicker";
-import { CodeName, QueryState, StatusBadge, TableId } from "../components/ui";
+import { QueryState, StatusBadge, TableId } from "../components/ui";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
 import { modeNote } from "../lib/modes";
@@ -113,22 +114,12 @@ const RUN_COLUMNS: Column<Run>[] = [
     align: "end",
     cellAttributes: () => ({ "data-testid": "run-rows-committed" }),
   },
-  {
-    id: "already-exists",
-    header: <CodeName code="ALREADY_EXISTS" />,
+  codeCountColumn("ALREADY_EXISTS", (run) => run.already_exists, {
     headerTitle: "append requests answered ALREADY_EXISTS",
-    headerClassName: "code",
-    cell: (run) => formatCount(run.already_exists),
-    align: "end",
-  },
-  {
-    id: "out-of-range",
-    header: <CodeName code="OUT_OF_RANGE" />,
+  }),
+  codeCountColumn("OUT_OF_RANGE", (run) => run.out_of_range, {
     headerTitle: "append requests answered OUT_OF_RANGE",
-    headerClassName: "code",
-    cell: (run) => formatCount(run.out_of_range),
-    align: "end",
-  },
+  }),
   {
     id: "verdict",
     header: "Verdict",

@@ -1,7 +1,8 @@
 // The write streams the run opened: where each stands (its next offset) and what it met.
 import type { Stream } from "../../api/client";
 import { DataTable, type Column } from "../../components/DataTable";
-import { CodeName, StatusBadge } from "../../components/ui";
+import { codeCountColumn } from "../../components/codeCountColumn";
+import { StatusBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
 import { STREAM_TYPE_NOTES } from "../../lib/modes";
 
@@ -42,22 +43,8 @@ const STREAM_COLUMNS: Column<Stream>[] = [
     align: "end",
     sortValue: (stream) => stream.appends,
   },
-  {
-    id: "already-exists",
-    header: <CodeName code="ALREADY_EXISTS" />,
-    headerClassName: "code",
-    cell: (stream) => formatCount(stream.already_exists),
-    align: "end",
-    sortValue: (stream) => stream.already_exists,
-  },
-  {
-    id: "out-of-range",
-    header: <CodeName code="OUT_OF_RANGE" />,
-    headerClassName: "code",
-    cell: (stream) => formatCount(stream.out_of_range),
-    align: "end",
-    sortValue: (stream) => stream.out_of_range,
-  },
+  codeCountColumn("ALREADY_EXISTS", (stream) => stream.already_exists, { sortValue: (stream) => stream.already_exists }),
+  codeCountColumn("OUT_OF_RANGE", (stream) => stream.out_of_range, { sortValue: (stream) => stream.out_of_range }),
   { id: "last-error", header: "Last error", cell: (stream) => stream.last_error ?? "", className: "error" },
   {
     id: "orphan",

@@ -1,10 +1,11 @@
 // `/tables`: every table runs have loaded, most recently loaded first, with its totals.
 import { Link, useSearchParams } from "react-router";
 import { api, type TableTotals } from "../../api/client";
+import { codeCountColumn } from "../../components/codeCountColumn";
 import { DataTable, type Column } from "../../components/DataTable";
 import { tablePath } from "../../components/links";
 import { Pager } from "../../components/Pager";
-import { CodeName, Empty, QueryState } from "../../components/ui";
+import { Empty, QueryState } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
 import { useLiveReload } from "../../lib/live";
 import { pageFromParams } from "../../lib/paging";
@@ -90,22 +91,12 @@ const TOTALS_COLUMNS: Column<TableTotals>[] = [
     align: "end",
     cellAttributes: () => ({ "data-testid": "table-batches" }),
   },
-  {
-    id: "already-exists",
-    header: <CodeName code="ALREADY_EXISTS" />,
-    headerClassName: "code",
-    cell: (totals) => formatCount(totals.already_exists),
-    align: "end",
+  codeCountColumn("ALREADY_EXISTS", (totals) => totals.already_exists, {
     cellAttributes: () => ({ "data-testid": "table-already-exists" }),
-  },
-  {
-    id: "out-of-range",
-    header: <CodeName code="OUT_OF_RANGE" />,
-    headerClassName: "code",
-    cell: (totals) => formatCount(totals.out_of_range),
-    align: "end",
+  }),
+  codeCountColumn("OUT_OF_RANGE", (totals) => totals.out_of_range, {
     cellAttributes: () => ({ "data-testid": "table-out-of-range" }),
-  },
+  }),
   {
     id: "last-loaded",
     header: "Last loaded",
