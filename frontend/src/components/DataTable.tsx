@@ -76,7 +76,7 @@ function compare(a: SortValue, b: SortValue): number {
   return String(a).localeCompare(String(b), undefined, { numeric: true });
 }
 
-/** `rows` sorted by `column`, stably (ties keep their order), missing values last. */
+/** `rows` sorted by `value`, stably (ties keep their order), missing values last. */
 export function sortRows<T>(rows: readonly T[], value: (row: T) => SortValue, direction: Direction): T[] {
   const sign = direction === "ascending" ? 1 : -1;
   return rows
