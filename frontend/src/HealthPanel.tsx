@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react";
 import { api, type DependencyHealth, type Health } from "./api/client";
+import { DataTable, type Column } from "./components/DataTable";
 
 const REFRESH_MS = 5000;
 
@@ -22,25 +23,30 @@ async function fetchHealth(): Promise<State> {
   }
 }
 
-function DependencyRow({ name, dependency }: { name: string; dependency: DependencyHealth }) {
-  return (
-    <tr data-testid={`health-${name.toLowerCase()}`}>
-      <th scope="row">{name}</th>
-      <td>
-        <span className={`badge badge-${dependency.status}`}>{dependency.status}</span>
-      </td>
-      <td className="target">{dependency.target}</td>
-      <td className="number">
-        {dependency.latency_ms.toFixed(1)} ms
+type Dependency = { name: string; health: DependencyHealth };
+
+const DEPENDENCY_COLUMNS: Column<Dependency>[] = [
+  { id: "dependency", header: "Dependency", cell: (dependency) => dependency.name, rowHeader: true },
+  {
+    id: "status",
+    header: "Status",
+    cell: ({ health }) => <span className={`badge badge-${health.status}`}>{health.status}</span>,
+  },
+  { id: "target", header: "Target", cell: ({ health }) => health.target, className: "target" },
+  {
+    id: "latency",
+    header: "Latency",
+    cell: ({ health }) => (
+      <>
+        {health.latency_ms.toFixed(1)} ms
         {/* Answers are shared for a few seconds (ONCEOVER_HEALTH_CACHE_S). */}
-        {dependency.age_s >= 1 && (
-          <span className="muted">, checked {Math.round(dependency.age_s)} s ago</span>
-        )}
-      </td>
-      <td className="error">{dependency.error ?? ""}</td>
-    </tr>
-  );
-}
+        {health.age_s >= 1 && <span className="muted">, checked {Math.round(health.age_s)} s ago</span>}
+      </>
+    ),
+    className: "number", // the cells only (not align): the header stays left-aligned, as it always was
+  },
+  { id: "error", header: "Error", cell: ({ health }) => health.error ?? "", className: "error" },
+];
 
 export function HealthPanel() {
   const [state, setState] = useState<State>({ kind: "loading" });
@@ -74,21 +80,16 @@ export function HealthPanel() {
               version {state.health.version}, checked {state.checkedAt.toLocaleTimeString()}
             </span>
           </p>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Dependency</th>
-                <th scope="col">Status</th>
-                <th scope="col">Target</th>
-                <th scope="col">Latency</th>
-                <th scope="col">Error</th>
-              </tr>
-            </thead>
-            <tbody>
-              <DependencyRow name="Database" dependency={state.health.database} />
-              <DependencyRow name="BigQuery" dependency={state.health.bigquery} />
-            </tbody>
-          </table>
+          <DataTable
+            label="Dependencies"
+            columns={DEPENDENCY_COLUMNS}
+            rows={[
+              { name: "Database", health: state.health.database },
+              { name: "BigQuery", health: state.health.bigquery },
+            ]}
+            rowKey={(dependency) => dependency.name}
+            rowAttributes={(dependency) => ({ "data-testid": `health-${dependency.name.toLowerCase()}` })}
+          />
         </>
       )}
     </section>

@@ -1,4 +1,5 @@
-// Small pieces every page uses: status badges and the loading, error and empty states.
+// Small pieces every page uses: status and severity badges, the loading, error and empty
+// states, figures and table ids.
 import type { ReactNode } from "react";
 
 const TONES: Record<string, string> = {
@@ -25,6 +26,18 @@ export function StatusBadge({ status, label }: { status: string; label?: string 
   return (
     <span className={`badge badge-${TONES[status] ?? "muted"}`} data-status={status}>
       {label ?? status}
+    </span>
+  );
+}
+
+const SEVERITY_TONES: Record<string, string> = { critical: "bad", warning: "warn", info: "info" };
+
+/** An alert's severity; "–" when it has none. */
+export function SeverityBadge({ severity }: { severity: string | undefined }) {
+  if (!severity) return <span className="muted">–</span>;
+  return (
+    <span className={`badge badge-${SEVERITY_TONES[severity] ?? "muted"}`} data-severity={severity}>
+      {severity}
     </span>
   );
 }
@@ -104,5 +117,18 @@ export function TableId({ id }: { id: string }) {
         </span>
       ))}
     </span>
+  );
+}
+
+/** An error code's name (`ALREADY_EXISTS`) that a narrow column header may break after its
+ * last underscore. */
+export function CodeName({ code }: { code: string }) {
+  const cut = code.lastIndexOf("_") + 1;
+  return (
+    <>
+      {code.slice(0, cut)}
+      <wbr />
+      {code.slice(cut)}
+    </>
   );
 }

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { durationBetween, formatBytes, formatCount, formatDuration, formatRate, formatShare } from "./format";
+import {
+  durationBetween,
+  formatBytes,
+  formatCount,
+  formatDuration,
+  formatRate,
+  formatSeconds,
+  formatShare,
+} from "./format";
 
 describe("formatShare", () => {
   it("never shows a small non-zero share as zero", () => {
@@ -41,6 +49,18 @@ describe("formatDuration", () => {
     const start = "2026-01-01T00:00:00Z";
     expect(durationBetween(start, "2026-01-01T00:01:00Z")).toBe(60_000);
     expect(durationBetween(start, null, Date.parse("2026-01-01T00:00:30Z"))).toBe(30_000);
+  });
+});
+
+describe("formatSeconds", () => {
+  it("reads a setting in the largest units that keep it whole", () => {
+    expect(formatSeconds(45)).toBe("45 s");
+    expect(formatSeconds(90)).toBe("1 min 30 s");
+    expect(formatSeconds(300)).toBe("5 min");
+    expect(formatSeconds(14_400)).toBe("4 h");
+    expect(formatSeconds(9_000)).toBe("2 h 30 min");
+    expect(formatSeconds(0)).toBe("0 s");
+    expect(formatSeconds(0, "never")).toBe("never");
   });
 });
 

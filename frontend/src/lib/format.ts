@@ -45,6 +45,16 @@ export function formatDuration(ms: number | null | undefined): string {
   return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
 
+/** Whole seconds as a setting reads: "45 s", "1 min 30 s", "4 h", "2 h 30 min"; 0 as `zero`. */
+export function formatSeconds(s: number, zero = "0 s"): string {
+  if (s === 0) return zero;
+  if (s < 60) return `${s} s`;
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) return s % 60 ? `${minutes} min ${Math.round(s % 60)} s` : `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
+}
+
 /** From `start` to `end` (or to `now` while it runs). */
 export function durationBetween(start: string, end: string | null | undefined, now = Date.now()): number {
   return (end ? Date.parse(end) : now) - Date.parse(start);

@@ -54,7 +54,7 @@ function AuditLog() {
                 <p className="muted" data-testid="audit-count">
                   {answer.count} {answer.count === 1 ? "entry" : "entries"}
                 </p>
-                {answer.data.length > 0 ? <AuditTable entries={answer.data} /> : <Empty>No entries on this page.</Empty>}
+                <AuditTable entries={answer.data} />
                 <Pager page={page} shown={answer.data.length} count={answer.count} label="Audit log" />
               </>
             )

@@ -1,11 +1,14 @@
 // Runs: every run of every job, newest first, filtered by what the URL says, updated
-// live as runs start, commit and end.
+// live as runs start, commit and end. A row opens its run (click, or Tab to it and Enter).
 import { useState, type FormEvent } from "react";
-import { Link, useNavigate, useSearchParams } from "react-router";
+import { Link, useSearchParams } from "react-router";
 import { api, type Run } from "../api/client";
+import { codeCountColumn } from "../components/codeCountColumn";
+import { DataTable, type Column } from "../components/DataTable";
+import { runPath } from "../components/links";
 import { Pager } from "../components/Pager";
 import { TimeRangePicker } from "../components/TimeRangePicker";
-import { Empty, QueryState, StatusBadge, TableId } from "../components/ui";
+import { QueryState, StatusBadge, TableId } from "../components/ui";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
 import { modeNote } from "../lib/modes";
@@ -80,39 +83,51 @@ export function Verdict({ run }: { run: Run }) {
   );
 }
 
-function RunRow({ run }: { run: Run }) {
-  const navigate = useNavigate();
-  const to = `/runs/${encodeURIComponent(run.run_id)}`;
-  return (
-    <tr className="clickable" data-testid="run-row" data-run-id={run.run_id} onClick={() => navigate(to)}>
-      <td>
-        <StatusBadge status={run.status} />
-      </td>
-      <td className="mono nowrap">
-        <Link to={to} onClick={(event) => event.stopPropagation()}>
-          {run.run_id}
-        </Link>
-      </td>
-      <td>{run.job ?? <span className="muted">–</span>}</td>
-      <td>
-        <TableId id={run.table} />
-      </td>
-      <td title={modeNote(run.mode)}>{run.mode ?? "–"}</td>
-      <td className="nowrap">{formatTime(run.started_at)}</td>
-      <td className="number nowrap">
-        {formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at))}
-      </td>
-      <td className="number" data-testid="run-rows-committed">
-        {formatCount(run.rows_committed)}
-      </td>
-      <td className="number">{formatCount(run.already_exists)}</td>
-      <td className="number">{formatCount(run.out_of_range)}</td>
-      <td data-testid="run-verdict">
-        <Verdict run={run} />
-      </td>
-    </tr>
-  );
-}
+const RUN_COLUMNS: Column<Run>[] = [
+  { id: "status", header: "Status", cell: (run) => <StatusBadge status={run.status} /> },
+  {
+    id: "run",
+    header: "Run",
+    cell: (run) => <Link to={runPath(run.run_id)}>{run.run_id}</Link>,
+    className: "mono nowrap",
+  },
+  { id: "job", header: "Job", cell: (run) => run.job ?? <span className="muted">–</span> },
+  { id: "table", header: "Table", cell: (run) => <TableId id={run.table} /> },
+  {
+    id: "mode",
+    header: "Mode",
+    cell: (run) => run.mode ?? "–",
+    cellAttributes: (run) => ({ title: modeNote(run.mode) }),
+  },
+  { id: "started", header: "Started", cell: (run) => formatTime(run.started_at), className: "nowrap" },
+  {
+    id: "duration",
+    header: "Duration",
+    cell: (run) => formatDuration(durationBetween(run.started_at, run.finished_at ?? run.last_event_at)),
+    align: "end",
+    className: "nowrap",
+  },
+  {
+    id: "rows-committed",
+    header: "Rows committed",
+    cell: (run) => formatCount(run.rows_committed),
+    align: "end",
+    cellAttributes: () => ({ "data-testid": "run-rows-committed" }),
+  },
+  codeCountColumn("ALREADY_EXISTS", (run) => run.already_exists, {
+    headerTitle: "append requests answered ALREADY_EXISTS",
+  }),
+  codeCountColumn("OUT_OF_RANGE", (run) => run.out_of_range, {
+    headerTitle: "append requests answered OUT_OF_RANGE",
+  }),
+  {
+    id: "verdict",
+    header: "Verdict",
+    headerTitle: "the latest reconciliation against BigQuery",
+    cell: (run) => <Verdict run={run} />,
+    cellAttributes: () => ({ "data-testid": "run-verdict" }),
+  },
+];
 
 export function RunsPage() {
   const [params] = useSearchParams();
@@ -145,53 +160,27 @@ export function RunsPage() {
       <TextFilters />
       <section aria-label="Runs">
         <QueryState query={runs} what="runs">
-          {(runsPage) =>
-            runsPage.data.length === 0 ? (
-              <Empty>
-                {params.size
-                  ? "No run matches these filters."
-                  : "No runs yet. Start a job with the onceover sink and it appears here as it runs."}
-              </Empty>
-            ) : (
-              <>
-                <div className="table-wrap">
-                  <table data-testid="runs-table">
-                    <thead>
-                      <tr>
-                        <th scope="col">Status</th>
-                        <th scope="col">Run</th>
-                        <th scope="col">Job</th>
-                        <th scope="col">Table</th>
-                        <th scope="col">Mode</th>
-                        <th scope="col">Started</th>
-                        <th scope="col" className="number">
-                          Duration
-                        </th>
-                        <th scope="col" className="number">
-                          Rows committed
-                        </th>
-                        <th scope="col" className="number code" title="append requests answered ALREADY_EXISTS">
-                          ALREADY_<wbr />EXISTS
-                        </th>
-                        <th scope="col" className="number code" title="append requests answered OUT_OF_RANGE">
-                          OUT_OF_<wbr />RANGE
-                        </th>
-                        <th scope="col" title="the latest reconciliation against BigQuery">
-                          Verdict
-                        </th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {runsPage.data.map((run) => (
-                        <RunRow key={run.run_id} run={run} />
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+          {(runsPage) => (
+            <>
+              <DataTable
+                label="Runs"
+                testId="runs-table"
+                columns={RUN_COLUMNS}
+                rows={runsPage.data}
+                rowKey={(run) => run.run_id}
+                rowLink={(run) => runPath(run.run_id)}
+                rowAttributes={(run) => ({ "data-testid": "run-row", "data-run-id": run.run_id })}
+                empty={
+                  params.size
+                    ? "No run matches these filters."
+                    : "No runs yet. Start a job with the onceover sink and it appears here as it runs."
+                }
+              />
+              {runsPage.data.length > 0 && (
                 <Pager page={page} shown={runsPage.data.length} count={runsPage.count} label="Runs" />
-              </>
-            )
-          }
+              )}
+            </>
+          )}
         </QueryState>
       </section>
     </>

@@ -1,10 +1,12 @@
 // What is firing (or pending) now, and every notification alerts made before.
 import { useEffect } from "react";
 import { api, type Alert, type AlertRule, type AlertTransition } from "../../api/client";
-import { Empty, QueryState, StatusBadge } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { HistoryPager } from "../../components/HistoryPager";
+import { RunLink, TableLink } from "../../components/links";
+import { QueryState, SeverityBadge, StatusBadge } from "../../components/ui";
 import { formatTime } from "../../lib/format";
 import { useQuery } from "../../lib/useQuery";
-import { Pager, RunLink, SeverityBadge, TableLink } from "./bits";
 import { intParam, useUrlState } from "./urlState";
 
 type AlertState = Alert["state"];
@@ -89,66 +91,41 @@ function CurrentAlerts({ states, ruleId, emptyText }: { states: AlertState[]; ru
     <section aria-labelledby="current-alerts-title" data-testid="current-alerts">
       <h2 id="current-alerts-title">Current alerts</h2>
       <QueryState query={alerts} what="alerts">
-        {({ data, count }) =>
-          data.length === 0 ? (
-            <Empty>{emptyText}</Empty>
-          ) : (
-            <>
-              <div className="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Rule</th>
-                      <th scope="col">Severity</th>
-                      <th scope="col">State</th>
-                      <th scope="col">Summary</th>
-                      <th scope="col">Run</th>
-                      <th scope="col">Table</th>
-                      <th scope="col">Since</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {data.map((alert) => (
-                      <AlertRow key={alert.id} alert={alert} />
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-              {count > data.length && (
-                <p className="muted">
-                  The {data.length} most urgent of {count} are shown.
-                </p>
-              )}
-            </>
-          )
-        }
+        {({ data, count }) => (
+          <>
+            <DataTable
+              label="Current alerts"
+              columns={ALERT_COLUMNS}
+              rows={data}
+              rowKey={(alert) => alert.id}
+              rowAttributes={() => ({ "data-testid": "alert-row" })}
+              empty={emptyText}
+            />
+            {data.length > 0 && count > data.length && (
+              <p className="muted">
+                The {data.length} most urgent of {count} are shown.
+              </p>
+            )}
+          </>
+        )}
       </QueryState>
     </section>
   );
 }
 
-function AlertRow({ alert }: { alert: Alert }) {
-  // A firing alert counts from when it fired, a pending one from when it began to hold.
-  const since = alert.state === "resolved" ? alert.ended_at : (alert.started_at ?? alert.pending_since);
-  return (
-    <tr data-testid="alert-row">
-      <td>{alert.labels.alertname ?? `rule ${alert.rule_id}`}</td>
-      <td>
-        <SeverityBadge severity={alert.labels.severity} />
-      </td>
-      <td>
-        <StatusBadge status={alert.state} />
-      </td>
-      <td>{alert.summary}</td>
-      <td>
-        <RunLink runId={alert.run_id} />
-      </td>
-      <td>
-        <TableLink table={alert.table} />
-      </td>
-      <td>{formatTime(since)}</td>
-    </tr>
-  );
+const ALERT_COLUMNS: Column<Alert>[] = [
+  { id: "rule", header: "Rule", cell: (alert) => alert.labels.alertname ?? `rule ${alert.rule_id}` },
+  { id: "severity", header: "Severity", cell: (alert) => <SeverityBadge severity={alert.labels.severity} /> },
+  { id: "state", header: "State", cell: (alert) => <StatusBadge status={alert.state} /> },
+  { id: "summary", header: "Summary", cell: (alert) => alert.summary },
+  { id: "run", header: "Run", cell: (alert) => <RunLink runId={alert.run_id} /> },
+  { id: "table", header: "Table", cell: (alert) => <TableLink table={alert.table} /> },
+  { id: "since", header: "Since", cell: (alert) => formatTime(alertSince(alert)) },
+];
+
+/** A firing alert counts from when it fired, a pending one from when it began to hold. */
+function alertSince(alert: Alert): string | null | undefined {
+  return alert.state === "resolved" ? alert.ended_at : (alert.started_at ?? alert.pending_since);
 }
 
 function AlertHistory({ ruleId, offset, onOffset }: { ruleId?: number; offset: number; onOffset: (o: number) => void }) {
@@ -162,59 +139,37 @@ function AlertHistory({ ruleId, offset, onOffset }: { ruleId?: number; offset: n
       <h2 id="alert-history-title">History</h2>
       <p className="muted">Every notification alerts made (firing, repeats, resolved), newest first.</p>
       <QueryState query={history} what="the alert history">
-        {({ data, count }) =>
-          data.length === 0 ? (
-            <Empty>No alert has fired yet.</Empty>
-          ) : (
-            <>
-              <div className="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">At</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Rule</th>
-                      <th scope="col">Severity</th>
-                      <th scope="col">Summary</th>
-                      <th scope="col">Run</th>
-                      <th scope="col">Table</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {data.map((transition) => (
-                      <TransitionRow key={transition.id} transition={transition} />
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-              <Pager label="History pages" offset={offset} limit={HISTORY_LIMIT} count={count} onOffset={onOffset} />
-            </>
-          )
-        }
+        {({ data, count }) => (
+          <>
+            <DataTable
+              label="Alert history"
+              columns={TRANSITION_COLUMNS}
+              rows={data}
+              rowKey={(transition) => transition.id}
+              empty="No alert has fired yet."
+            />
+            {data.length > 0 && (
+              <HistoryPager label="History pages" offset={offset} limit={HISTORY_LIMIT} count={count} onOffset={onOffset} />
+            )}
+          </>
+        )}
       </QueryState>
     </section>
   );
 }
 
-function TransitionRow({ transition }: { transition: AlertTransition }) {
-  const { labels } = transition;
-  return (
-    <tr>
-      <td>{formatTime(transition.at)}</td>
-      <td>
-        <StatusBadge status={transition.status} label={transition.repeat ? `${transition.status} (repeat)` : undefined} />
-      </td>
-      <td>{labels.alertname ?? "–"}</td>
-      <td>
-        <SeverityBadge severity={labels.severity} />
-      </td>
-      <td>{transition.summary}</td>
-      <td>
-        <RunLink runId={labels.run_id} />
-      </td>
-      <td>
-        <TableLink table={labels.table} />
-      </td>
-    </tr>
-  );
-}
+const TRANSITION_COLUMNS: Column<AlertTransition>[] = [
+  { id: "at", header: "At", cell: (transition) => formatTime(transition.at) },
+  {
+    id: "status",
+    header: "Status",
+    cell: (transition) => (
+      <StatusBadge status={transition.status} label={transition.repeat ? `${transition.status} (repeat)` : undefined} />
+    ),
+  },
+  { id: "rule", header: "Rule", cell: (transition) => transition.labels.alertname ?? "–" },
+  { id: "severity", header: "Severity", cell: (transition) => <SeverityBadge severity={transition.labels.severity} /> },
+  { id: "summary", header: "Summary", cell: (transition) => transition.summary },
+  { id: "run", header: "Run", cell: (transition) => <RunLink runId={transition.labels.run_id} /> },
+  { id: "table", header: "Table", cell: (transition) => <TableLink table={transition.labels.table} /> },
+];

@@ -2,7 +2,8 @@
 // on its way (pending or sending), so a retry's outcome shows up without a reload.
 import { useEffect, type ReactNode } from "react";
 import { api, type Delivery } from "../../api/client";
-import { Empty, QueryState, StatusBadge } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { QueryState, StatusBadge } from "../../components/ui";
 import { formatDuration, formatTime } from "../../lib/format";
 import { useQuery, type Query } from "../../lib/useQuery";
 
@@ -45,94 +46,64 @@ export function DeliveriesTable({
   onRedeliver: (delivery: Delivery) => void;
   pager: (count: number) => ReactNode;
 }) {
+  const columns: Array<Column<Delivery> | false> = [
+    { id: "status", header: "Status", cell: (delivery) => <StatusBadge status={delivery.status} /> },
+    {
+      id: "kind",
+      header: "Kind",
+      cell: (delivery) => (
+        <>
+          {delivery.kind}
+          {delivery.redelivery_of !== null && <div className="muted">of delivery {delivery.redelivery_of}</div>}
+        </>
+      ),
+    },
+    { id: "event", header: "Event", cell: (delivery) => delivery.event_status },
+    { id: "tries", header: "Tries", cell: (delivery) => <DeliveryTries delivery={delivery} />, align: "end" },
+    { id: "last-code", header: "Last code", cell: (delivery) => delivery.last_status_code ?? "–", align: "end" },
+    { id: "last-error", header: "Last error", cell: (delivery) => delivery.last_error ?? "", className: "error" },
+    { id: "created", header: "Created", cell: (delivery) => formatTime(delivery.created_at) },
+    {
+      id: "next-try",
+      header: "Next try",
+      cell: (delivery) => (isUnderWay(delivery) ? formatTime(delivery.next_attempt_at) : "–"),
+    },
+    operator && {
+      id: "actions",
+      header: "Actions",
+      cell: (delivery) => (
+        <button
+          type="button"
+          onClick={() => onRedeliver(delivery)}
+          disabled={busy !== null}
+          aria-label={`Redeliver delivery ${delivery.id}`}
+        >
+          {busy === `redeliver-${delivery.id}` ? "Sending…" : "Redeliver"}
+        </button>
+      ),
+    },
+  ];
   return (
     <QueryState query={deliveries} what="the deliveries">
-      {({ data, count }) =>
-        data.length === 0 ? (
-          <Empty>No deliveries yet.{operator ? " “Send test” sends one now." : ""}</Empty>
-        ) : (
-          <>
-            <div className="table-wrap">
-              <table data-testid="deliveries">
-                <thead>
-                  <tr>
-                    <th scope="col">Status</th>
-                    <th scope="col">Kind</th>
-                    <th scope="col">Event</th>
-                    <th scope="col" className="number">
-                      Tries
-                    </th>
-                    <th scope="col" className="number">
-                      Last code
-                    </th>
-                    <th scope="col">Last error</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Next try</th>
-                    {operator && <th scope="col">Actions</th>}
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.map((delivery) => (
-                    <DeliveryRow
-                      key={delivery.id}
-                      delivery={delivery}
-                      operator={operator}
-                      busy={busy}
-                      onRedeliver={onRedeliver}
-                    />
-                  ))}
-                </tbody>
-              </table>
-            </div>
-            {pager(count)}
-          </>
-        )
-      }
-    </QueryState>
-  );
-}
-
-function DeliveryRow({
-  delivery,
-  operator,
-  busy,
-  onRedeliver,
-}: {
-  delivery: Delivery;
-  operator: boolean;
-  busy: string | null;
-  onRedeliver: (delivery: Delivery) => void;
-}) {
-  return (
-    <tr data-testid="delivery-row" data-delivery-id={delivery.id} data-status={delivery.status}>
-      <td>
-        <StatusBadge status={delivery.status} />
-      </td>
-      <td>
-        {delivery.kind}
-        {delivery.redelivery_of !== null && <div className="muted">of delivery {delivery.redelivery_of}</div>}
-      </td>
-      <td>{delivery.event_status}</td>
-      <td className="number">
-        <DeliveryTries delivery={delivery} />
-      </td>
-      <td className="number">{delivery.last_status_code ?? "–"}</td>
-      <td className="error">{delivery.last_error ?? ""}</td>
-      <td>{formatTime(delivery.created_at)}</td>
-      <td>{isUnderWay(delivery) ? formatTime(delivery.next_attempt_at) : "–"}</td>
-      {operator && (
-        <td>
-          <button
-            type="button"
-            onClick={() => onRedeliver(delivery)}
-            disabled={busy !== null}
-            aria-label={`Redeliver delivery ${delivery.id}`}
-          >
-            {busy === `redeliver-${delivery.id}` ? "Sending…" : "Redeliver"}
-          </button>
-        </td>
+      {({ data, count }) => (
+        <>
+          <DataTable
+            label="Deliveries"
+            testId="deliveries"
+            columns={columns}
+            rows={data}
+            rowKey={(delivery) => delivery.id}
+            rowAttributes={(delivery) => ({
+              "data-testid": "delivery-row",
+              "data-delivery-id": delivery.id,
+              "data-status": delivery.status,
+            })}
+            empty={`No deliveries yet.${operator ? " “Send test” sends one now." : ""}`}
+          />
+          {data.length > 0 && pager(count)}
+        </>
       )}
-    </tr>
+    </QueryState>
   );
 }
 

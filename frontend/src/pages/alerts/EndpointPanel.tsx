@@ -2,11 +2,11 @@
 // rotate its secret, delete it) and its deliveries.
 import { useState } from "react";
 import { api, errorMessage, type Delivery, type Webhook, type WebhookCreated } from "../../api/client";
+import { ConfirmDialog } from "../../components/ConfirmDialog";
+import { HistoryPager } from "../../components/HistoryPager";
 import { ErrorNote } from "../../components/ui";
 import { formatTime } from "../../lib/format";
-import { ConfirmDialog } from "./ConfirmDialog";
 import { DeliveriesTable, isUnderWay, useDeliveries } from "./Deliveries";
-import { Pager } from "./bits";
 import { intParam, useUrlState } from "./urlState";
 
 const DELIVERIES_LIMIT = 25;
@@ -145,7 +145,7 @@ export function EndpointPanel({
         busy={busy}
         onRedeliver={redeliver}
         pager={(count) => (
-          <Pager
+          <HistoryPager
             label="Delivery pages"
             offset={offset}
             limit={DELIVERIES_LIMIT}

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from "react";
 import type { AlertRuleCreate } from "../../api/client";
 import { ErrorNote } from "../../components/ui";
 import type { FormFailure } from "./apiErrors";
-import { FormField } from "./FormField";
+import { FormField } from "../../components/FormField";
 import {
   buildRule,
   KINDS,

@@ -2,11 +2,12 @@
 // the whole rule) and deleting them. What is being edited is in the URL (?edit=).
 import { useState } from "react";
 import { api, errorMessage, type AlertRule, type AlertRuleCreate } from "../../api/client";
-import { Empty, ErrorNote, QueryState, StatusBadge } from "../../components/ui";
+import { ConfirmDialog } from "../../components/ConfirmDialog";
+import { DataTable, type Column } from "../../components/DataTable";
+import { ErrorNote, QueryState, SeverityBadge, StatusBadge } from "../../components/ui";
+import { formatSeconds } from "../../lib/format";
 import type { Query } from "../../lib/useQuery";
-import { ConfirmDialog } from "./ConfirmDialog";
 import { formFailure, type FormFailure } from "./apiErrors";
-import { seconds, SeverityBadge } from "./bits";
 import { RuleForm } from "./RuleForm";
 import { describeParams, NEW_RULE, valuesOfRule } from "./ruleForm";
 import { useUrlState } from "./urlState";
@@ -50,18 +51,14 @@ export function RulesSection({ rules, operator }: { rules: RulesQuery; operator:
           )}
         </div>
         <QueryState query={rules} what="the alert rules">
-          {({ data }) =>
-            data.length === 0 ? (
-              <Empty>No rules yet.{operator ? " Create one to be told when exactly-once is at risk." : ""}</Empty>
-            ) : (
-              <RulesTable
-                rules={data}
-                operator={operator}
-                onEdit={(rule) => change({ edit: rule.id })}
-                onDelete={setDeleting}
-              />
-            )
-          }
+          {({ data }) => (
+            <RulesTable
+              rules={data}
+              operator={operator}
+              onEdit={(rule) => change({ edit: rule.id })}
+              onDelete={setDeleting}
+            />
+          )}
         </QueryState>
       </section>
       {deleting && (
@@ -136,62 +133,69 @@ function RulesTable({
   onEdit: (rule: AlertRule) => void;
   onDelete: (rule: AlertRule) => void;
 }) {
+  const columns: Array<Column<AlertRule> | false> = [
+    {
+      id: "name",
+      header: "Name",
+      cell: (rule) => (
+        <>
+          {rule.name}
+          {rule.description && <div className="muted">{rule.description}</div>}
+        </>
+      ),
+      sortValue: (rule) => rule.name,
+    },
+    { id: "kind", header: "Kind", cell: (rule) => rule.kind, className: "mono", sortValue: (rule) => rule.kind },
+    {
+      id: "params",
+      header: "Params",
+      cell: (rule) => describeParams(rule) || <span className="muted">defaults</span>,
+      className: "mono",
+    },
+    {
+      id: "scope",
+      header: "Scope",
+      cell: (rule) => (rule.scope === "all" ? "all runs" : `${rule.scope} ${rule.scope_value ?? ""}`),
+    },
+    { id: "severity", header: "Severity", cell: (rule) => <SeverityBadge severity={rule.severity} /> },
+    { id: "for", header: "For", cell: (rule) => formatSeconds(rule.for_s), sortValue: (rule) => rule.for_s },
+    {
+      id: "repeat",
+      header: "Repeat",
+      cell: (rule) => formatSeconds(rule.repeat_interval_s, "never"),
+      sortValue: (rule) => rule.repeat_interval_s,
+    },
+    {
+      id: "state",
+      header: "State",
+      cell: (rule) => (
+        <StatusBadge status={rule.enabled ? "ok" : "inactive"} label={rule.enabled ? "enabled" : "disabled"} />
+      ),
+    },
+    operator && {
+      id: "actions",
+      header: "Actions",
+      cell: (rule) => (
+        <div className="actions">
+          <button type="button" onClick={() => onEdit(rule)} aria-label={`Edit rule ${rule.name}`}>
+            Edit
+          </button>
+          <button type="button" className="danger" onClick={() => onDelete(rule)} aria-label={`Delete rule ${rule.name}`}>
+            Delete
+          </button>
+        </div>
+      ),
+    },
+  ];
   return (
-    <div className="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Kind</th>
-            <th scope="col">Params</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Severity</th>
-            <th scope="col">For</th>
-            <th scope="col">Repeat</th>
-            <th scope="col">State</th>
-            {operator && <th scope="col">Actions</th>}
-          </tr>
-        </thead>
-        <tbody>
-          {rules.map((rule) => (
-            <tr key={rule.id} data-testid="rule-row" data-rule-id={rule.id}>
-              <td>
-                {rule.name}
-                {rule.description && <div className="muted">{rule.description}</div>}
-              </td>
-              <td className="mono">{rule.kind}</td>
-              <td className="mono">{describeParams(rule) || <span className="muted">defaults</span>}</td>
-              <td>{rule.scope === "all" ? "all runs" : `${rule.scope} ${rule.scope_value ?? ""}`}</td>
-              <td>
-                <SeverityBadge severity={rule.severity} />
-              </td>
-              <td>{seconds(rule.for_s)}</td>
-              <td>{seconds(rule.repeat_interval_s, "never")}</td>
-              <td>
-                <StatusBadge status={rule.enabled ? "ok" : "inactive"} label={rule.enabled ? "enabled" : "disabled"} />
-              </td>
-              {operator && (
-                <td>
-                  <div className="actions">
-                    <button type="button" onClick={() => onEdit(rule)} aria-label={`Edit rule ${rule.name}`}>
-                      Edit
-                    </button>
-                    <button
-                      type="button"
-                      className="danger"
-                      onClick={() => onDelete(rule)}
-                      aria-label={`Delete rule ${rule.name}`}
-                    >
-                      Delete
-                    </button>
-                  </div>
-                </td>
-              )}
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      label="Rules"
+      columns={columns}
+      rows={rules}
+      rowKey={(rule) => rule.id}
+      rowAttributes={(rule) => ({ "data-testid": "rule-row", "data-rule-id": rule.id })}
+      empty={`No rules yet.${operator ? " Create one to be told when exactly-once is at risk." : ""}`}
+    />
   );
 }
 

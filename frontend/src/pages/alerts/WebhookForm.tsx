@@ -3,7 +3,7 @@ import { useState, type FormEvent } from "react";
 import type { AlertRule, WebhookCreate } from "../../api/client";
 import { ErrorNote } from "../../components/ui";
 import type { FormFailure } from "./apiErrors";
-import { FormField } from "./FormField";
+import { FormField } from "../../components/FormField";
 import { SEVERITIES, type FieldErrors, type Severity } from "./ruleForm";
 
 const NEW_ENDPOINT: WebhookCreate = {

@@ -4,12 +4,13 @@
 import { useState } from "react";
 import { Link } from "react-router";
 import { api, type AlertRule, type Webhook, type WebhookCreate } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { Empty, QueryState, StatusBadge } from "../../components/ui";
 import { formatTime } from "../../lib/format";
 import { useQuery } from "../../lib/useQuery";
 import { formFailure, type FormFailure } from "./apiErrors";
 import { EndpointPanel } from "./EndpointPanel";
-import { SecretBox, type ShownSecret } from "./SecretBox";
+import { SigningSecretBox, type ShownSecret } from "./SigningSecretBox";
 import { intParam, useUrlState, withParams } from "./urlState";
 import { WebhookForm } from "./WebhookForm";
 
@@ -32,7 +33,7 @@ export function WebhooksSection({ rules, operator }: { rules: AlertRule[]; opera
   const selected = endpoints.data?.data.find((endpoint) => endpoint.id === selectedId);
   return (
     <>
-      {secret && <SecretBox shown={secret} onDismiss={() => setSecret(null)} />}
+      {secret && <SigningSecretBox shown={secret} onDismiss={() => setSecret(null)} />}
       {creating && <WebhookForm rules={rules} onSubmit={create} onCancel={() => change({ edit: null })} />}
       <section aria-labelledby="webhooks-title" data-testid="webhooks">
         <div className="section-header">
@@ -44,13 +45,7 @@ export function WebhooksSection({ rules, operator }: { rules: AlertRule[]; opera
           )}
         </div>
         <QueryState query={endpoints} what="the webhook endpoints">
-          {({ data }) =>
-            data.length === 0 ? (
-              <Empty>No webhook endpoints yet: alerts are shown here but sent nowhere.</Empty>
-            ) : (
-              <EndpointsTable endpoints={data} rules={rules} selectedId={selectedId} params={params} />
-            )
-          }
+          {({ data }) => <EndpointsTable endpoints={data} rules={rules} selectedId={selectedId} params={params} />}
         </QueryState>
       </section>
       {selected && (
@@ -85,52 +80,62 @@ function EndpointsTable({
   params: URLSearchParams;
 }) {
   const ruleName = (id: number) => rules.find((rule) => rule.id === id)?.name ?? `rule ${id}`;
+  const columns: Column<Webhook>[] = [
+    {
+      id: "name",
+      header: "Name",
+      cell: (endpoint) => (
+        <Link
+          to={`?${withParams(params, { endpoint: endpoint.id, deliveries_offset: null, edit: null })}`}
+          aria-current={endpoint.id === selectedId ? "true" : undefined}
+        >
+          {endpoint.name}
+        </Link>
+      ),
+      sortValue: (endpoint) => endpoint.name,
+    },
+    { id: "url", header: "URL", cell: (endpoint) => endpoint.url, className: "mono" },
+    { id: "format", header: "Format", cell: (endpoint) => endpoint.format },
+    {
+      id: "sends",
+      header: "Sends",
+      cell: (endpoint) => (
+        <>
+          {endpoint.severities.length ? endpoint.severities.join(", ") : "all severities"};{" "}
+          {endpoint.rule_ids.length ? endpoint.rule_ids.map(ruleName).join(", ") : "all rules"}
+          {endpoint.send_resolved ? "" : "; not resolved"}
+        </>
+      ),
+    },
+    {
+      id: "state",
+      header: "State",
+      cell: (endpoint) => (
+        <>
+          <StatusBadge status={endpoint.enabled ? "ok" : "inactive"} label={endpoint.enabled ? "enabled" : "disabled"} />
+          {endpoint.disabled_reason && <div className="muted">{endpoint.disabled_reason}</div>}
+        </>
+      ),
+    },
+    { id: "secret", header: "Secret", cell: (endpoint) => endpoint.secret_hint, className: "mono" },
+    {
+      id: "created",
+      header: "Created",
+      cell: (endpoint) => formatTime(endpoint.created_at),
+      sortValue: (endpoint) => endpoint.created_at,
+    },
+  ];
   return (
-    <div className="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">URL</th>
-            <th scope="col">Format</th>
-            <th scope="col">Sends</th>
-            <th scope="col">State</th>
-            <th scope="col">Secret</th>
-            <th scope="col">Created</th>
-          </tr>
-        </thead>
-        <tbody>
-          {endpoints.map((endpoint) => {
-            const selected = endpoint.id === selectedId;
-            const to = `?${withParams(params, { endpoint: endpoint.id, deliveries_offset: null, edit: null })}`;
-            return (
-              <tr key={endpoint.id} className={selected ? "selected" : undefined} data-testid="webhook-row">
-                <td>
-                  <Link to={to} aria-current={selected ? "true" : undefined}>
-                    {endpoint.name}
-                  </Link>
-                </td>
-                <td className="mono">{endpoint.url}</td>
-                <td>{endpoint.format}</td>
-                <td>
-                  {endpoint.severities.length ? endpoint.severities.join(", ") : "all severities"};{" "}
-                  {endpoint.rule_ids.length ? endpoint.rule_ids.map(ruleName).join(", ") : "all rules"}
-                  {endpoint.send_resolved ? "" : "; not resolved"}
-                </td>
-                <td>
-                  <StatusBadge
-                    status={endpoint.enabled ? "ok" : "inactive"}
-                    label={endpoint.enabled ? "enabled" : "disabled"}
-                  />
-                  {endpoint.disabled_reason && <div className="muted">{endpoint.disabled_reason}</div>}
-                </td>
-                <td className="mono">{endpoint.secret_hint}</td>
-                <td>{formatTime(endpoint.created_at)}</td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      label="Webhook endpoints"
+      columns={columns}
+      rows={endpoints}
+      rowKey={(endpoint) => endpoint.id}
+      rowAttributes={(endpoint) => ({
+        "data-testid": "webhook-row",
+        className: endpoint.id === selectedId ? "selected" : undefined,
+      })}
+      empty="No webhook endpoints yet: alerts are shown here but sent nowhere."
+    />
   );
 }

@@ -1,62 +1,71 @@
 // The audit entries, newest first. An actor or action links to the log filtered by it.
 import { Link, useSearchParams } from "react-router";
 import type { AuditEntry } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { formatTime } from "../../lib/format";
+
+const AUDIT_COLUMNS: Column<AuditEntry>[] = [
+  {
+    id: "time",
+    header: "Time",
+    cell: (entry) => <time dateTime={entry.time}>{formatTime(entry.time)}</time>,
+    className: "audit-time",
+  },
+  {
+    id: "actor",
+    header: "Actor",
+    cell: (entry) => <FilterLink name="actor" value={entry.actor} />,
+    cellAttributes: () => ({ "data-testid": "audit-actor-cell" }),
+  },
+  { id: "role", header: "Role", cell: (entry) => entry.role ?? <span className="muted">–</span> },
+  {
+    id: "action",
+    header: "Action",
+    cell: (entry) => <FilterLink name="action" value={entry.action} />,
+    cellAttributes: () => ({ "data-testid": "audit-action-cell" }),
+  },
+  {
+    id: "request",
+    header: "Request",
+    cell: (entry) => (
+      <>
+        <span className="audit-method">{entry.method}</span> {entry.path}
+      </>
+    ),
+    className: "mono",
+  },
+  { id: "target", header: "Target", cell: (entry) => entry.target ?? <span className="muted">–</span>, className: "target" },
+  {
+    id: "status",
+    header: "Status",
+    cell: (entry) => (
+      <span className={`audit-status ${statusTone(entry.status_code)}`} data-testid="audit-status-code">
+        {entry.status_code}
+      </span>
+    ),
+    align: "end",
+  },
+  {
+    id: "outcome",
+    header: "Outcome",
+    cell: (entry) => entry.outcome,
+    className: "audit-outcome",
+    cellAttributes: () => ({ "data-testid": "audit-outcome" }),
+  },
+  { id: "request-id", header: "Request id", cell: (entry) => entry.request_id, className: "mono audit-request-id" },
+];
 
 export function AuditTable({ entries }: { entries: AuditEntry[] }) {
   return (
-    <div className="table-wrap">
-      <table className="audit-table">
-        <thead>
-          <tr>
-            <th scope="col">Time</th>
-            <th scope="col">Actor</th>
-            <th scope="col">Role</th>
-            <th scope="col">Action</th>
-            <th scope="col">Request</th>
-            <th scope="col">Target</th>
-            <th scope="col" className="number">Status</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">Request id</th>
-          </tr>
-        </thead>
-        <tbody>
-          {entries.map((entry) => (
-            <AuditRow key={entry.id} entry={entry} />
-          ))}
-        </tbody>
-      </table>
-    </div>
-  );
-}
-
-function AuditRow({ entry }: { entry: AuditEntry }) {
-  return (
-    <tr data-testid="audit-row" data-audit-id={entry.id}>
-      <td className="audit-time">
-        <time dateTime={entry.time}>{formatTime(entry.time)}</time>
-      </td>
-      <td data-testid="audit-actor-cell">
-        <FilterLink name="actor" value={entry.actor} />
-      </td>
-      <td>{entry.role ?? <span className="muted">–</span>}</td>
-      <td data-testid="audit-action-cell">
-        <FilterLink name="action" value={entry.action} />
-      </td>
-      <td className="mono">
-        <span className="audit-method">{entry.method}</span> {entry.path}
-      </td>
-      <td className="target">{entry.target ?? <span className="muted">–</span>}</td>
-      <td className="number">
-        <span className={`audit-status ${statusTone(entry.status_code)}`} data-testid="audit-status-code">
-          {entry.status_code}
-        </span>
-      </td>
-      <td className="audit-outcome" data-testid="audit-outcome">
-        {entry.outcome}
-      </td>
-      <td className="mono audit-request-id">{entry.request_id}</td>
-    </tr>
+    <DataTable
+      label="Audit log"
+      className="audit-table"
+      columns={AUDIT_COLUMNS}
+      rows={entries}
+      rowKey={(entry) => entry.id}
+      rowAttributes={(entry) => ({ "data-testid": "audit-row", "data-audit-id": entry.id })}
+      empty="No entries on this page."
+    />
   );
 }
 

@@ -1,11 +1,29 @@
 // Runs that failed or stalled: each links to its page, where it can be resumed.
 import { Link } from "react-router";
-import { Empty, StatusBadge } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { RunLink, TableLink } from "../../components/links";
+import { TimeAgo } from "../../components/TimeAgo";
+import { StatusBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
-import { Ago, RunLink, TableLink } from "./bits";
 import type { AttentionRun } from "./types";
 
 export const RUNS_SHOWN = 6;
+
+function attentionColumns(now: string): Column<AttentionRun>[] {
+  return [
+    { id: "status", header: "Status", cell: (run) => <StatusBadge status={run.status} /> },
+    { id: "run", header: "Run", cell: (run) => <RunLink runId={run.run_id} />, className: "ov-id" },
+    { id: "table", header: "Table", cell: (run) => <TableLink table={run.table} />, className: "ov-id" },
+    { id: "since", header: "Since", cell: (run) => <TimeAgo iso={run.since} now={now} />, className: "nowrap" },
+    {
+      id: "why",
+      header: "Why",
+      cell: (run) => <span className="ov-clamp">{run.reason}</span>,
+      className: "ov-reason",
+      cellAttributes: (run) => ({ title: run.reason }),
+    },
+  ];
+}
 
 export function AttentionRuns({ runs, count, now }: { runs: AttentionRun[]; count: number; now: string }) {
   const shown = runs.slice(0, RUNS_SHOWN);
@@ -14,52 +32,21 @@ export function AttentionRuns({ runs, count, now }: { runs: AttentionRun[]; coun
       <h2 id="ov-runs-title">
         Runs needing attention <span className="ov-count">{formatCount(count)}</span>
       </h2>
-      {shown.length === 0 ? (
-        <Empty>No run has failed or stalled.</Empty>
-      ) : (
-        <>
-          <div className="table-wrap">
-            <table className="ov-table">
-              <thead>
-                <tr>
-                  <th scope="col">Status</th>
-                  <th scope="col">Run</th>
-                  <th scope="col">Table</th>
-                  <th scope="col">Since</th>
-                  <th scope="col">Why</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((run) => (
-                  <tr key={run.run_id} data-testid="attention-run" data-run-id={run.run_id} data-status={run.status}>
-                    <td>
-                      <StatusBadge status={run.status} />
-                    </td>
-                    <td className="ov-id">
-                      <RunLink runId={run.run_id} />
-                    </td>
-                    <td className="ov-id">
-                      <TableLink table={run.table} />
-                    </td>
-                    <td className="nowrap">
-                      <Ago iso={run.since} now={now} />
-                    </td>
-                    <td className="ov-reason" title={run.reason}>
-                      <span className="ov-clamp">{run.reason}</span>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-          {count > shown.length && (
-            <p className="ov-more">
-              <Link to="/runs?status=failed">{formatCount(count - shown.length)} more: the failed runs</Link>
-              {" · "}
-              <Link to="/runs?status=stalled">the stalled runs</Link>
-            </p>
-          )}
-        </>
+      <DataTable
+        label="Runs needing attention"
+        className="ov-table"
+        columns={attentionColumns(now)}
+        rows={shown}
+        rowKey={(run) => run.run_id}
+        rowAttributes={(run) => ({ "data-testid": "attention-run", "data-run-id": run.run_id, "data-status": run.status })}
+        empty="No run has failed or stalled."
+      />
+      {shown.length > 0 && count > shown.length && (
+        <p className="ov-more">
+          <Link to="/runs?status=failed">{formatCount(count - shown.length)} more: the failed runs</Link>
+          {" · "}
+          <Link to="/runs?status=stalled">the stalled runs</Link>
+        </p>
       )}
     </section>
   );

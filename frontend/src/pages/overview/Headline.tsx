@@ -2,9 +2,9 @@
 import { Link } from "react-router";
 import { Stat } from "../../components/ui";
 import { formatCount } from "../../lib/format";
-import { VerdictLink } from "./bits";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { Overview } from "./types";
+import { VerdictLink } from "./VerdictLink";
 
 export function Headline({ overview }: { overview: Overview }) {
   const { totals } = overview;

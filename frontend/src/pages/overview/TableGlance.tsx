@@ -1,11 +1,14 @@
 // Every table at a glance: freshness, rows today, retry codes per hour, rows set aside,
 // the newest check. Stale tables come first (the backend orders them).
 import { Link } from "react-router";
-import { Empty } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { TableLink } from "../../components/links";
+import { TimeAgo } from "../../components/TimeAgo";
+import { CodeName } from "../../components/ui";
 import { formatCount, formatDuration } from "../../lib/format";
-import { Ago, TableLink, VerdictLink } from "./bits";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { OverviewTable } from "./types";
+import { VerdictLink } from "./VerdictLink";
 
 export function Freshness({ table, now }: { table: OverviewTable; now: string }) {
   const stale = table.freshness === "stale";
@@ -16,7 +19,7 @@ export function Freshness({ table, now }: { table: OverviewTable; now: string })
       </span>{" "}
       {table.last_commit_at ? (
         <span className="muted">
-          last commit <Ago iso={table.last_commit_at} now={now} />
+          last commit <TimeAgo iso={table.last_commit_at} now={now} />
         </span>
       ) : (
         <span className="muted">never committed</span>
@@ -27,6 +30,70 @@ export function Freshness({ table, now }: { table: OverviewTable; now: string })
 
 function hoursOf(table: OverviewTable, code: "already_exists" | "out_of_range") {
   return table.hours.map((hour) => ({ start: hour.start, count: hour[code] }));
+}
+
+function glanceColumns(now: string): Column<OverviewTable>[] {
+  return [
+    {
+      id: "table",
+      header: "Table",
+      cell: (table) => <TableLink table={table.table} testId="overview-table-link" />,
+      rowHeader: true,
+      className: "ov-id ov-table-name",
+    },
+    { id: "freshness", header: "Freshness", cell: (table) => <Freshness table={table} now={now} /> },
+    {
+      id: "rows-today",
+      header: "Rows today",
+      cell: (table) => formatCount(table.rows_committed_today),
+      align: "end",
+      cellAttributes: () => ({ "data-testid": "table-rows-today" }),
+    },
+    {
+      id: "already-exists",
+      header: (
+        <>
+          <CodeName code="ALREADY_EXISTS" /> 24 h
+        </>
+      ),
+      headerTitle: "append requests answered ALREADY_EXISTS, per hour",
+      headerClassName: "code",
+      cell: (table) => (
+        <Sparkline
+          values={table.hours.map((hour) => hour.already_exists)}
+          label={sparkLabel(`ALREADY_EXISTS on ${table.table}`, hoursOf(table, "already_exists"))}
+          tone="info"
+          testId="table-already-exists"
+        />
+      ),
+    },
+    {
+      id: "out-of-range",
+      header: (
+        <>
+          <CodeName code="OUT_OF_RANGE" /> 24 h
+        </>
+      ),
+      headerTitle: "append requests answered OUT_OF_RANGE, per hour",
+      headerClassName: "code",
+      cell: (table) => (
+        <Sparkline
+          values={table.hours.map((hour) => hour.out_of_range)}
+          label={sparkLabel(`OUT_OF_RANGE on ${table.table}`, hoursOf(table, "out_of_range"))}
+          tone="bad"
+          testId="table-out-of-range"
+        />
+      ),
+    },
+    {
+      id: "set-aside",
+      header: "Set aside 24 h",
+      cell: (table) => formatCount(table.rows_dead_lettered),
+      align: "end",
+      cellAttributes: () => ({ "data-testid": "table-dead-lettered" }),
+    },
+    { id: "latest-check", header: "Latest check", cell: (table) => <VerdictLink verdict={table.reconciliation} now={now} /> },
+  ];
 }
 
 export function TableGlance({
@@ -53,70 +120,19 @@ export function TableGlance({
           UTC day; retry codes are per hour over the last 24 hours.
         </p>
       </div>
-      {tables.length === 0 ? (
-        <Empty>No table has been loaded yet.</Empty>
-      ) : (
-        <div className="table-wrap">
-          <table className="ov-table">
-            <thead>
-              <tr>
-                <th scope="col">Table</th>
-                <th scope="col">Freshness</th>
-                <th scope="col" className="number">
-                  Rows today
-                </th>
-                <th scope="col" className="code" title="append requests answered ALREADY_EXISTS, per hour">
-                  ALREADY_<wbr />EXISTS 24 h
-                </th>
-                <th scope="col" className="code" title="append requests answered OUT_OF_RANGE, per hour">
-                  OUT_OF_<wbr />RANGE 24 h
-                </th>
-                <th scope="col" className="number">
-                  Set aside 24 h
-                </th>
-                <th scope="col">Latest check</th>
-              </tr>
-            </thead>
-            <tbody>
-              {tables.map((table) => (
-                <tr key={table.table} data-testid="overview-table" data-table={table.table} data-freshness={table.freshness}>
-                  <th scope="row" className="ov-id ov-table-name">
-                    <TableLink table={table.table} testId="overview-table-link" />
-                  </th>
-                  <td>
-                    <Freshness table={table} now={now} />
-                  </td>
-                  <td className="number" data-testid="table-rows-today">
-                    {formatCount(table.rows_committed_today)}
-                  </td>
-                  <td>
-                    <Sparkline
-                      values={table.hours.map((hour) => hour.already_exists)}
-                      label={sparkLabel(`ALREADY_EXISTS on ${table.table}`, hoursOf(table, "already_exists"))}
-                      tone="info"
-                      testId="table-already-exists"
-                    />
-                  </td>
-                  <td>
-                    <Sparkline
-                      values={table.hours.map((hour) => hour.out_of_range)}
-                      label={sparkLabel(`OUT_OF_RANGE on ${table.table}`, hoursOf(table, "out_of_range"))}
-                      tone="bad"
-                      testId="table-out-of-range"
-                    />
-                  </td>
-                  <td className="number" data-testid="table-dead-lettered">
-                    {formatCount(table.rows_dead_lettered)}
-                  </td>
-                  <td>
-                    <VerdictLink verdict={table.reconciliation} now={now} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <DataTable
+        label="Tables"
+        className="ov-table"
+        columns={glanceColumns(now)}
+        rows={tables}
+        rowKey={(table) => table.table}
+        rowAttributes={(table) => ({
+          "data-testid": "overview-table",
+          "data-table": table.table,
+          "data-freshness": table.freshness,
+        })}
+        empty="No table has been loaded yet."
+      />
       {count > tables.length && (
         <p className="ov-more">
           <Link to="/tables">All {formatCount(count)} tables</Link>

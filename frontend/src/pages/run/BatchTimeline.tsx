@@ -21,6 +21,7 @@ import {
   type TooltipContentProps,
 } from "recharts";
 import type { Batch } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { Empty } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
 import { batchKey, batchName, writeLabel } from "./BatchesTable";
@@ -90,6 +91,44 @@ function clock(iso: string): string {
 /** What a batch's tooltip, option and row say. */
 function figures(point: TimelinePoint): string {
   return `${formatCount(point.rows)} rows, took ${seconds(point.durationS)}, commit ${seconds(point.commitS)}`;
+}
+
+/** The figures table's columns: a table's and a write's only when the run has several. */
+function figureColumns(
+  severalTables: boolean,
+  namedWrites: boolean,
+  onOpen: (key: string) => void,
+): Array<Column<TimelinePoint> | false> {
+  return [
+    { id: "batch", header: "Batch", cell: (p) => p.label },
+    severalTables && { id: "table", header: "Table", cell: (p) => p.table, sortValue: (p) => p.table },
+    namedWrites && { id: "write", header: "Write", cell: (p) => writeLabel(p.write) },
+    { id: "committed-at", header: "Committed at", cell: (p) => formatTime(p.committedAt) },
+    { id: "rows", header: "Rows", cell: (p) => formatCount(p.rows), align: "end", sortValue: (p) => p.rows },
+    {
+      id: "duration",
+      header: "Duration",
+      cell: (p) => seconds(p.durationS),
+      align: "end",
+      sortValue: (p) => p.durationS,
+    },
+    {
+      id: "commit-latency",
+      header: "Commit latency",
+      cell: (p) => seconds(p.commitS),
+      align: "end",
+      sortValue: (p) => p.commitS,
+    },
+    {
+      id: "receipt",
+      header: <span className="visually-hidden">Receipt</span>,
+      cell: (p) => (
+        <button type="button" onClick={() => onOpen(p.key)} aria-label={`Open receipt of ${p.name}`}>
+          Open receipt
+        </button>
+      ),
+    },
+  ];
 }
 
 export function BatchTimeline({ batches, onOpen }: { batches: Batch[]; onOpen: (key: string) => void }) {
@@ -241,52 +280,15 @@ export function BatchTimeline({ batches, onOpen }: { batches: Batch[]; onOpen: (
       </div>
       <details className="timeline-figures">
         <summary>Figures per batch</summary>
-        <div className="table-wrap">
-          <table data-testid="timeline-table">
-            <caption className="visually-hidden">Committed batches drawn on the timeline, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Batch</th>
-                {severalTables && <th scope="col">Table</th>}
-                {namedWrites && <th scope="col">Write</th>}
-                <th scope="col">Committed at</th>
-                <th scope="col" className="number">
-                  Rows
-                </th>
-                <th scope="col" className="number">
-                  Duration
-                </th>
-                <th scope="col" className="number">
-                  Commit latency
-                </th>
-                <th scope="col">
-                  <span className="visually-hidden">Receipt</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {points
-                .slice()
-                .reverse()
-                .map((p) => (
-                  <tr key={p.key} data-testid="timeline-row">
-                    <td>{p.label}</td>
-                    {severalTables && <td>{p.table}</td>}
-                    {namedWrites && <td>{writeLabel(p.write)}</td>}
-                    <td>{formatTime(p.committedAt)}</td>
-                    <td className="number">{formatCount(p.rows)}</td>
-                    <td className="number">{seconds(p.durationS)}</td>
-                    <td className="number">{seconds(p.commitS)}</td>
-                    <td>
-                      <button type="button" onClick={() => onOpen(p.key)} aria-label={`Open receipt of ${p.name}`}>
-                        Open receipt
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption="Committed batches drawn on the timeline, newest first"
+          captionClassName="visually-hidden"
+          testId="timeline-table"
+          columns={figureColumns(severalTables, namedWrites, onOpen)}
+          rows={points.slice().reverse()}
+          rowKey={(p) => p.key}
+          rowAttributes={() => ({ "data-testid": "timeline-row" })}
+        />
       </details>
     </section>
   );

@@ -4,9 +4,10 @@
 // offsets it read and the checksum of its keys. Another panel (the batch timeline)
 // opens a receipt through the table's handle: the row scrolls into view, its receipt
 // opens and its button takes the focus.
-import { Fragment, useEffect, useId, useImperativeHandle, useRef, useState, type Ref } from "react";
+import { useEffect, useId, useImperativeHandle, useRef, useState, type Ref } from "react";
 import type { Batch } from "../../api/client";
-import { Empty, StatusBadge } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { StatusBadge } from "../../components/ui";
 import { formatBytes, formatCount, formatDuration, formatTime } from "../../lib/format";
 import { MODE_NOTES } from "../../lib/modes";
 
@@ -31,7 +32,8 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
   const [open, setOpen] = useState<ReadonlySet<string>>(() => new Set());
   // A receipt opened from outside: its row is brought into view once it has rendered.
   const [reveal, setReveal] = useState<{ key: string } | null>(null);
-  const body = useRef<HTMLTableSectionElement>(null);
+  const table = useRef<HTMLTableElement>(null);
+  const receiptIds = useId();
   useImperativeHandle(
     ref,
     () => ({
@@ -43,8 +45,8 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
     [],
   );
   useEffect(() => {
-    if (reveal === null || body.current === null) return;
-    const row = Array.from(body.current.querySelectorAll<HTMLTableRowElement>("tr[data-batch-key]")).find(
+    if (reveal === null || table.current === null) return;
+    const row = Array.from(table.current.querySelectorAll<HTMLTableRowElement>("tr[data-batch-key]")).find(
       (tr) => tr.dataset.batchKey === reveal.key,
     );
     if (!row) return;
@@ -58,9 +60,82 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
       if (!next.delete(key)) next.add(key);
       return next;
     });
+  // An id without the spaces a write id may hold, for the receipt button's aria-controls.
+  const receiptId = (batch: Batch) => `${receiptIds}-${encodeURIComponent(batchKey(batch))}`;
   const skipped = batches.filter((b) => b.state === "skipped_duplicate").length;
   const severalTables = new Set(batches.map((b) => b.table)).size > 1;
   const namedWrites = batches.some((b) => b.write !== null);
+  const columns: Array<Column<Batch> | false> = [
+    { id: "batch", header: "Batch", cell: (batch) => batch.batch_id ?? "–", sortValue: (batch) => batch.batch_id },
+    severalTables && { id: "table", header: "Table", cell: (batch) => batch.table, sortValue: (batch) => batch.table },
+    namedWrites && { id: "write", header: "Write", cell: (batch) => writeLabel(batch.write) },
+    {
+      id: "state",
+      header: "State",
+      cell: (batch) => (
+        <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
+      ),
+      sortValue: (batch) => batch.state,
+    },
+    {
+      id: "rows",
+      header: "Rows",
+      cell: (batch) => formatCount(batch.rows ?? batch.expected_rows),
+      align: "end",
+      sortValue: (batch) => batch.rows ?? batch.expected_rows,
+    },
+    {
+      id: "streams",
+      header: "Streams",
+      cell: (batch) => batch.streams.length,
+      align: "end",
+      sortValue: (batch) => batch.streams.length,
+    },
+    {
+      id: "commit-took",
+      header: "Commit took",
+      cell: (batch) => formatDuration(batch.commit_ms),
+      align: "end",
+      sortValue: (batch) => batch.commit_ms,
+    },
+    {
+      id: "committed-at",
+      header: "Committed at",
+      cell: (batch) => formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at),
+    },
+    { id: "replays", header: "Replays", cell: (batch) => batch.replays, align: "end", sortValue: (batch) => batch.replays },
+    {
+      id: "mode",
+      header: "Mode",
+      cell: (batch) => batch.mode,
+      cellAttributes: (batch) => ({ title: MODE_NOTES[batch.mode] }),
+    },
+    {
+      id: "note",
+      header: "Note",
+      cell: batchNote,
+      className: "muted",
+      cellAttributes: (batch) => ({
+        title: batch.dead_letter_table ? `dead-letter table ${batch.dead_letter_table}` : undefined,
+      }),
+    },
+    {
+      id: "receipt",
+      header: <span className="visually-hidden">Receipt</span>,
+      cell: (batch) =>
+        batch.state === "committed" && (
+          <button
+            type="button"
+            aria-expanded={open.has(batchKey(batch))}
+            aria-controls={receiptId(batch)}
+            aria-label={`Receipt of ${batchName(batch)}`}
+            onClick={() => toggle(batchKey(batch))}
+          >
+            Receipt
+          </button>
+        ),
+    },
+  ];
   return (
     <section aria-labelledby="batches-title">
       <h2 id="batches-title">Commit history</h2>
@@ -69,120 +144,38 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
         <span data-testid="skipped-duplicates">{formatCount(skipped)}</span> skipped as duplicates (a replayed batch the
         ledger had already committed)
       </p>
-      {batches.length === 0 ? (
-        <Empty>No batch has been intended yet.</Empty>
-      ) : (
-        <div className="table-wrap">
-          <table data-testid="batches-table">
-            <thead>
-              <tr>
-                <th scope="col">Batch</th>
-                {severalTables && <th scope="col">Table</th>}
-                {namedWrites && <th scope="col">Write</th>}
-                <th scope="col">State</th>
-                <th scope="col" className="number">
-                  Rows
-                </th>
-                <th scope="col" className="number">
-                  Streams
-                </th>
-                <th scope="col" className="number">
-                  Commit took
-                </th>
-                <th scope="col">Committed at</th>
-                <th scope="col" className="number">
-                  Replays
-                </th>
-                <th scope="col">Mode</th>
-                <th scope="col">Note</th>
-                <th scope="col">
-                  <span className="visually-hidden">Receipt</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody ref={body}>
-              {batches.map((batch) => {
-                const key = batchKey(batch);
-                return (
-                  <BatchRow
-                    key={key}
-                    batch={batch}
-                    severalTables={severalTables}
-                    namedWrites={namedWrites}
-                    open={open.has(key)}
-                    onToggle={() => toggle(key)}
-                  />
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <DataTable
+        ref={table}
+        label="Commit history"
+        testId="batches-table"
+        columns={columns}
+        rows={batches}
+        rowKey={batchKey}
+        rowAttributes={(batch) => ({ "data-testid": "batch-row", "data-batch-key": batchKey(batch) })}
+        detail={(batch) =>
+          open.has(batchKey(batch)) && batch.state === "committed"
+            ? { id: receiptId(batch), testId: "batch-receipt", content: <BatchReceipt batch={batch} /> }
+            : null
+        }
+        empty="No batch has been intended yet."
+      />
     </section>
   );
 }
 
-/** Columns of a row before the receipt's: batch, state, rows, streams, commit took,
- * committed at, replays, mode, note (table and write when shown). */
-const BASE_COLUMNS = 9;
+type ReceiptStream = Batch["streams"][number];
 
-function BatchRow({
-  batch,
-  severalTables,
-  namedWrites,
-  open,
-  onToggle,
-}: {
-  batch: Batch;
-  severalTables: boolean;
-  namedWrites: boolean;
-  open: boolean;
-  onToggle: () => void;
-}) {
-  const receiptId = useId();
-  const columns = BASE_COLUMNS + Number(severalTables) + Number(namedWrites) + 1;
-  return (
-    <Fragment>
-      <tr data-testid="batch-row" data-batch-key={batchKey(batch)}>
-        <td>{batch.batch_id ?? "–"}</td>
-        {severalTables && <td>{batch.table}</td>}
-        {namedWrites && <td>{writeLabel(batch.write)}</td>}
-        <td>
-          <StatusBadge status={batch.state === "intent" ? "intended" : batch.state} label={STATE_LABELS[batch.state]} />
-        </td>
-        <td className="number">{formatCount(batch.rows ?? batch.expected_rows)}</td>
-        <td className="number">{batch.streams.length}</td>
-        <td className="number">{formatDuration(batch.commit_ms)}</td>
-        <td>{formatTime(batch.committed_at ?? batch.skipped_at ?? batch.aborted_at)}</td>
-        <td className="number">{batch.replays}</td>
-        <td title={MODE_NOTES[batch.mode]}>{batch.mode}</td>
-        <td className="muted" title={batch.dead_letter_table ? `dead-letter table ${batch.dead_letter_table}` : undefined}>
-          {batchNote(batch)}
-        </td>
-        <td>
-          {batch.state === "committed" && (
-            <button
-              type="button"
-              aria-expanded={open}
-              aria-controls={receiptId}
-              aria-label={`Receipt of ${batchName(batch)}`}
-              onClick={onToggle}
-            >
-              Receipt
-            </button>
-          )}
-        </td>
-      </tr>
-      {open && batch.state === "committed" && (
-        <tr id={receiptId} data-testid="batch-receipt">
-          <td colSpan={columns}>
-            <BatchReceipt batch={batch} />
-          </td>
-        </tr>
-      )}
-    </Fragment>
-  );
-}
+const RECEIPT_STREAM_COLUMNS: Column<ReceiptStream>[] = [
+  { id: "stream", header: "Stream", cell: (stream) => stream.stream, className: "mono" },
+  { id: "rows", header: "Rows", cell: (stream) => formatCount(stream.rows), align: "end" },
+  {
+    id: "bytes",
+    header: "Bytes",
+    cell: (stream) => formatBytes(stream.bytes),
+    align: "end",
+    cellAttributes: (stream) => ({ title: `${stream.bytes} bytes` }),
+  },
+];
 
 /** What a committed write's receipt says, as its first commit reported it. */
 export function BatchReceipt({ batch }: { batch: Batch }) {
@@ -201,30 +194,13 @@ export function BatchReceipt({ batch }: { batch: Batch }) {
         {batch.streams.length === 0 ? (
           "—"
         ) : (
-          <table className="receipt-streams">
-            <thead>
-              <tr>
-                <th scope="col">Stream</th>
-                <th scope="col" className="number">
-                  Rows
-                </th>
-                <th scope="col" className="number">
-                  Bytes
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {batch.streams.map((stream) => (
-                <tr key={stream.stream}>
-                  <td className="mono">{stream.stream}</td>
-                  <td className="number">{formatCount(stream.rows)}</td>
-                  <td className="number" title={`${stream.bytes} bytes`}>
-                    {formatBytes(stream.bytes)}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <DataTable
+            label={`Streams of ${batchName(batch)}`}
+            className="receipt-streams"
+            columns={RECEIPT_STREAM_COLUMNS}
+            rows={batch.streams}
+            rowKey={(stream) => stream.stream}
+          />
         )}
       </dd>
       <dt>Source offsets</dt>

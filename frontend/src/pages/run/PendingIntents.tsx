@@ -3,6 +3,7 @@
 // any reader of a failed or stalled run, so "committed in BigQuery, not in the
 // checkpoint" is seen, with BigQuery's commit time as its proof, before anyone resumes.
 import { api, type PendingIntent } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { QueryState } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
 import { useQuery } from "../../lib/useQuery";
@@ -17,44 +18,48 @@ const IN_BIGQUERY: Record<PendingIntent["in_bigquery"], string> = {
   unknown: "Cannot tell",
 };
 
+const INTENT_COLUMNS: Column<PendingIntent>[] = [
+  {
+    id: "batch",
+    header: "Batch",
+    cell: (intent) => (
+      <>
+        {intent.batch_id ?? "–"}
+        {intent.write !== null && <span className="muted"> · {intent.table} write {intent.write}</span>}
+      </>
+    ),
+  },
+  { id: "expected-rows", header: "Expected rows", cell: (intent) => formatCount(intent.expected_rows), align: "end" },
+  { id: "streams", header: "Streams", cell: (intent) => intent.streams.length, align: "end" },
+  { id: "intended-at", header: "Intended at", cell: (intent) => formatTime(intent.intent_at) },
+  {
+    id: "in-bigquery",
+    header: "In BigQuery",
+    cell: (intent) => (
+      <>
+        {IN_BIGQUERY[intent.in_bigquery]}
+        {intent.commit_time !== null && <span className="muted"> · committed {formatTime(intent.commit_time)}</span>}
+      </>
+    ),
+    cellAttributes: () => ({ "data-testid": "intent-in-bigquery" }),
+  },
+  {
+    id: "resume-will",
+    header: "A resume will",
+    cell: (intent) => intent.resume_will,
+    cellAttributes: () => ({ "data-testid": "intent-resume-will" }),
+  },
+];
+
 export function PendingIntentsTable({ intents, testId }: { intents: PendingIntent[]; testId: string }) {
   return (
-    <table data-testid={testId}>
-      <thead>
-        <tr>
-          <th scope="col">Batch</th>
-          <th scope="col" className="number">
-            Expected rows
-          </th>
-          <th scope="col" className="number">
-            Streams
-          </th>
-          <th scope="col">Intended at</th>
-          <th scope="col">In BigQuery</th>
-          <th scope="col">A resume will</th>
-        </tr>
-      </thead>
-      <tbody>
-        {intents.map((intent) => (
-          <tr key={`${intent.table}/${intent.query_id}/${intent.batch_id ?? "-"}/${intent.write ?? ""}`}>
-            <td>
-              {intent.batch_id ?? "–"}
-              {intent.write !== null && <span className="muted"> · {intent.table} write {intent.write}</span>}
-            </td>
-            <td className="number">{formatCount(intent.expected_rows)}</td>
-            <td className="number">{intent.streams.length}</td>
-            <td>{formatTime(intent.intent_at)}</td>
-            <td data-testid="intent-in-bigquery">
-              {IN_BIGQUERY[intent.in_bigquery]}
-              {intent.commit_time !== null && (
-                <span className="muted"> · committed {formatTime(intent.commit_time)}</span>
-              )}
-            </td>
-            <td data-testid="intent-resume-will">{intent.resume_will}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <DataTable
+      label="Intended, not confirmed"
+      testId={testId}
+      columns={INTENT_COLUMNS}
+      rows={intents}
+      rowKey={(intent) => `${intent.table}/${intent.query_id}/${intent.batch_id ?? "-"}/${intent.write ?? ""}`}
+    />
   );
 }
 

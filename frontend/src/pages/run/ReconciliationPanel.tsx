@@ -5,6 +5,7 @@
 // buckets no single key explains.
 import type { Reconciliation } from "../../api/client";
 import type { components } from "../../api/schema";
+import { DataTable, type Column } from "../../components/DataTable";
 import { Empty, ErrorNote, Stat, StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
 
@@ -43,6 +44,59 @@ function Unresolved({ batch }: { batch: BatchCheck }) {
       ))}
     </ul>
   );
+}
+
+type DuplicateKey = Reconciliation["duplicate_keys"][number];
+
+const DUPLICATE_KEY_COLUMNS: Column<DuplicateKey>[] = [
+  { id: "key", header: "Key", cell: (dup) => dup.key, className: "mono" },
+  { id: "copies", header: "Copies", cell: (dup) => dup.count, align: "end", sortValue: (dup) => dup.count },
+  { id: "batch", header: "Batch", cell: (dup) => dup.batch_id ?? "–", sortValue: (dup) => dup.batch_id },
+];
+
+/** A check by receipt names the keys behind each difference; a check by counts cannot. */
+function batchDifferenceColumns(byReceipt: boolean): Array<Column<BatchCheck> | false> {
+  return [
+    { id: "batch", header: "Batch", cell: (batch) => batch.batch_id ?? "–", sortValue: (batch) => batch.batch_id },
+    {
+      id: "expected",
+      header: "Expected",
+      cell: (batch) => formatCount(batch.expected_rows),
+      align: "end",
+      sortValue: (batch) => batch.expected_rows,
+    },
+    {
+      id: "found",
+      header: "Found",
+      cell: (batch) => formatCount(batch.actual_rows),
+      align: "end",
+      sortValue: (batch) => batch.actual_rows,
+    },
+    {
+      id: "duplicate-rows",
+      header: "Duplicate rows",
+      cell: (batch) => formatCount(batch.duplicate_rows),
+      align: "end",
+      sortValue: (batch) => batch.duplicate_rows,
+    },
+    byReceipt && {
+      id: "keys-duplicated",
+      header: "Duplicated keys",
+      cell: (batch) => <KeyList keys={batch.keys_duplicated} copies testId="keys-duplicated" />,
+    },
+    byReceipt && {
+      id: "keys-missing",
+      header: "Missing keys",
+      cell: (batch) => <KeyList keys={batch.keys_missing} testId="keys-missing" />,
+    },
+    byReceipt && {
+      id: "keys-unexpected",
+      header: "Unexpected keys",
+      cell: (batch) => <KeyList keys={batch.keys_unexpected} testId="keys-unexpected" />,
+    },
+    byReceipt && { id: "unresolved", header: "Unresolved", cell: (batch) => <Unresolved batch={batch} /> },
+    { id: "verdict", header: "Verdict", cell: (batch) => <StatusBadge status={batch.status ?? "error"} /> },
+  ];
 }
 
 export function ReconciliationPanel({
@@ -167,85 +221,26 @@ function Verdict({ check }: { check: Reconciliation }) {
       {check.duplicate_keys.length > 0 && (
         <>
           <h3>Duplicated keys (samples of {formatCount(check.duplicate_key_count)})</h3>
-          <table data-testid="duplicate-keys">
-            <thead>
-              <tr>
-                <th scope="col">Key</th>
-                <th scope="col" className="number">
-                  Copies
-                </th>
-                <th scope="col">Batch</th>
-              </tr>
-            </thead>
-            <tbody>
-              {check.duplicate_keys.map((dup) => (
-                <tr key={`${dup.key}/${dup.batch_id}`}>
-                  <td className="mono">{dup.key}</td>
-                  <td className="number">{dup.count}</td>
-                  <td>{dup.batch_id ?? "–"}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <DataTable
+            label="Duplicated keys"
+            testId="duplicate-keys"
+            columns={DUPLICATE_KEY_COLUMNS}
+            rows={check.duplicate_keys}
+            rowKey={(dup) => `${dup.key}/${dup.batch_id}`}
+          />
         </>
       )}
       {batches.length > 0 && (
         <>
           <h3>Batches that differ</h3>
-          <table data-testid="batch-differences">
-            <thead>
-              <tr>
-                <th scope="col">Batch</th>
-                <th scope="col" className="number">
-                  Expected
-                </th>
-                <th scope="col" className="number">
-                  Found
-                </th>
-                <th scope="col" className="number">
-                  Duplicate rows
-                </th>
-                {byReceipt && (
-                  <>
-                    <th scope="col">Duplicated keys</th>
-                    <th scope="col">Missing keys</th>
-                    <th scope="col">Unexpected keys</th>
-                    <th scope="col">Unresolved</th>
-                  </>
-                )}
-                <th scope="col">Verdict</th>
-              </tr>
-            </thead>
-            <tbody>
-              {batches.map((batch) => (
-                <tr key={String(batch.batch_id)} data-testid="batch-difference" data-batch-id={batch.batch_id ?? "write"}>
-                  <td>{batch.batch_id ?? "–"}</td>
-                  <td className="number">{formatCount(batch.expected_rows)}</td>
-                  <td className="number">{formatCount(batch.actual_rows)}</td>
-                  <td className="number">{formatCount(batch.duplicate_rows)}</td>
-                  {byReceipt && (
-                    <>
-                      <td>
-                        <KeyList keys={batch.keys_duplicated} copies testId="keys-duplicated" />
-                      </td>
-                      <td>
-                        <KeyList keys={batch.keys_missing} testId="keys-missing" />
-                      </td>
-                      <td>
-                        <KeyList keys={batch.keys_unexpected} testId="keys-unexpected" />
-                      </td>
-                      <td>
-                        <Unresolved batch={batch} />
-                      </td>
-                    </>
-                  )}
-                  <td>
-                    <StatusBadge status={batch.status ?? "error"} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <DataTable
+            label="Batches that differ"
+            testId="batch-differences"
+            columns={batchDifferenceColumns(byReceipt)}
+            rows={batches}
+            rowKey={(batch) => String(batch.batch_id)}
+            rowAttributes={(batch) => ({ "data-testid": "batch-difference", "data-batch-id": batch.batch_id ?? "write" })}
+          />
         </>
       )}
     </>

@@ -2,9 +2,26 @@
 // dead-letter table, and the latest rows the tasks named (offset, key, column, reason),
 // so whoever fixes them can find them again. Shown only when there is something to say.
 import type { RunDetail } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { formatCount, formatTime } from "../../lib/format";
 
 type Rejection = RunDetail["rejections"][number];
+
+const REJECTION_COLUMNS: Column<Rejection>[] = [
+  { id: "offset", header: "Offset", cell: (row) => row.offset, align: "end" },
+  { id: "key", header: "Key", cell: (row) => row.key ?? "–", className: "mono" },
+  { id: "column", header: "Column", cell: (row) => row.column ?? "–", className: "mono" },
+  { id: "reason", header: "Reason", cell: (row) => row.reason },
+  { id: "partition", header: "Partition", cell: (row) => row.partition, align: "end" },
+  { id: "batch", header: "Batch", cell: (row) => row.batch_id ?? "–" },
+  {
+    id: "where",
+    header: "Where",
+    cell: (row) => row.dead_letter_table ?? "not set aside: no dead-letter table, the task failed",
+    cellAttributes: (row) => ({ className: row.dead_letter_table ? "mono" : undefined }),
+  },
+  { id: "reported", header: "Reported", cell: (row) => formatTime(row.time) },
+];
 
 export function RejectionsPanel({ run }: { run: RunDetail }) {
   if (run.rows_dead_lettered === 0 && run.rejected_requests === 0 && run.rejections.length === 0) return null;
@@ -22,45 +39,15 @@ export function RejectionsPanel({ run }: { run: RunDetail }) {
         by committed batches, each once; {formatCount(run.rejected_requests)} refused request(s) reported by the tasks.
       </p>
       {run.rejections.length > 0 && (
-        <div className="table-wrap">
-          <table data-testid="rejections-table">
-            <caption className="muted">
-              The latest {run.rejections.length} row(s) refused, newest first
-            </caption>
-            <thead>
-              <tr>
-                <th scope="col" className="number">
-                  Offset
-                </th>
-                <th scope="col">Key</th>
-                <th scope="col">Column</th>
-                <th scope="col">Reason</th>
-                <th scope="col" className="number">
-                  Partition
-                </th>
-                <th scope="col">Batch</th>
-                <th scope="col">Where</th>
-                <th scope="col">Reported</th>
-              </tr>
-            </thead>
-            <tbody>
-              {run.rejections.map((row) => (
-                <tr key={rejectionKey(row)} data-testid="rejection-row">
-                  <td className="number">{row.offset}</td>
-                  <td className="mono">{row.key ?? "–"}</td>
-                  <td className="mono">{row.column ?? "–"}</td>
-                  <td>{row.reason}</td>
-                  <td className="number">{row.partition}</td>
-                  <td>{row.batch_id ?? "–"}</td>
-                  <td className={row.dead_letter_table ? "mono" : undefined}>
-                    {row.dead_letter_table ?? "not set aside: no dead-letter table, the task failed"}
-                  </td>
-                  <td>{formatTime(row.time)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption={`The latest ${run.rejections.length} row(s) refused, newest first`}
+          captionClassName="muted"
+          testId="rejections-table"
+          columns={REJECTION_COLUMNS}
+          rows={run.rejections}
+          rowKey={rejectionKey}
+          rowAttributes={() => ({ "data-testid": "rejection-row" })}
+        />
       )}
     </section>
   );

@@ -1,8 +1,57 @@
 // The write streams the run opened: where each stands (its next offset) and what it met.
 import type { Stream } from "../../api/client";
-import { Empty, StatusBadge } from "../../components/ui";
+import { DataTable, type Column } from "../../components/DataTable";
+import { codeCountColumn } from "../../components/codeCountColumn";
+import { StatusBadge } from "../../components/ui";
 import { formatCount } from "../../lib/format";
 import { STREAM_TYPE_NOTES } from "../../lib/modes";
+
+const STREAM_COLUMNS: Column<Stream>[] = [
+  {
+    id: "stream",
+    header: "Stream",
+    cell: (stream) => shortName(stream.name),
+    className: "mono",
+    cellAttributes: (stream) => ({ title: stream.name }),
+  },
+  {
+    id: "type",
+    header: "Type",
+    cell: (stream) => stream.stream_type,
+    cellAttributes: (stream) => ({ title: STREAM_TYPE_NOTES[stream.stream_type] }),
+    sortValue: (stream) => stream.stream_type,
+  },
+  {
+    id: "state",
+    header: "State",
+    cell: (stream) => <StatusBadge status={stream.state} />,
+    sortValue: (stream) => stream.state,
+  },
+  { id: "batch", header: "Batch", cell: (stream) => stream.batch_id ?? "–", sortValue: (stream) => stream.batch_id },
+  {
+    id: "next-offset",
+    header: "Next offset",
+    cell: (stream) => formatCount(stream.next_offset),
+    align: "end",
+    sortValue: (stream) => stream.next_offset,
+  },
+  { id: "rows", header: "Rows", cell: (stream) => formatCount(stream.rows), align: "end", sortValue: (stream) => stream.rows },
+  {
+    id: "appends",
+    header: "Appends",
+    cell: (stream) => formatCount(stream.appends),
+    align: "end",
+    sortValue: (stream) => stream.appends,
+  },
+  codeCountColumn("ALREADY_EXISTS", (stream) => stream.already_exists, { sortValue: (stream) => stream.already_exists }),
+  codeCountColumn("OUT_OF_RANGE", (stream) => stream.out_of_range, { sortValue: (stream) => stream.out_of_range }),
+  { id: "last-error", header: "Last error", cell: (stream) => stream.last_error ?? "", className: "error" },
+  {
+    id: "orphan",
+    header: "Orphan",
+    cell: (stream) => (stream.state === "orphaned" ? <StatusBadge status="pending" label="orphan" /> : ""),
+  },
+];
 
 export function StreamsTable({ streams }: { streams: Stream[] }) {
   const orphans = streams.filter((s) => s.state === "orphaned").length;
@@ -13,58 +62,15 @@ export function StreamsTable({ streams }: { streams: Stream[] }) {
         {formatCount(streams.length)} streams; {formatCount(orphans)} orphaned (written by an attempt that died before
         commit, never committed, so their rows never show in the table).
       </p>
-      {streams.length === 0 ? (
-        <Empty>No stream has been created yet.</Empty>
-      ) : (
-        <div className="table-wrap">
-          <table data-testid="streams-table">
-            <thead>
-              <tr>
-                <th scope="col">Stream</th>
-                <th scope="col">Type</th>
-                <th scope="col">State</th>
-                <th scope="col">Batch</th>
-                <th scope="col" className="number">
-                  Next offset
-                </th>
-                <th scope="col" className="number">
-                  Rows
-                </th>
-                <th scope="col" className="number">
-                  Appends
-                </th>
-                <th scope="col" className="number code">ALREADY_<wbr />EXISTS
-                </th>
-                <th scope="col" className="number code">OUT_OF_<wbr />RANGE
-                </th>
-                <th scope="col">Last error</th>
-                <th scope="col">Orphan</th>
-              </tr>
-            </thead>
-            <tbody>
-              {streams.map((stream) => (
-                <tr key={stream.name} data-testid="stream-row">
-                  <td className="mono" title={stream.name}>
-                    {shortName(stream.name)}
-                  </td>
-                  <td title={STREAM_TYPE_NOTES[stream.stream_type]}>{stream.stream_type}</td>
-                  <td>
-                    <StatusBadge status={stream.state} />
-                  </td>
-                  <td>{stream.batch_id ?? "–"}</td>
-                  <td className="number">{formatCount(stream.next_offset)}</td>
-                  <td className="number">{formatCount(stream.rows)}</td>
-                  <td className="number">{formatCount(stream.appends)}</td>
-                  <td className="number">{formatCount(stream.already_exists)}</td>
-                  <td className="number">{formatCount(stream.out_of_range)}</td>
-                  <td className="error">{stream.last_error ?? ""}</td>
-                  <td>{stream.state === "orphaned" ? <StatusBadge status="pending" label="orphan" /> : ""}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <DataTable
+        label="Streams"
+        testId="streams-table"
+        columns={STREAM_COLUMNS}
+        rows={streams}
+        rowKey={(stream) => stream.name}
+        rowAttributes={() => ({ "data-testid": "stream-row" })}
+        empty="No stream has been created yet."
+      />
     </section>
   );
 }

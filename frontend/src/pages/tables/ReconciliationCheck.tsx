@@ -1,6 +1,9 @@
 // One whole-table reconciliation: its verdict, the counts compared, and what differs.
+import type { ReactNode } from "react";
 import { Link } from "react-router";
 import type { Reconciliation } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
+import { runPath } from "../../components/links";
 import { StatusBadge } from "../../components/ui";
 import { formatCount, formatDuration, formatTime } from "../../lib/format";
 
@@ -43,7 +46,13 @@ export function ReconciliationCheck({ check, expanded }: { check: Reconciliation
       {check.runs.length > 0 && (
         <details open={expanded}>
           <summary>Per run ({check.runs.length})</summary>
-          <RunBreakdownTable runs={check.runs} />
+          <DataTable
+            label="Per run"
+            columns={RUN_BREAKDOWN_COLUMNS}
+            rows={check.runs}
+            rowKey={(run) => run.run_id ?? "unstamped"}
+            rowAttributes={(run) => ({ "data-testid": "reconciliation-run-row", "data-run-id": run.run_id ?? "" })}
+          />
         </details>
       )}
       {check.duplicate_keys.length > 0 && (
@@ -55,7 +64,13 @@ export function ReconciliationCheck({ check, expanded }: { check: Reconciliation
               : ""}
             )
           </summary>
-          <DuplicateKeyTable keys={check.duplicate_keys} />
+          <DataTable
+            label="Duplicated keys"
+            columns={DUPLICATE_KEY_COLUMNS}
+            rows={check.duplicate_keys}
+            rowKey={(duplicate) => `${duplicate.key}:${duplicate.run_id ?? ""}:${duplicate.batch_id ?? ""}`}
+            rowAttributes={() => ({ "data-testid": "reconciliation-duplicate-key" })}
+          />
         </details>
       )}
     </article>
@@ -98,76 +113,48 @@ function isProblem(id: string, value: number | null): boolean {
   return wrongIfAny.includes(id) && value !== null && value > 0;
 }
 
-function RunBreakdownTable({ runs }: { runs: RunBreakdown[] }) {
-  return (
-    <div className="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Run</th>
-            <th scope="col">Status</th>
-            <th scope="col" className="number">Expected</th>
-            <th scope="col" className="number">Actual</th>
-            <th scope="col" className="number">Distinct keys</th>
-            <th scope="col" className="number">Duplicated keys</th>
-            <th scope="col" className="number">Duplicate rows</th>
-          </tr>
-        </thead>
-        <tbody>
-          {runs.map((run) => (
-            <tr key={run.run_id ?? "unstamped"} data-testid="reconciliation-run-row" data-run-id={run.run_id ?? ""}>
-              <td className="mono">
-                {run.run_id ? (
-                  <Link to={`/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</Link>
-                ) : (
-                  <span className="muted">rows without a run stamp</span>
-                )}
-              </td>
-              <td>
-                <StatusBadge status={run.status} />
-              </td>
-              <td className="number">{formatCount(run.expected_rows)}</td>
-              <td className="number">{formatCount(run.actual_rows)}</td>
-              <td className="number">{formatCount(run.distinct_keys)}</td>
-              <td className="number">{formatCount(run.duplicate_keys)}</td>
-              <td className="number">{formatCount(run.duplicate_rows)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  );
+/** A run's id linking to its page; the rows no run stamped say so. */
+function RunCell({ runId, none }: { runId: string | null | undefined; none: ReactNode }) {
+  return runId ? <Link to={runPath(runId)}>{runId}</Link> : <span className="muted">{none}</span>;
 }
 
-function DuplicateKeyTable({ keys }: { keys: DuplicateKey[] }) {
-  return (
-    <div className="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Key</th>
-            <th scope="col" className="number">Copies</th>
-            <th scope="col">Run</th>
-            <th scope="col" className="number">Batch</th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.map((duplicate) => (
-            <tr key={`${duplicate.key}:${duplicate.run_id ?? ""}:${duplicate.batch_id ?? ""}`} data-testid="reconciliation-duplicate-key">
-              <td className="mono">{duplicate.key}</td>
-              <td className="number">{formatCount(duplicate.count)}</td>
-              <td className="mono">
-                {duplicate.run_id ? (
-                  <Link to={`/runs/${encodeURIComponent(duplicate.run_id)}`}>{duplicate.run_id}</Link>
-                ) : (
-                  <span className="muted">–</span>
-                )}
-              </td>
-              <td className="number">{duplicate.batch_id ?? "–"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  );
+const RUN_BREAKDOWN_COLUMNS: Column<RunBreakdown>[] = [
+  {
+    id: "run",
+    header: "Run",
+    cell: (run) => <RunCell runId={run.run_id} none="rows without a run stamp" />,
+    className: "mono",
+  },
+  { id: "status", header: "Status", cell: (run) => <StatusBadge status={run.status} />, sortValue: (run) => run.status },
+  ...countColumns<RunBreakdown>([
+    ["expected", "Expected", (run) => run.expected_rows],
+    ["actual", "Actual", (run) => run.actual_rows],
+    ["distinct-keys", "Distinct keys", (run) => run.distinct_keys],
+    ["duplicate-keys", "Duplicated keys", (run) => run.duplicate_keys],
+    ["duplicate-rows", "Duplicate rows", (run) => run.duplicate_rows],
+  ]),
+];
+
+const DUPLICATE_KEY_COLUMNS: Column<DuplicateKey>[] = [
+  { id: "key", header: "Key", cell: (duplicate) => duplicate.key, className: "mono" },
+  ...countColumns<DuplicateKey>([["copies", "Copies", (duplicate) => duplicate.count]]),
+  { id: "run", header: "Run", cell: (duplicate) => <RunCell runId={duplicate.run_id} none="–" />, className: "mono" },
+  {
+    id: "batch",
+    header: "Batch",
+    cell: (duplicate) => duplicate.batch_id ?? "–",
+    align: "end",
+    sortValue: (duplicate) => duplicate.batch_id,
+  },
+];
+
+/** Right-aligned, sortable counts ("–" for one BigQuery did not give). */
+function countColumns<T>(counts: Array<[string, string, (row: T) => number | null | undefined]>): Column<T>[] {
+  return counts.map(([id, header, count]) => ({
+    id,
+    header,
+    cell: (row: T) => formatCount(count(row)),
+    align: "end",
+    sortValue: count,
+  }));
 }

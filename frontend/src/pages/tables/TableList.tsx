@@ -1,17 +1,16 @@
 // `/tables`: every table runs have loaded, most recently loaded first, with its totals.
 import { Link, useSearchParams } from "react-router";
 import { api, type TableTotals } from "../../api/client";
+import { codeCountColumn } from "../../components/codeCountColumn";
+import { DataTable, type Column } from "../../components/DataTable";
+import { tablePath } from "../../components/links";
+import { Pager } from "../../components/Pager";
 import { Empty, QueryState } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
-import { useQuery } from "../../lib/useQuery";
-import { Pager } from "../../components/Pager";
-import { pageFromParams } from "../../lib/paging";
-import { RunsByStatus, VerdictBadge } from "./TableCells";
 import { useLiveReload } from "../../lib/live";
-
-export function tablePath(table: string): string {
-  return `/tables/${encodeURIComponent(table)}`;
-}
+import { pageFromParams } from "../../lib/paging";
+import { useQuery } from "../../lib/useQuery";
+import { RunsByStatus, VerdictBadge } from "./TableCells";
 
 export function TableList() {
   const [params] = useSearchParams();
@@ -35,11 +34,15 @@ export function TableList() {
               <Empty>No table has been loaded yet.</Empty>
             ) : (
               <>
-                {answer.data.length > 0 ? (
-                  <TableTotalsTable tables={answer.data} />
-                ) : (
-                  <Empty>No tables on this page.</Empty>
-                )}
+                <DataTable
+                  label="Tables"
+                  className="tp-tables-table"
+                  columns={TOTALS_COLUMNS}
+                  rows={answer.data}
+                  rowKey={(totals) => totals.table}
+                  rowAttributes={(totals) => ({ "data-testid": "table-row", "data-table": totals.table })}
+                  empty="No tables on this page."
+                />
                 <Pager page={page} shown={answer.data.length} count={answer.count} label="Tables" />
               </>
             )
@@ -50,64 +53,62 @@ export function TableList() {
   );
 }
 
-function TableTotalsTable({ tables }: { tables: TableTotals[] }) {
-  return (
-    <div className="table-wrap">
-      <table className="tp-tables-table">
-        <thead>
-          <tr>
-            <th scope="col">Table</th>
-            <th scope="col" className="number">Runs</th>
-            <th scope="col" className="number">Rows committed</th>
-            <th scope="col" className="number">Batches</th>
-            <th scope="col" className="number code">ALREADY_<wbr />EXISTS</th>
-            <th scope="col" className="number code">OUT_OF_<wbr />RANGE</th>
-            <th scope="col">Last loaded</th>
-            <th scope="col">Key column</th>
-            <th scope="col">Reconciliation</th>
-          </tr>
-        </thead>
-        <tbody>
-          {tables.map((totals) => (
-            <TableTotalsRow key={totals.table} totals={totals} />
-          ))}
-        </tbody>
-      </table>
-    </div>
-  );
-}
-
-function TableTotalsRow({ totals }: { totals: TableTotals }) {
-  return (
-    <tr data-testid="table-row" data-table={totals.table}>
-      <th scope="row" className="tp-table-id">
-        <Link to={tablePath(totals.table)} data-testid="table-link">
-          {totals.table}
-        </Link>
-      </th>
-      <td className="number" data-testid="table-runs">
+const TOTALS_COLUMNS: Column<TableTotals>[] = [
+  {
+    id: "table",
+    header: "Table",
+    cell: (totals) => (
+      <Link to={tablePath(totals.table)} data-testid="table-link">
+        {totals.table}
+      </Link>
+    ),
+    rowHeader: true,
+    className: "tp-table-id",
+  },
+  {
+    id: "runs",
+    header: "Runs",
+    cell: (totals) => (
+      <>
         {formatCount(totals.runs)}
         <RunsByStatus byStatus={totals.runs_by_status} />
-      </td>
-      <td className="number" data-testid="table-rows-committed">
-        {formatCount(totals.rows_committed)}
-      </td>
-      <td className="number" data-testid="table-batches">
-        {formatCount(totals.batches_committed)}
-      </td>
-      <td className="number" data-testid="table-already-exists">
-        {formatCount(totals.already_exists)}
-      </td>
-      <td className="number" data-testid="table-out-of-range">
-        {formatCount(totals.out_of_range)}
-      </td>
-      <td data-testid="table-last-loaded">{formatTime(totals.last_started_at)}</td>
-      <td className="mono" data-testid="table-key-column">
-        {totals.key_column ?? <span className="muted">none</span>}
-      </td>
-      <td>
-        <VerdictBadge verdict={totals.reconciliation} />
-      </td>
-    </tr>
-  );
-}
+      </>
+    ),
+    align: "end",
+    cellAttributes: () => ({ "data-testid": "table-runs" }),
+  },
+  {
+    id: "rows-committed",
+    header: "Rows committed",
+    cell: (totals) => formatCount(totals.rows_committed),
+    align: "end",
+    cellAttributes: () => ({ "data-testid": "table-rows-committed" }),
+  },
+  {
+    id: "batches",
+    header: "Batches",
+    cell: (totals) => formatCount(totals.batches_committed),
+    align: "end",
+    cellAttributes: () => ({ "data-testid": "table-batches" }),
+  },
+  codeCountColumn("ALREADY_EXISTS", (totals) => totals.already_exists, {
+    cellAttributes: () => ({ "data-testid": "table-already-exists" }),
+  }),
+  codeCountColumn("OUT_OF_RANGE", (totals) => totals.out_of_range, {
+    cellAttributes: () => ({ "data-testid": "table-out-of-range" }),
+  }),
+  {
+    id: "last-loaded",
+    header: "Last loaded",
+    cell: (totals) => formatTime(totals.last_started_at),
+    cellAttributes: () => ({ "data-testid": "table-last-loaded" }),
+  },
+  {
+    id: "key-column",
+    header: "Key column",
+    cell: (totals) => totals.key_column ?? <span className="muted">none</span>,
+    className: "mono",
+    cellAttributes: () => ({ "data-testid": "table-key-column" }),
+  },
+  { id: "reconciliation", header: "Reconciliation", cell: (totals) => <VerdictBadge verdict={totals.reconciliation} /> },
+];

@@ -1,12 +1,13 @@
 // The runs that loaded one table, newest first, paged by `offset` in the URL.
 import { Link, useSearchParams } from "react-router";
 import { api, type Run } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
+import { runPath } from "../../components/links";
+import { Pager } from "../../components/Pager";
 import { Empty, QueryState, StatusBadge } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
-import type { Query } from "../../lib/useQuery";
-import { useQuery } from "../../lib/useQuery";
-import { Pager } from "../../components/Pager";
 import { pageFromParams, type Page } from "../../lib/paging";
+import { useQuery, type Query } from "../../lib/useQuery";
 
 type RunsAnswer = { data: Run[]; count: number };
 
@@ -31,24 +32,13 @@ export function TableRuns({ runs, page }: { runs: Query<RunsAnswer>; page: Page 
             <Empty>No run has loaded this table.</Empty>
           ) : (
             <>
-              <div className="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Run</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Job</th>
-                      <th scope="col">Started</th>
-                      <th scope="col" className="number">Rows committed</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {answer.data.map((run) => (
-                      <TableRunRow key={run.run_id} run={run} />
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                label="Runs"
+                columns={TABLE_RUN_COLUMNS}
+                rows={answer.data}
+                rowKey={(run) => run.run_id}
+                rowAttributes={(run) => ({ "data-testid": "table-run-row", "data-run-id": run.run_id })}
+              />
               <Pager page={page} shown={answer.data.length} count={answer.count} label="Runs" />
             </>
           )
@@ -58,20 +48,16 @@ export function TableRuns({ runs, page }: { runs: Query<RunsAnswer>; page: Page 
   );
 }
 
-function TableRunRow({ run }: { run: Run }) {
-  return (
-    <tr data-testid="table-run-row" data-run-id={run.run_id}>
-      <td className="mono">
-        <Link to={`/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</Link>
-      </td>
-      <td>
-        <StatusBadge status={run.status} />
-      </td>
-      <td>{run.job ?? <span className="muted">–</span>}</td>
-      <td>{formatTime(run.started_at)}</td>
-      <td className="number" data-testid="table-run-rows-committed">
-        {formatCount(run.rows_committed)}
-      </td>
-    </tr>
-  );
-}
+const TABLE_RUN_COLUMNS: Column<Run>[] = [
+  { id: "run", header: "Run", cell: (run) => <Link to={runPath(run.run_id)}>{run.run_id}</Link>, className: "mono" },
+  { id: "status", header: "Status", cell: (run) => <StatusBadge status={run.status} /> },
+  { id: "job", header: "Job", cell: (run) => run.job ?? <span className="muted">–</span> },
+  { id: "started", header: "Started", cell: (run) => formatTime(run.started_at) },
+  {
+    id: "rows-committed",
+    header: "Rows committed",
+    cell: (run) => formatCount(run.rows_committed),
+    align: "end",
+    cellAttributes: () => ({ "data-testid": "table-run-rows-committed" }),
+  },
+];

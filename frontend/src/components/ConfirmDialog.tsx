@@ -1,9 +1,9 @@
 // "Are you sure?" before something that cannot be undone (a delete, a secret rotation).
-// Mount it only while it is open: the shared Dialog's heading id is fixed, so two
-// mounted at once would share it.
+// It is open while mounted: mount it to ask and unmount it to close, so each question
+// starts without the last one's error.
 import { useState, type ReactNode } from "react";
-import { Dialog } from "../../components/Dialog";
-import { ErrorNote } from "../../components/ui";
+import { Dialog } from "./Dialog";
+import { ErrorNote } from "./ui";
 
 export function ConfirmDialog({
   title,
