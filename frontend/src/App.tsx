@@ -1,6 +1,6 @@
 import { BrowserRouter, Route, Routes } from "react-router";
 import { Layout } from "./components/Layout";
-import { HealthPanel } from "./HealthPanel";
+import { HealthPanel } from "./components/HealthPanel";
 import { AuthProvider, useAuth } from "./lib/auth";
 import { LiveProvider } from "./lib/live";
 import { AlertsPage } from "./pages/AlertsPage";

@@ -1,7 +1,7 @@
 // Signing in with a token (as `onceover up` prints them); the token is kept for this
 // browser session only.
 import { useState, type FormEvent } from "react";
-import { HealthPanel } from "../HealthPanel";
+import { HealthPanel } from "../components/HealthPanel";
 import { useAuth } from "../lib/auth";
 
 export function SignInPage() {

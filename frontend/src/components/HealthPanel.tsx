@@ -1,6 +1,6 @@
 import { useEffect, useState } from "react";
-import { api, type DependencyHealth, type Health } from "./api/client";
-import { DataTable, type Column } from "./components/DataTable";
+import { api, type DependencyHealth, type Health } from "../api/client";
+import { DataTable, type Column } from "./DataTable";
 
 const REFRESH_MS = 5000;
 
