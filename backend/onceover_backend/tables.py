@@ -1,8 +1,8 @@
 """The control plane's tables (SQLModel): what it knows about runs, from their events.
 
 ``Event`` keeps every event as received (unique by its deterministic id); ``Run``,
-``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
-up to date in the same transaction that stores them (:mod:`onceover_backend.services.projection`);
+``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept up to
+date in the same transaction that stores them (:mod:`onceover_backend.services.ingest`);
 ``WriteRollup`` counts append requests per minute for the rate charts, ``HourRollup``
 per hour for the overview, ``CommitHour`` the batches first committed in each hour;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
@@ -325,7 +325,7 @@ class CommitHour(SQLModel, table=True):
     their rows and rows set aside, and the latest of their commits. The overview's
     freshness, rows today and rows set aside, read from a row a run and hour rather than
     from every batch stored (docs/profiling.md, "Commits by the hour"). Kept by
-    :mod:`onceover_backend.services.commit_hours` in the ingest transaction; keyed by run
+    :mod:`onceover_backend.services.ingest.commit_hours` in the ingest transaction; keyed by run
     as the other rollups are, so concurrent ingests of one table's runs never wait on
     one row. No index on the hour: the overview reads every row (a table's last commit
     may be older than its day), and nothing prunes them."""
@@ -417,7 +417,7 @@ class ApiToken(SQLModel, table=True):
 
 class AlertRule(SQLModel, table=True):
     """A condition over the stored data that wakes someone (see
-    onceover_backend.services.alert_rules).
+    onceover_backend.services.alerts.rules).
 
     Deleting a rule sets ``deleted_at``: its alerts resolve and their history stays.
     """

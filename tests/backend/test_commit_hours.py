@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Batch, CommitHour, Event
 from onceover_tools.bench.control_plane_workload import FAIL_AT, run_events
 from sqlalchemy import Engine, delete

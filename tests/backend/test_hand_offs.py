@@ -11,7 +11,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 from fastapi.testclient import TestClient
-from onceover_backend.services.tokens import create_token
+from onceover_backend.services.access.tokens import create_token
 from sqlalchemy import Engine
 
 from onceover import events as ev

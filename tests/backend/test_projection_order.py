@@ -11,7 +11,7 @@ import random
 from datetime import UTC, datetime
 from typing import Any
 
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Attempt, Batch, Event, Run, Stream, WriteRollup
 from onceover_tools.bench.control_plane_workload import FAIL_AT, run_events
 from sqlalchemy import Engine, delete

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services.runs import list_runs
+from onceover_backend.services.reads.runs import list_runs
 from onceover_backend.tables import Run
 from sqlalchemy import Engine, insert
 from sqlmodel import Session

@@ -5,7 +5,7 @@ from a request: the module must start with an allowed prefix (``jobs.`` by defau
 and be importable here, the arguments go to the process as a list (no shell sees
 them), and BigQuery, the monitor URL and the ingest token come from the backend's own
 configuration. Which spec may be launched at all is an operator's decision
-(:mod:`onceover_backend.services.launch_specs`).
+(:mod:`onceover_backend.services.launch.specs`).
 
 The process runs in a directory of the backend's (``<launch log dir>/<run>/work``,
 mode 0700), never in the directory the spec names, and with ``python -P`` and
@@ -41,7 +41,7 @@ from onceover.packaging import build_py_files
 from onceover.processes import ChildProcess, job_environment
 from onceover_backend.core.config import Settings
 from onceover_backend.errors import LaunchFailedError, UnresumableError
-from onceover_backend.services.redaction import redacted_command
+from onceover_backend.services.launch.redaction import redacted_command
 
 logger = logging.getLogger(__name__)
 

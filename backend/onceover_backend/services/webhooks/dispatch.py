@@ -1,13 +1,12 @@
 """Sending webhook deliveries: sign, POST, record, and plan the next try.
 
-Each round claims the deliveries that are due (see :mod:`onceover_backend.services.deliveries`)
-and sends them side by side. A try succeeds on any 2xx. Anything else (another status,
-a timeout, a refused connection, a redirect) is tried again after an exponential
-backoff with jitter, or after the receiver's ``Retry-After`` when it sends one (up to
-the same cap), until ``webhook_max_attempts``. 410 Gone ends the delivery and disables
-the endpoint.
+Each round claims the deliveries that are due (see :mod:`.deliveries`) and sends them
+side by side. A try succeeds on any 2xx. Anything else (another status, a timeout, a
+refused connection, a redirect) is tried again after an exponential backoff with jitter,
+or after the receiver's ``Retry-After`` when it sends one (up to the same cap), until
+``webhook_max_attempts``. 410 Gone ends the delivery and disables the endpoint.
 
-Requests go through :class:`~onceover_backend.services.webhook_urls.CheckedTransport`: the
+Requests go through :class:`~onceover_backend.services.webhooks.urls.CheckedTransport`: the
 address connected to is one that was checked. A try's ``error`` is ``kind: detail``;
 the kind (``refused``, ``timed out``, ``ConnectError``, ``redirected``, ``HTTP 500``)
 is what a viewer is shown, the detail (addresses, what the receiver said) is for
@@ -29,11 +28,11 @@ from sqlalchemy import Engine
 
 from onceover import __version__
 from onceover_backend.core.config import Settings
-from onceover_backend.services import deliveries
-from onceover_backend.services.deliveries import RESPONSE_KEPT, Claimed, Outcome
 from onceover_backend.services.periodic import every
-from onceover_backend.services.webhook_signing import headers
-from onceover_backend.services.webhook_urls import (
+from onceover_backend.services.webhooks import deliveries
+from onceover_backend.services.webhooks.deliveries import RESPONSE_KEPT, Claimed, Outcome
+from onceover_backend.services.webhooks.signing import headers
+from onceover_backend.services.webhooks.urls import (
     CheckedTransport,
     IPNetwork,
     RefusedURLError,

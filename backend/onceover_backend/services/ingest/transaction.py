@@ -18,9 +18,9 @@ from sqlmodel import Session
 from onceover import events as ev
 from onceover_backend.core.db import write_transaction
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services import audit
-from onceover_backend.services.event_store import store_new
-from onceover_backend.services.projection import Projector, in_utc
+from onceover_backend.services.access import audit
+from onceover_backend.services.ingest.event_store import store_new
+from onceover_backend.services.ingest.projection import Projector, in_utc
 from onceover_backend.tables import AuditLog, utcnow
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Alert rules: what each kind watches, the parameters it takes, and their storage.
 
-Kinds (evaluated in :mod:`onceover_backend.services.alert_conditions`):
+Kinds (evaluated in :mod:`onceover_backend.services.alerts.conditions`):
 
 * ``out_of_range`` — OUT_OF_RANGE answers in the window: a gap in the client's offsets.
 * ``already_exists_rate`` — ALREADY_EXISTS above a threshold (per minute, or as a share
@@ -158,12 +158,3 @@ def list_rules(session: Session, *, limit: int, offset: int) -> AlertRulesPublic
     query = select(AlertRule).where(col(AlertRule.deleted_at).is_(None))
     rows, count = page(session, query, [col(AlertRule.id)], limit=limit, offset=offset)
     return AlertRulesPublic(data=[to_public(row) for row in rows], count=count)
-
-
-def existing_ids(session: Session, ids: list[int]) -> set[int]:
-    if not ids:
-        return set()
-    query = select(AlertRule.id).where(
-        col(AlertRule.id).in_(ids), col(AlertRule.deleted_at).is_(None)
-    )
-    return {rule_id for rule_id in session.exec(query) if rule_id is not None}

@@ -24,9 +24,9 @@ from sqlmodel import Session, and_, col, or_, select
 from onceover_backend.core.db import write_transaction
 from onceover_backend.errors import NotFoundError
 from onceover_backend.models import DeliveriesPublic, DeliveryAttemptPublic, DeliveryPublic
-from onceover_backend.services import webhook_payloads, webhooks
 from onceover_backend.services.paging import page
-from onceover_backend.services.webhook_signing import new_message_id
+from onceover_backend.services.webhooks import endpoints, payloads
+from onceover_backend.services.webhooks.signing import new_message_id
 from onceover_backend.tables import DeliveryAttempt, WebhookDelivery, WebhookEndpoint
 
 RESPONSE_KEPT = 1000
@@ -166,12 +166,12 @@ def create_test(engine: Engine, endpoint_id: int, public_url: str) -> int:
     """A test notification to the endpoint, for the caller to send now; its delivery id."""
     now = datetime.now(UTC)
     with write_transaction(engine) as session:
-        endpoint = webhooks.live(session, endpoint_id)
+        endpoint = endpoints.live(session, endpoint_id)
         message_id = new_message_id()
         delivery = WebhookDelivery(
             endpoint_id=endpoint_id, message_id=message_id, dedupe_key=f"test:{message_id}",
             kind="test", event_status="firing",
-            body=webhook_payloads.sample_body(endpoint, public_url, now),
+            body=payloads.sample_body(endpoint, public_url, now),
             status="pending", next_attempt_at=now + SENT_BY_REQUEST, created_at=now,
         )  # fmt: skip
         session.add(delivery)
@@ -185,7 +185,7 @@ def create_redelivery(engine: Engine, endpoint_id: int, delivery_id: int) -> int
     has it can tell), as a new delivery for the caller to send now; its id."""
     now = datetime.now(UTC)
     with write_transaction(engine) as session:
-        webhooks.live(session, endpoint_id)
+        endpoints.live(session, endpoint_id)
         original = session.get(WebhookDelivery, delivery_id)
         if original is None or original.endpoint_id != endpoint_id:
             raise NotFoundError(f"no delivery {delivery_id} to webhook endpoint {endpoint_id}")
@@ -255,7 +255,7 @@ def list_deliveries(
 ) -> DeliveriesPublic:  # fmt: skip
     """Newest first, every try of each; with ``answers`` (for operators), what the
     receiver answered and each error's detail."""
-    webhooks.live(session, endpoint_id)
+    endpoints.live(session, endpoint_id)
     query = select(WebhookDelivery).where(WebhookDelivery.endpoint_id == endpoint_id)
     if status:
         query = query.where(col(WebhookDelivery.status).in_(status))

@@ -38,7 +38,7 @@ from onceover.key_checksum import (
     key_term,
 )
 from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN
-from onceover_backend.services.bigquery_counts import (
+from onceover_backend.services.reconciliation.bigquery_counts import (
     SAMPLE_LIMIT,
     Counts,
     GroupCounts,

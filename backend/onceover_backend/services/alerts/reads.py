@@ -13,7 +13,7 @@ from onceover_backend.models import (
     AlertTransitionPublic,
 )
 from onceover_backend.services.paging import page
-from onceover_backend.services.webhook_payloads import generator_url
+from onceover_backend.services.webhooks.payloads import generator_url
 from onceover_backend.tables import Alert, AlertTransition
 
 SHOWN_STATES = ("pending", "firing", "resolved")

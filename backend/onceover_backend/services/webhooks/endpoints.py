@@ -1,5 +1,5 @@
 """Webhook endpoints: create (the secret is generated and shown once), change, delete,
-rotate the secret. URLs are checked by :mod:`onceover_backend.services.webhook_urls`, and shown
+rotate the secret. URLs are checked by :mod:`onceover_backend.services.webhooks.urls`, and shown
 whole only in the answer that creates the endpoint: after that, its host only (a
 webhook URL's path is often a secret of its own)."""
 
@@ -19,17 +19,16 @@ from onceover_backend.models import (
     WebhooksPublic,
     WebhookUpdate,
 )
-from onceover_backend.services import alert_rules
 from onceover_backend.services.paging import page
-from onceover_backend.services.webhook_signing import SECRET_PREFIX, new_secret
-from onceover_backend.services.webhook_urls import (
+from onceover_backend.services.webhooks.signing import SECRET_PREFIX, new_secret
+from onceover_backend.services.webhooks.urls import (
     IPNetwork,
     RefusedURLError,
     check_url,
     is_redacted,
     redacted,
 )
-from onceover_backend.tables import WebhookEndpoint
+from onceover_backend.tables import AlertRule, WebhookEndpoint
 
 HINT_CHARS = 4
 
@@ -66,11 +65,19 @@ def _check(session: Session, url: str | None, rule_ids: list[int] | None,
         except RefusedURLError as exc:  # echoed masked: the answer is kept in the audit log
             raise InvalidParameterError("url", str(exc), redacted(url), where="body") from None
     if rule_ids:
-        unknown = sorted(set(rule_ids) - alert_rules.existing_ids(session, rule_ids))
+        unknown = sorted(set(rule_ids) - _live_rule_ids(session, rule_ids))
         if unknown:
             raise InvalidParameterError(
                 "rule_ids", f"no alert rule {', '.join(map(str, unknown))}", rule_ids, where="body"
             )
+
+
+def _live_rule_ids(session: Session, ids: list[int]) -> set[int]:
+    """Those of ``ids`` that name alert rules not deleted (an endpoint may be sent theirs)."""
+    query = select(AlertRule.id).where(
+        col(AlertRule.id).in_(ids), col(AlertRule.deleted_at).is_(None)
+    )
+    return {rule_id for rule_id in session.exec(query) if rule_id is not None}
 
 
 def live(session: Session, endpoint_id: int) -> WebhookEndpoint:

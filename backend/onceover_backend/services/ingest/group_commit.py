@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from onceover_backend.services.ingest import EventBatch, Ingested, ingest_batches
+from onceover_backend.services.ingest.transaction import EventBatch, Ingested, ingest_batches
 
 logger = logging.getLogger(__name__)
 

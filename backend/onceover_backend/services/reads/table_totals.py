@@ -8,8 +8,8 @@ from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, func, select
 
 from onceover_backend.models import TablePublic, TablesPublic
-from onceover_backend.services.list_extras import latest_verdicts
 from onceover_backend.services.paging import MAX_OFFSET
+from onceover_backend.services.reads.list_extras import latest_verdicts
 from onceover_backend.tables import Run
 
 

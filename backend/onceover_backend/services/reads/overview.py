@@ -31,7 +31,7 @@ from onceover_backend.models import (
     OverviewTotalsPublic,
     OverviewVerdictPublic,
 )
-from onceover_backend.services.webhook_payloads import page_path
+from onceover_backend.services.webhooks.payloads import page_path
 from onceover_backend.tables import (
     Alert,
     AlertRule,
@@ -223,7 +223,7 @@ def _commits_by_table(
     """Per table: the last commit, rows committed today, rows set aside by batches
     committed since ``since`` (1 query), summed from the commits by the hour (both
     times are whole hours). A batch counts once, at its first commit
-    (:mod:`onceover_backend.services.commit_hours`)."""
+    (:mod:`onceover_backend.services.ingest.commit_hours`)."""
     hour = col(CommitHour.hour)
     rows = session.execute(
         select_rows(

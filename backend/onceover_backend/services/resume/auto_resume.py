@@ -1,7 +1,7 @@
 """Automatic resume: a failed run whose job asked for it (``--auto-resume N``) is resumed
 by the control plane, up to N attempts in all, waiting ``backoff * 2^(k-1)`` after the
 k-th failure, and only once an operator has approved the run's spec (the policy is part
-of the spec, which any ingest token could have sent: :mod:`onceover_backend.services.launch_specs`).
+of the spec, which any ingest token could have sent: :mod:`onceover_backend.services.launch.specs`).
 
 Safe with several backend replicas: each launch goes through :meth:`Resumer.resume`
 with the idempotency key ``auto:<run>:<attempt number>``, and the database allows one
@@ -20,9 +20,10 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, col, select
 
 from onceover_backend.errors import ControlPlaneError
-from onceover_backend.services import audit, launch_specs
+from onceover_backend.services.access import audit
+from onceover_backend.services.launch import specs
 from onceover_backend.services.periodic import every
-from onceover_backend.services.resume import Resumer, next_auto_resume
+from onceover_backend.services.resume.resumer import Resumer, next_auto_resume
 from onceover_backend.tables import Attempt, Run
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def due_runs(engine: Engine, now: datetime) -> list[tuple[str, int]]:
         )
         due: list[tuple[str, int]] = []
         for run in failed:
-            if launch_specs.approval(run) is None:
+            if specs.approval(run) is None:
                 continue  # shown on the run page: the plan says it waits for approval
             attempts = session.exec(
                 select(func.count(), func.max(Attempt.number)).where(Attempt.run_id == run.run_id)

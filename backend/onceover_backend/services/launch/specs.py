@@ -14,7 +14,7 @@ A run's spec (module, arguments, checkpoint, auto-resume policy) arrives in
   log).
 
 The digest leaves out ``cwd``: it says where the job was first started, and launches
-never run there (see :mod:`onceover_backend.services.launcher`).
+never run there (see :mod:`onceover_backend.services.launch.launcher`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 from onceover_backend.core.db import write_transaction
 from onceover_backend.errors import NotFoundError, ResumeConflictError, SpecNotApprovedError
 from onceover_backend.models import RunSpecPublic
-from onceover_backend.services.redaction import redacted_spec
+from onceover_backend.services.launch.redaction import redacted_spec
 from onceover_backend.tables import Run, utcnow
 
 Decision = Literal["approve", "reject"]

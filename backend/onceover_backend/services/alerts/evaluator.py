@@ -7,7 +7,7 @@
 
 A move to ``firing`` or ``resolved`` (and a repeat) is an :class:`AlertTransition`,
 and in the same transaction one :class:`WebhookDelivery` per endpoint that wants it:
-an outbox, which :mod:`onceover_backend.services.webhook_dispatch` then sends.
+an outbox, which :mod:`onceover_backend.services.webhooks.dispatch` then sends.
 
 Safe with several replicas on one PostgreSQL: a round runs in one transaction holding
 a transaction-scoped advisory lock, and a replica that cannot get it skips the round,
@@ -29,10 +29,10 @@ from sqlmodel import Session, col, select
 
 from onceover_backend.core.config import Settings
 from onceover_backend.core.db import try_advisory_lock, write_transaction
-from onceover_backend.services import webhook_payloads
-from onceover_backend.services.alert_conditions import Observation, observe
+from onceover_backend.services.alerts.conditions import Observation, observe
 from onceover_backend.services.periodic import every
-from onceover_backend.services.webhook_signing import new_message_id
+from onceover_backend.services.webhooks import payloads
+from onceover_backend.services.webhooks.signing import new_message_id
 from onceover_backend.tables import (
     Alert,
     AlertRule,
@@ -111,7 +111,7 @@ class _Round:
         return alert
 
     def _holds(self, rule: AlertRule, alert: Alert, obs: Observation) -> None:
-        alert.labels = webhook_payloads.alert_labels(rule, obs.subject())
+        alert.labels = payloads.alert_labels(rule, obs.subject())
         alert.value, alert.summary, alert.evaluated_at = obs.value, obs.summary, self.now
         if alert.state in ("inactive", "resolved"):  # a new episode
             alert.state, alert.pending_since = "pending", self.now
@@ -160,7 +160,7 @@ class _Round:
                     kind="alert",
                     transition_id=transition.id,
                     event_status=status,
-                    body=webhook_payloads.transition_body(
+                    body=payloads.transition_body(
                         endpoint, rule, alert, transition, self.public_url
                     ),
                     status="pending",

@@ -9,7 +9,7 @@ own threads, emitters spool and retry). So every update here is order-independen
 * a run's status is its latest attempt's status, recomputed after every batch, so an
   old attempt's late ``run_failed`` cannot fail a run a newer attempt finished.
 
-Everything happens in the ingest transaction (:mod:`onceover_backend.services.ingest`).
+Everything happens in the ingest transaction (:mod:`onceover_backend.services.ingest.transaction`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from onceover import events as ev
-from onceover_backend.services import launch_specs, stream_rows
-from onceover_backend.services.commit_hours import CommitHours
-from onceover_backend.services.stream_rows import StreamRow
+from onceover_backend.services.ingest import stream_rows
+from onceover_backend.services.ingest.commit_hours import CommitHours
+from onceover_backend.services.ingest.stream_rows import StreamRow
+from onceover_backend.services.launch import specs
 from onceover_backend.tables import Attempt, Batch, HourRollup, Run, WriteRollup
 
 BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
@@ -414,7 +415,7 @@ class Projector:
         stalled run was heard from again), its totals from its batches when one moved.
         A heartbeat only raises the rows reported; stream events move neither. (Three
         queries a run per batch were a fifth of ingest, docs/profiling.md.) A run locked
-        but sent nothing (a launch that ended, :mod:`onceover_backend.services.resume`)
+        but sent nothing (a launch that ended, :mod:`onceover_backend.services.resume.resumer`)
         or first stored now is recomputed whole."""
         run_id = run.run_id
         whole = run_id not in self._run_tallies or run_id in self._new
@@ -504,7 +505,7 @@ class Projector:
             attempt.started_at = time
             if event.spec is not None:
                 attempt.spec = event.spec.model_dump(mode="json")
-                launch_specs.pin(run, attempt.spec, attempt.attempt_id, self.received_at)
+                specs.pin(run, attempt.spec, attempt.attempt_id, self.received_at)
             run.mode = event.mode
         elif isinstance(event, ev.RunHeartbeat):
             attempt.last_heartbeat_at = _later(attempt.last_heartbeat_at, time)

@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, func
 from sqlalchemy import select as select_rows
 from sqlmodel import Session, and_, col, or_, select
 
-from onceover_backend.services.alert_rules import DEFAULT_ORPHAN_AGE_S, DEFAULT_WINDOW_S
+from onceover_backend.services.alerts.rules import DEFAULT_ORPHAN_AGE_S, DEFAULT_WINDOW_S
 from onceover_backend.tables import AlertRule, Batch, Reconciliation, Run, Stream, WriteRollup
 
 # Codes that are not "other errors": success, deduplication, and the offset alarm.

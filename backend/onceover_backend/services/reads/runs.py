@@ -18,10 +18,10 @@ from onceover_backend.models import (
     RunsPublic,
     StreamPublic,
 )
-from onceover_backend.services import launch_specs
-from onceover_backend.services.list_extras import latest_verdicts
+from onceover_backend.services.launch import specs
+from onceover_backend.services.launch.redaction import redacted_spec
 from onceover_backend.services.paging import page
-from onceover_backend.services.redaction import redacted_spec
+from onceover_backend.services.reads.list_extras import latest_verdicts
 from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
@@ -123,7 +123,7 @@ def get_run(session: Session, run_id: str, launch_modules: Sequence[str] = ()) -
         .group_by(WriteRollup.code)
     )
     summary = _summaries(session, [run])[0]
-    spec_state = launch_specs.state(run)
+    spec_state = specs.state(run)
     return RunDetailPublic(
         **{**summary, "spec": spec_state.spec},
         spec_state=spec_state,

@@ -8,11 +8,11 @@ Top to bottom, a resume:
    (422 if the spec or checkpoint cannot be used; nothing is launched);
 3. in one write transaction, with the run locked: checks 1 again, finds the operator's
    approval of the spec, given with this call or before (409 without one:
-   :mod:`onceover_backend.services.launch_specs`), gives the attempt
+   :mod:`onceover_backend.services.launch.specs`), gives the attempt
    the next number, inserts it (``resuming``) and a live ``Launch`` row, and moves the
    run to ``resuming``. A partial unique index allows one live launch per run, so of
    two replicas racing, one commits and the other gets 409;
-4. starts the job (:mod:`onceover_backend.services.launcher`); its events move the attempt to
+4. starts the job (:mod:`onceover_backend.services.launch.launcher`); its events move the attempt to
    ``running`` and then ``succeeded`` or ``failed`` like any run's (the projection),
    and a run that succeeds is reconciled automatically;
 5. when the process exits, marks the launch ended; an attempt that exited without
@@ -50,11 +50,11 @@ from onceover_backend.models import (
     RunIntentsPublic,
     RunStatus,
 )
-from onceover_backend.services import launch_specs
-from onceover_backend.services.checkpoint import read_checkpoint
-from onceover_backend.services.intent_check import IntentChecker, IntentFinding
-from onceover_backend.services.launcher import HOST, Launcher, log_header, pid_alive
-from onceover_backend.services.projection import TERMINAL_ATTEMPT, Projector
+from onceover_backend.services.ingest.projection import TERMINAL_ATTEMPT, Projector
+from onceover_backend.services.launch import specs
+from onceover_backend.services.launch.launcher import HOST, Launcher, log_header, pid_alive
+from onceover_backend.services.resume.checkpoint import read_checkpoint
+from onceover_backend.services.resume.intent_check import IntentChecker, IntentFinding
 from onceover_backend.tables import Attempt, Launch, Run, utcnow
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class Resumer:
         warnings = list(state.warnings)
         if spec.checkpoint is None:
             warnings.append("the spec names a ledger but no Spark checkpoint")
-        spec_state = launch_specs.state(run)  # unapproved: spec.approved_by is null
+        spec_state = specs.state(run)  # unapproved: spec.approved_by is null
         if spec_state.proposed is not None:
             warnings.append(
                 f"attempt {spec_state.proposed_by_attempt} reported a different spec "
@@ -297,12 +297,12 @@ class Resumer:
                 if replayed := self._replay(session, run_id, idempotency_key):
                     return replayed
                 self._check_resumable(session, run, release_stale=True)
-                if run.spec is None or launch_specs.spec_digest(run.spec) != plan.spec.digest:
+                if run.spec is None or specs.spec_digest(run.spec) != plan.spec.digest:
                     raise ResumeConflictError(
                         f"run {run_id!r}: its spec changed while the resume was planned; "
                         "look at the plan again"
                     )
-                approval = launch_specs.approve_for_launch(run, approve_spec, actor, now)
+                approval = specs.approve_for_launch(run, approve_spec, actor, now)
                 number = _next_number(session, run_id)
                 log_path = self.launcher.log_path(run_id, number)
                 plan = plan.model_copy(update={"attempt": number, "log_path": str(log_path)})
