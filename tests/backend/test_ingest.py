@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
-from onceover_backend.services.ingest.projection import STREAM_TYPE_OF_MODE
+from onceover_backend.services.ingest.streams import STREAM_TYPE_OF_MODE
 from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func

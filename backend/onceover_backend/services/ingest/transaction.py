@@ -20,7 +20,8 @@ from onceover_backend.core.db import write_transaction
 from onceover_backend.models import IngestResultPublic
 from onceover_backend.services.access import audit
 from onceover_backend.services.ingest.event_store import store_new
-from onceover_backend.services.ingest.projection import Projector, in_utc
+from onceover_backend.services.ingest.projection import Projector
+from onceover_backend.services.ingest.times import in_utc
 from onceover_backend.tables import AuditLog, utcnow
 
 logger = logging.getLogger(__name__)
