@@ -234,7 +234,24 @@ class Batch(SQLModel, table=True):
     )
 
 
-class Stream(SQLModel, table=True):
+class StreamCounters(SQLModel):
+    """What a stream's append answers add up to, as the ``stream`` table's columns
+    (:class:`Stream`). The one list of them: ingest's fast path adds them up by these
+    names (:data:`STREAM_COUNTERS`)."""
+
+    appends: int = 0
+    rows: int = _count()
+    bytes: int = _count()
+    already_exists: int = 0
+    out_of_range: int = 0
+    errors: int = 0
+
+
+STREAM_COUNTERS: tuple[str, ...] = tuple(StreamCounters.model_fields)
+"""The counters' names, in their order."""
+
+
+class Stream(StreamCounters, table=True):
     """One BigQuery write stream (or a table's ``_default`` stream) as a run used it."""
 
     __table_args__ = (UniqueConstraint("run_id", "name"),)
@@ -251,12 +268,6 @@ class Stream(SQLModel, table=True):
     task_attempt: int
     state: str = Field(max_length=20)
     next_offset: int | None = _maybe_count()
-    appends: int = 0
-    rows: int = _count()
-    bytes: int = _count()
-    already_exists: int = 0
-    out_of_range: int = 0
-    errors: int = 0
     row_count: int | None = _maybe_count("as finalized")
     last_error: str | None = Field(default=None, sa_type=Text)
     last_error_at: datetime | None = _when()

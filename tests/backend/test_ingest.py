@@ -8,9 +8,10 @@ from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
+from onceover_backend.models import StreamPublic
 from onceover_backend.services.ingest.streams import STREAM_TYPE_OF_MODE
 from onceover_backend.services.ingest.transaction import ingest_events
-from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
+from onceover_backend.tables import STREAM_COUNTERS, Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
@@ -274,6 +275,12 @@ def test_errors_are_counted_by_code(client: TestClient) -> None:
     stream = run["streams"][0]
     assert (stream["errors"], stream["out_of_range"]) == (1, 1)
     assert stream["last_error"] == "OUT_OF_RANGE at offset 99: gap"
+
+
+def test_the_api_shows_every_stream_counter() -> None:
+    """The counters ingest adds up for a stream (one list, the table's columns) are all
+    in the API's stream."""
+    assert set(STREAM_COUNTERS) <= set(StreamPublic.model_fields)
 
 
 def test_every_mode_has_its_stream_type() -> None:

@@ -11,20 +11,25 @@ ones with one ``UPDATE``, each executed for every row.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlmodel import Session
 
-from onceover_backend.tables import Stream
+from onceover_backend.tables import STREAM_COUNTERS, Stream
 
 _TABLE = Stream.__table__  # type: ignore[attr-defined]
 NAMES_PER_QUERY = 500  # bound parameters in one IN (...)
 _LOAD = select(_TABLE).where(
     _TABLE.c.run_id == bindparam("run_id"), _TABLE.c.name.in_(bindparam("names", expanding=True))
 )
+
+
+def no_counts() -> dict[str, int]:
+    """Every stream counter at zero, in the order of :data:`STREAM_COUNTERS`."""
+    return dict.fromkeys(STREAM_COUNTERS, 0)
 
 
 @dataclass(slots=True, eq=False)
@@ -44,12 +49,8 @@ class StreamRow:
     created_at: datetime
     updated_at: datetime
     next_offset: int | None = None
-    appends: int = 0
-    rows: int = 0
-    bytes: int = 0
-    already_exists: int = 0
-    out_of_range: int = 0
-    errors: int = 0
+    counts: dict[str, int] = field(default_factory=no_counts)
+    """Its counter columns (:data:`STREAM_COUNTERS`), by name."""
     row_count: int | None = None
     last_error: str | None = None
     last_error_at: datetime | None = None
@@ -59,15 +60,22 @@ class StreamRow:
     """Its changing columns as read (None: a new stream)."""
 
     def changing(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _CHANGING)
+        counts = self.counts
+        return (
+            *[getattr(self, name) for name in _CHANGING_COLUMNS],
+            *[counts[name] for name in STREAM_COUNTERS],
+        )
 
 
-_COLUMNS = tuple(f.name for f in fields(StreamRow) if f.name not in ("id", "stored"))
-_CHANGING = (
-    "state", "created_at", "updated_at", "next_offset", "appends", "rows", "bytes",
-    "already_exists", "out_of_range", "errors", "row_count", "last_error", "last_error_at",
+_COLUMNS = tuple(f.name for f in fields(StreamRow) if f.name not in ("id", "stored", "counts"))
+"""Its columns but the id and the counters."""
+_CHANGING_COLUMNS = (
+    "state", "created_at", "updated_at", "next_offset", "row_count", "last_error",
+    "last_error_at",
 )  # fmt: skip
-"""What ingest changes of a stored stream; the rest is fixed when it is first stored."""
+_CHANGING = (*_CHANGING_COLUMNS, *STREAM_COUNTERS)
+"""What ingest changes of a stored stream, in the order of :meth:`StreamRow.changing`;
+the rest is fixed when it is first stored."""
 _UPDATE = (
     update(_TABLE)
     .where(_TABLE.c.id == bindparam("_id"))
@@ -82,7 +90,11 @@ def load(session: Session, run_id: str, names: Iterable[str]) -> list[StreamRow]
     for start in range(0, len(ordered), NAMES_PER_QUERY):
         chunk = ordered[start : start + NAMES_PER_QUERY]
         for row in session.execute(_LOAD, {"run_id": run_id, "names": chunk}).mappings():
-            stream = StreamRow(**{name: row[name] for name in _COLUMNS}, id=row["id"])
+            stream = StreamRow(
+                **{name: row[name] for name in _COLUMNS},
+                counts={name: row[name] for name in STREAM_COUNTERS},
+                id=row["id"],
+            )
             stream.stored = stream.changing()
             found.append(stream)
     return found
@@ -108,7 +120,8 @@ def write(session: Session, streams: Iterable[StreamRow]) -> None:
         # each other rather than deadlock (the run's lock covers only stored runs).
         new.sort(key=lambda s: (s.run_id, s.name))
         session.execute(
-            insert(_TABLE), [{name: getattr(s, name) for name in _COLUMNS} for s in new]
+            insert(_TABLE),
+            [{**{name: getattr(s, name) for name in _COLUMNS}, **s.counts} for s in new],
         )
     if changed:
         changed.sort(key=lambda row: row["_id"])  # a fixed lock order on PostgreSQL

@@ -38,15 +38,16 @@ def count_append(
     """An append's answer, in its stream's tally and its rollup."""
     rows = event.rows
     at = tally.minute_of(time)
+    counts = tally.counts
     if type(event) is ev.AppendAcknowledged:
-        tally.appends += 1
-        tally.rows += rows
-        tally.bytes += event.bytes
+        counts["appends"] += 1
+        counts["rows"] += rows
+        counts["bytes"] += event.bytes
         if event.offset is not None:
             tally.reach(event.offset + rows)
         rollups.count(counted, rollup_key(event, at, "OK"), rows, event.bytes)
     else:
-        tally.already_exists += 1
+        counts["already_exists"] += 1
         tally.reach(event.offset + rows)  # type: ignore[operator]  # never None here
         rollups.count(counted, rollup_key(event, at, "ALREADY_EXISTS"), rows, event.bytes)
 
@@ -157,7 +158,7 @@ class StreamProjection:
         if isinstance(event, ev.AppendAcknowledged | ev.AppendAlreadyExists):
             count_append(tally, event, time, self.counted)
         elif isinstance(event, ev.AppendOutOfRange):
-            tally.out_of_range += 1
+            tally.counts["out_of_range"] += 1
             self._note_error(
                 stream,
                 time,
@@ -166,7 +167,7 @@ class StreamProjection:
             key = rollup_key(event, minute(time), "OUT_OF_RANGE")
             rollups.count(self.counted, key, event.rows, 0)
         else:
-            tally.errors += 1
+            tally.counts["errors"] += 1
             where = f" at offset {event.offset}" if event.offset is not None else ""
             self._note_error(stream, time, f"{event.code}{where}: {event.message}".rstrip(": "))
             key = rollup_key(event, minute(time), event.code)

@@ -3,10 +3,10 @@ to the row once at the end (:meth:`~.projection.Projector.finish`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from onceover_backend.services.ingest.stream_rows import StreamRow
+from onceover_backend.services.ingest.stream_rows import StreamRow, no_counts
 from onceover_backend.services.ingest.times import minute
 from onceover_backend.tables import Run
 
@@ -55,12 +55,8 @@ class StreamTally(Span):
     run: RunTally
     appending: bool = False
     """The stream's state is at least ``appending``: append outcomes take the fast path."""
-    appends: int = 0
-    rows: int = 0
-    bytes: int = 0
-    already_exists: int = 0
-    out_of_range: int = 0
-    errors: int = 0
+    counts: dict[str, int] = field(default_factory=no_counts)
+    """What this batch adds to each of the stream's counters (:data:`STREAM_COUNTERS`)."""
     next_offset: int | None = None
     _minute: datetime | None = None
     _minute_end: datetime | None = None
@@ -80,9 +76,10 @@ class StreamTally(Span):
         stream = self.stream
         stream.created_at = min(stream.created_at, self.first)
         stream.updated_at = max(stream.updated_at, self.last)
-        for name in ("appends", "rows", "bytes", "already_exists", "out_of_range", "errors"):
-            if added := getattr(self, name):
-                setattr(stream, name, getattr(stream, name) + added)
+        counts = stream.counts
+        for name, added in self.counts.items():
+            if added:
+                counts[name] += added
         if self.next_offset is not None:
             reached = max(stream.next_offset or 0, self.next_offset)
             if reached != stream.next_offset:
