@@ -11,6 +11,7 @@ from typing import Any
 from sqlmodel import Session
 
 from onceover import events as ev
+from onceover.modes import traits_of
 from onceover_backend.services.ingest import rollups, stream_rows
 from onceover_backend.services.ingest.rejections import rejections
 from onceover_backend.services.ingest.rollups import Rollups, rollup_key
@@ -19,14 +20,6 @@ from onceover_backend.services.ingest.tallies import RunTally, StreamTally
 from onceover_backend.services.ingest.times import minute
 
 STREAM_RANK = {"created": 0, "appending": 1, "finalized": 2, "orphaned": 3, "committed": 4}
-STREAM_TYPE_OF_MODE: dict[ev.Mode, ev.StreamType] = {
-    "pending": "PENDING",
-    "buffered": "BUFFERED",
-    "committed": "COMMITTED",
-    "default": "DEFAULT",
-}
-"""The type of a stream first heard of in a ``batch_committed`` (its executor's events
-late or lost): the one its mode writes on (onceover/events.py)."""
 
 
 def count_append(
@@ -115,11 +108,14 @@ class StreamProjection:
         one of the PENDING streams holding the rows it set aside there."""
         stream = self.get(event.run_id, rows.stream)
         if stream is None:  # its executor's events have not arrived (or never will)
+            # The type its mode writes on; the dead-letter table's streams are PENDING.
             stream = StreamRow(
                 run_id=event.run_id,
                 name=rows.stream,
                 stream_type=(
-                    "PENDING" if dead_letter_table is not None else STREAM_TYPE_OF_MODE[event.mode]
+                    "PENDING"
+                    if dead_letter_table is not None
+                    else traits_of(event.mode).stream_type
                 ),
                 table_id=dead_letter_table or event.table,
                 query_id=event.query_id,

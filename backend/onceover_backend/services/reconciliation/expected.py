@@ -4,12 +4,13 @@ they set aside in dead-letter tables, each batch's receipt, and what to warn of.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlmodel import Session, col, select
 
-from onceover.events import Mode
+from onceover.modes import TRAITS, ModeTraits
 from onceover_backend.errors import NotFoundError
 from onceover_backend.services.reconciliation.receipt_check import Receipt
 from onceover_backend.tables import Batch, Run
@@ -45,20 +46,25 @@ OTHER_WRITERS = (
     "a table check counts every row of the table: rows written by anything but onceover "
     "count as extra, and rows deleted, expired or truncated since count as missing"
 )
-UNCOMMITTED_VISIBLE: dict[Mode, str] = {
-    "buffered": (
-        "{count} batch(es) of buffered-mode writes not recorded as committed: the driver "
-        "may have flushed some of their streams before it stopped, so rows of those "
-        "partitions can be in the table all the same (a replay of the batch flushes the rest)"
-    ),
-    "committed": (
-        "{count} batch(es) of committed-mode writes not recorded as committed: the rows "
-        "they appended were visible at once, so they can be in the table all the same"
-    ),
-}
-"""The exactly-once modes whose rows can be visible before their batch commits, and what
-to say of a run's batches of that mode left uncommitted (pending mode's rows stay
-invisible until the commit)."""
+VISIBLE_AT_APPEND = (
+    "{count} batch(es) of {mode}-mode writes not recorded as committed: the rows "
+    "they appended were visible at once, so they can be in the table all the same"
+)
+PUBLISHED_IN_PART = (
+    "{count} batch(es) of {mode}-mode writes not recorded as committed: the driver "
+    "may have flushed some of their streams before it stopped, so rows of those "
+    "partitions can be in the table all the same (a replay of the batch flushes the rest)"
+)
+
+
+def uncommitted_visible(traits: ModeTraits) -> str | None:
+    """What to say of a run's batches of this mode left uncommitted, whose rows can be in
+    the table all the same: rows visible as appended, or a publish of one call per stream
+    (a flush) that a crash cut short. None where they stay invisible until the commit
+    (pending mode), and for the at-least-once baseline (default mode)."""
+    if not (traits.exactly_once and traits.uncommitted_rows_may_show):
+        return None
+    return VISIBLE_AT_APPEND if traits.visible_before_commit else PUBLISHED_IN_PART
 
 
 @dataclass
@@ -129,10 +135,11 @@ def expected_of_run(session: Session, run: Run, table: str, *, several: bool) ->
         warnings.append(PARTLY_STAMPED)
     if key is None:
         warnings.append(NO_KEY)
-    for mode, warning in UNCOMMITTED_VISIBLE.items():
-        stuck = [b for b in batches if b.mode == mode and not _is_committed(b)]
-        if stuck:
-            warnings.append(warning.format(count=len(stuck)))
+    stuck = Counter(b.mode for b in batches if not _is_committed(b))
+    for traits in TRAITS.values():
+        warning = uncommitted_visible(traits)
+        if warning is not None and stuck[traits.mode]:
+            warnings.append(warning.format(count=stuck[traits.mode], mode=traits.mode))
     per_batch: dict[Any, int] = {}
     for batch in committed:  # writes of one micro-batch to one table share its stamp
         per_batch[batch.batch_id] = per_batch.get(batch.batch_id, 0) + _batch_rows(batch)

@@ -4,18 +4,19 @@ the checkpoint", with BigQuery's commit time as proof) and what a resume will do
 each. The resumed job settles them the same way (onceover_jobs.sink.committer); this
 only reads.
 
-What BigQuery can tell depends on the mode:
+What BigQuery can tell depends on how the batch's mode settles an intent
+(:attr:`onceover.modes.ModeTraits.settle`):
 
-- ``pending``: each stream's ``commit_time`` (``GetWriteStream``). All set: committed,
-  the resume records it and skips it. None set: not committed, the resume commits the
-  streams (or writes the batch again if BigQuery no longer knows them and no commit was
-  ever asked for). Some set: impossible for one ``BatchCommitWriteStreams``; a person
-  must look.
-- ``buffered``: BigQuery does not say how far a stream was flushed; the resume flushes
-  each stream to the batch's end again (a flush to an offset already flushed changes
-  nothing).
-- ``committed`` and ``default``: rows were visible as they were appended; the resume
-  records the batch.
+- ``commit_time`` (``pending``): each stream's ``commit_time`` (``GetWriteStream``). All
+  set: committed, the resume records it and skips it. None set: not committed, the
+  resume commits the streams (or writes the batch again if BigQuery no longer knows them
+  and no commit was ever asked for). Some set: impossible for one
+  ``BatchCommitWriteStreams``; a person must look.
+- ``flush_again`` (``buffered``): BigQuery does not say how far a stream was flushed;
+  the resume flushes each stream to the batch's end again (a flush to an offset already
+  flushed changes nothing).
+- ``as_appended`` (``committed`` and ``default``): rows were visible as they were
+  appended; the resume records the batch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 from onceover.bigquery import BigQueryConfig, write_client
 from onceover.ledger_files import BatchRecord
+from onceover.modes import traits_of
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +61,10 @@ class IntentChecker:
             return self._client
 
     def check(self, record: BatchRecord) -> IntentFinding:
-        if record.mode == "buffered":
+        settle = traits_of(record.mode).settle
+        if settle == "flush_again":
             return FLUSHED_AGAIN
-        if record.mode in ("committed", "default") or not record.streams:
+        if settle == "as_appended" or not record.streams:
             return VISIBLE_AS_APPENDED
         try:
             times = [self._commit_time(s.stream) for s in record.streams]
