@@ -50,8 +50,8 @@ class Run(SQLModel, table=True):
 
     # The runs list filters by one of these and answers newest first: with the start
     # time beside each, a page is read in order from the index, where an index of the
-    # filter alone had every matching run read and sorted (SQLite: 15-30 -> 5-8 ms for the
-    # succeeded of 5,000 runs, docs/profiling.md). Each still serves its column alone.
+    # filter alone had every matching run read and sorted (docs/profiling.md, "The runs
+    # list, filtered"). Each still serves its column alone.
     __table_args__ = (
         Index("ix_run_status_started_at", "status", "started_at"),
         Index("ix_run_table_id_started_at", "table_id", "started_at"),
@@ -319,7 +319,7 @@ class HourRollup(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("run_id", "hour", "table_id", "code"),
         # Every column the overview reads, in its order: its 24 hours are read from the
-        # index alone (9.5 ms of SQLite's time at 10,000,000 events stored, 2.8 with it).
+        # index alone, without a visit to each row (docs/profiling.md).
         Index("ix_hourrollup_hour_table_id_code_requests", "hour", "table_id", "code", "requests"),
     )
 

@@ -27,8 +27,9 @@ _COLUMNS = tuple(name for name in AuditLog.model_fields if name != "id")
 
 def insert_rows(session: Session, entries: Sequence[AuditLog]) -> None:
     """``entries`` inserted on the session's connection, in its transaction, without the
-    ORM's flush: ingest writes one a batch, and the flush of that one row was 3% of the
-    server's CPU at small posts (docs/profiling.md)."""
+    ORM's flush: ingest writes one a batch, and flushing that one row through the ORM
+    was a visible share of the server's CPU at small posts (docs/profiling.md, "What a
+    small POST costs, again")."""
     if entries:
         rows = [{name: getattr(entry, name) for name in _COLUMNS} for entry in entries]
         session.connection().execute(_INSERT, rows)

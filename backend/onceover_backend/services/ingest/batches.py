@@ -98,7 +98,7 @@ class BatchProjection:
                 mode=event.mode,
                 state="intent",
                 # Given, not left to their default_factory: pydantic inspects a factory's
-                # signature at every call, 1 ms a Batch (docs/profiling.md).
+                # signature at every call (docs/profiling.md, "Third round").
                 streams=[],
                 dead_letter_streams=[],
             )

@@ -1,9 +1,9 @@
 """Commits by the hour: each batch counted once, in the UTC hour of its first commit.
 
 The overview shows each table's last commit, the rows committed today and the rows set
-aside over 24 hours. Summing those over the batches read every batch stored, each call
-(23 ms of SQLite's time at 10,000,000 events stored, docs/profiling.md, "Commits by the
-hour"); ``CommitHour`` keeps them per run, table and hour, in the ingest transaction
+aside over 24 hours. Summing those over the batches read every batch stored, each call,
+a cost that grew with what was stored (docs/profiling.md, "Commits by the hour");
+``CommitHour`` keeps them per run, table and hour, in the ingest transaction
 that moves a batch.
 
 A batch's *share* is one batch, its rows and rows set aside, at its first commit's

@@ -1,11 +1,12 @@
 """Group commit: event batches posted at the same time stored in one transaction.
 
 A transaction costs about the same whatever it holds: a commit (on SQLite an fsync of
-its log), the runs locked, the streams loaded, the rollups upserted. At 500 events a
-batch that was a third of ingest's CPU (docs/profiling.md). While one transaction runs,
-the batches that arrive wait in a queue; the next transaction takes them all, up to
-``max_events``, in the order they came. Nothing is answered before the commit that
-holds it, so a batch answered is a batch stored, as before.
+its log), the runs locked, the streams loaded, the rollups upserted; at the sink's 500
+events a batch that fixed cost was a large share of ingest's CPU (docs/profiling.md,
+"Group commit"). While one transaction runs, the batches that arrive wait in a queue;
+the next transaction takes them all, up to ``max_events``, in the order they came.
+Nothing is answered before the commit that holds it, so a batch answered is a batch
+stored, as before.
 
 A batch is still all or none, and on its own: when a group's transaction fails for any
 reason but a collision (which :func:`ingest_batches` retries), each of its batches is
@@ -51,9 +52,9 @@ class GroupCommit:
     """Stores each batch given to :meth:`ingest`, with the batches given meanwhile from
     other threads in the same transaction; one transaction at a time.
 
-    One at a time on PostgreSQL too: there, two at once measured the same as one
-    (docs/profiling.md), and a single writer keeps a process's ingest from taking every
-    core from the dashboard's reads."""
+    One at a time on PostgreSQL too: there, two at once stored no more than one
+    (docs/profiling.md, "Group commit"), and a single writer keeps a process's ingest
+    from taking every core from the dashboard's reads."""
 
     def __init__(self, engine: Engine, *, max_events: int) -> None:
         if max_events < 1:

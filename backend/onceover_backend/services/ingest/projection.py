@@ -121,8 +121,9 @@ class Projector:
             times = [in_utc(event.time) for event in events]
         counted = self._rollups
         tallies = self._streams.tallies
-        # Everything this session added is in the caches above, so lookups need not
-        # flush pending changes first (a flush per new stream was 9-14% of ingest).
+        # Everything this session added is held here (runs, attempts) or by the batch
+        # and stream projections, so lookups need not flush pending changes first (each
+        # would flush every new stream; docs/profiling.md).
         with self.session.no_autoflush:
             for index in sorted(range(len(events)), key=times.__getitem__):
                 event = events[index]
@@ -207,7 +208,7 @@ class Projector:
         moved: its status from its attempts when one started, ended or appeared (or a
         stalled run was heard from again), its totals from its batches when one moved.
         A heartbeat only raises the rows reported; stream events move neither. (Three
-        queries a run per batch were a fifth of ingest, docs/profiling.md.) A run locked
+        queries a run per batch, each batch, were dear: docs/profiling.md.) A run locked
         but sent nothing (a launch that ended, :mod:`onceover_backend.services.resume.resumer`)
         or first stored now is recomputed whole."""
         run_id = run.run_id

@@ -75,7 +75,7 @@ def upsert(connection: Connection, rollups: Rollups) -> None:
     ]  # fmt: skip
     # Rows in key order (a fixed lock order on PostgreSQL), each key once, as ON
     # CONFLICT requires. One statement executed for every row: a multi-row VALUES
-    # is compiled anew for each row count (5 ms a batch, docs/profiling.md). On the
+    # is compiled anew for each row count (docs/profiling.md). On the
     # session's connection: the ORM has nothing to add to a Core upsert, and nothing
     # to flush first (the projection has).
     dialect = connection.dialect.name
@@ -91,7 +91,7 @@ _SUMMED = {WriteRollup: ("requests", "rows", "bytes"), HourRollup: ("requests",)
 def _summing_upsert(dialect: str, rollup: type[WriteRollup] | type[HourRollup]) -> Any:
     """A rollup table's upsert, adding each counter to the stored row of its key. Built
     once a dialect and table: building it (its ``excluded`` columns) and its cache key
-    each batch was a fifth of a small batch's ingest (docs/profiling.md)."""
+    each batch cost a small batch's ingest dearly (docs/profiling.md)."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     table = rollup.__table__  # type: ignore[union-attr]
     counters = _SUMMED[rollup]

@@ -1,9 +1,9 @@
 """Stream rows as ingest changes them: plain Python objects, read and written with Core.
 
 A batch of events names a few streams and moves each many times. As SQLModel rows
-they were the dearest part of ingest: making one costs 25 instrumented attribute sets
-(about 250 µs), and the ORM's flush of the changed ones as much again
-(docs/profiling.md). Here a batch reads its streams with one query per run, changes
+they were the dearest part of ingest: making one costs 25 instrumented attribute sets,
+and the ORM's flush of the changed ones as much again (docs/profiling.md, "Third
+round"). Here a batch reads its streams with one query per run, changes
 them in plain attributes, and writes the new ones with one ``INSERT`` and the changed
 ones with one ``UPDATE``, each executed for every row.
 """

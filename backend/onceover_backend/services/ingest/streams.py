@@ -68,7 +68,7 @@ class StreamProjection:
 
     def load(self, events: Iterable[ev.Event]) -> None:
         """Load every stored stream these events name, one query per run: a query per
-        stream was 9% of ingest on PostgreSQL (a round trip each)."""
+        stream is a round trip each on PostgreSQL (docs/profiling.md)."""
         names: dict[str, set[str]] = {}
         for event in events:
             if isinstance(event, ev.StreamEvent):

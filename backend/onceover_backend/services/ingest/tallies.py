@@ -29,8 +29,8 @@ class Span:
 class RunTally(Span):
     """The times of one run's events in this batch, in plain Python; written to its row
     once, in :meth:`Projector.finish`. Setting an attribute of a SQLModel row goes through
-    SQLAlchemy's instrumentation and then pydantic's ``__setattr__`` (several µs); done per
-    event, that was over half of ingest (docs/profiling.md)."""
+    SQLAlchemy's instrumentation and then pydantic's ``__setattr__``; done per event, that
+    was most of ingest's time (docs/profiling.md)."""
 
     run: Run
     has_job: bool = False

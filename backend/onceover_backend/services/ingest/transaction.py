@@ -90,8 +90,8 @@ def _may_be_unstorable(event: ev.Event) -> bool:
 
     A quick pass over the models themselves, without ``model_dump`` or error locations,
     and only the rare event it flags is walked. One loop over a stack, no recursion or
-    generator a value: 3.5-3.6 µs an event where the recursive pass took 5.1-5.6, the
-    bench's workload on one machine (docs/profiling.md, "The garbage collector").
+    generator a value: cheaper an event than a recursive pass (docs/profiling.md, "The
+    garbage collector").
     """
     stack: list[object] = list(event.__dict__.values())
     while stack:

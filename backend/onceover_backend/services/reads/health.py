@@ -144,7 +144,7 @@ class HealthChecks:
 
     Answers to one client address are paced (``client_interval_s``): a flood from one
     address waits its turns instead of keeping the event loop busy, which slowed ingest
-    by a third even with every answer cached; other addresses (a load balancer's
+    even with every answer cached; other addresses (a load balancer's
     probes) are not held up by it.
     """
 

@@ -242,7 +242,8 @@ def _commits_by_table(
 def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:
     """Append requests per table, UTC hour and response code since ``since``, summed
     in SQL from the hourly rollups (1 query). The per-minute ones held sixty times the
-    rows to read: 57 ms of the overview's 74 at 10,000,000 events stored."""
+    rows to read, most of the overview's time with many events stored
+    (docs/profiling.md, "Ingest and reads at 10,000,000 stored")."""
     rows = session.execute(
         select_rows(col(HourRollup.table_id), col(HourRollup.hour), col(HourRollup.code),
                     func.sum(HourRollup.requests))
