@@ -1,4 +1,4 @@
-"""The commits by the hour (services/commit_hours.py) say what the batches say: each
+"""The commits by the hour (services/ingest/commit_hours.py) say what the batches say: each
 batch once, in the UTC hour of its first commit, with its rows and rows set aside and
 the latest commit of the hour, whatever order and however often its commits are
 reported (the migration that counts the batches stored before it:

@@ -1,7 +1,7 @@
 """The projection's fast paths keep its rules: whatever the order and the batches events
 come in, and however often, the stored state is the same, and it adds up to the events.
 
-The events are two of the control-plane bench's runs (services/projection.py takes
+The events are two of the control-plane bench's runs (services/ingest/projection.py takes
 nine in ten of them on its append fast path, and skips recomputing a run that heard
 only stream events): one succeeds, one fails in its third batch."""
 
