@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from onceover_backend.services.webhook_signing import headers, new_secret
+from onceover_backend.services.webhooks.signing import headers, new_secret
 from onceover_tools.demo.progress import DemoStepError, Steps
 from onceover_tools.demo.receiver import WebhookReceiver
 from onceover_tools.demo.waiting import poll

@@ -9,7 +9,7 @@ import zipfile
 import zipimport
 from pathlib import Path
 
-from onceover_backend.services.launcher import with_py_files
+from onceover_backend.services.launch.launcher import with_py_files
 
 from onceover.packaging import PACKAGES, build_py_files, package_dir
 

@@ -139,7 +139,7 @@ def _actor() -> str:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from onceover_backend.services.tokens import TokenError, create_token
+    from onceover_backend.services.access.tokens import TokenError, create_token
 
     name = args.name or f"{args.role}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     with _database(args) as engine:
@@ -153,7 +153,7 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from onceover_backend.services.tokens import list_tokens
+    from onceover_backend.services.access.tokens import list_tokens
 
     with _database(args) as engine:
         tokens = list_tokens(engine)
@@ -164,7 +164,7 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    from onceover_backend.services.tokens import TokenError, revoke_token
+    from onceover_backend.services.access.tokens import TokenError, revoke_token
 
     with _database(args, upgrade=False) as engine:
         try:

@@ -10,7 +10,7 @@ The tree::
     ├── ResumeConflictError     the run cannot be resumed now: it is not failed or
     │                           stalled, or an attempt of it is live (409)
     │   └── SpecNotApprovedError  the launch spec its job reported has no operator's
-    │                           approval (409): see onceover_backend.services.launch_specs
+    │                           approval (409): see onceover_backend.services.launch.specs
     ├── UnresumableError        the run's stored spec or checkpoint cannot be used to
     │                           resume it: no spec, a module outside the allowlist, a
     │                           checkpoint missing, unreadable or another run's (422)

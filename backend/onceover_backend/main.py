@@ -30,18 +30,19 @@ from onceover_backend.core.db import build_engine
 from onceover_backend.core.interpreter import server_interpreter
 from onceover_backend.core.security import TokenVerifier
 from onceover_backend.errors import ControlPlaneError, NotAuthenticatedError
-from onceover_backend.services.alert_evaluator import evaluate_forever
-from onceover_backend.services.auto_resume import auto_resume_forever
-from onceover_backend.services.changes import ChangeFeed
-from onceover_backend.services.group_commit import GroupCommit
-from onceover_backend.services.health import BigQueryProbe, HealthChecks
-from onceover_backend.services.intent_check import IntentChecker
-from onceover_backend.services.launcher import Launcher
-from onceover_backend.services.reconciliation import Reconciler
-from onceover_backend.services.resume import Resumer
+from onceover_backend.services.alerts.evaluator import evaluate_forever
+from onceover_backend.services.ingest.changes import ChangeFeed
+from onceover_backend.services.ingest.group_commit import GroupCommit
+from onceover_backend.services.launch.launcher import Launcher
+from onceover_backend.services.reads.health import BigQueryProbe, HealthChecks
+from onceover_backend.services.reconciliation.automatic import AutomaticChecks
+from onceover_backend.services.reconciliation.runner import Reconciler
+from onceover_backend.services.resume.auto_resume import auto_resume_forever
+from onceover_backend.services.resume.intent_check import IntentChecker
+from onceover_backend.services.resume.resumer import Resumer
+from onceover_backend.services.resume.stalled import sweep_forever
 from onceover_backend.services.retention import retention_forever
-from onceover_backend.services.stalled import sweep_forever
-from onceover_backend.services.webhook_dispatch import Dispatcher, dispatch_forever
+from onceover_backend.services.webhooks.dispatch import Dispatcher, dispatch_forever
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +96,9 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         settings.health_cache_s,
         settings.health_client_interval_s,
     )
-    app.state.reconciler = Reconciler(
-        app.state.engine,
-        bigquery,
-        settings.reconcile_timeout_s,
-        workers=settings.reconcile_workers,
-        queue=settings.reconcile_queue,
+    app.state.reconciler = Reconciler(app.state.engine, bigquery, settings.reconcile_timeout_s)
+    app.state.automatic_checks = AutomaticChecks(
+        app.state.reconciler, settings.reconcile_workers, settings.reconcile_queue
     )
     app.state.launcher = Launcher(settings, bigquery)
     app.state.resumer = Resumer(
@@ -180,7 +178,7 @@ async def _background_loops(app: FastAPI, settings: Settings) -> AsyncIterator[N
     for task in (sweeper, resumer, evaluator, dispatch, retention):
         await task  # each loop's own thread ends with it (services/periodic.py)
     app.state.health.close()
-    app.state.reconciler.automatic.close()  # waits for checks under way: their deadline
+    app.state.automatic_checks.close()  # waits for checks under way: their deadline
     app.state.dispatcher.close()
     app.state.engine.dispose()
 

@@ -1,8 +1,8 @@
 """The control plane's tables (SQLModel): what it knows about runs, from their events.
 
 ``Event`` keeps every event as received (unique by its deterministic id); ``Run``,
-``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept
-up to date in the same transaction that stores them (:mod:`onceover_backend.services.projection`);
+``Attempt``, ``Batch`` and ``Stream`` are the state those events add up to, kept up to
+date in the same transaction that stores them (:mod:`onceover_backend.services.ingest`);
 ``WriteRollup`` counts append requests per minute for the rate charts, ``HourRollup``
 per hour for the overview, ``CommitHour`` the batches first committed in each hour;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
@@ -50,8 +50,8 @@ class Run(SQLModel, table=True):
 
     # The runs list filters by one of these and answers newest first: with the start
     # time beside each, a page is read in order from the index, where an index of the
-    # filter alone had every matching run read and sorted (SQLite: 15-30 -> 5-8 ms for the
-    # succeeded of 5,000 runs, docs/profiling.md). Each still serves its column alone.
+    # filter alone had every matching run read and sorted (docs/journal/profiling.md, "The runs
+    # list, filtered"). Each still serves its column alone.
     __table_args__ = (
         Index("ix_run_status_started_at", "status", "started_at"),
         Index("ix_run_table_id_started_at", "table_id", "started_at"),
@@ -234,7 +234,24 @@ class Batch(SQLModel, table=True):
     )
 
 
-class Stream(SQLModel, table=True):
+class StreamCounters(SQLModel):
+    """What a stream's append answers add up to, as the ``stream`` table's columns
+    (:class:`Stream`). The one list of them: ingest's fast path adds them up by these
+    names (:data:`STREAM_COUNTERS`)."""
+
+    appends: int = 0
+    rows: int = _count()
+    bytes: int = _count()
+    already_exists: int = 0
+    out_of_range: int = 0
+    errors: int = 0
+
+
+STREAM_COUNTERS: tuple[str, ...] = tuple(StreamCounters.model_fields)
+"""The counters' names, in their order."""
+
+
+class Stream(StreamCounters, table=True):
     """One BigQuery write stream (or a table's ``_default`` stream) as a run used it."""
 
     __table_args__ = (UniqueConstraint("run_id", "name"),)
@@ -251,12 +268,6 @@ class Stream(SQLModel, table=True):
     task_attempt: int
     state: str = Field(max_length=20)
     next_offset: int | None = _maybe_count()
-    appends: int = 0
-    rows: int = _count()
-    bytes: int = _count()
-    already_exists: int = 0
-    out_of_range: int = 0
-    errors: int = 0
     row_count: int | None = _maybe_count("as finalized")
     last_error: str | None = Field(default=None, sa_type=Text)
     last_error_at: datetime | None = _when()
@@ -269,7 +280,7 @@ class Event(SQLModel, table=True):
 
     Indexed only by what reads it: the id (each event stored once) and ``seq``
     (retention deletes the oldest). Every other index was a write per event stored,
-    and nothing read by it (migration 0010, docs/profiling.md)."""
+    and nothing read by it (migration 0010, docs/journal/profiling.md)."""
 
     seq: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
     id: str = Field(max_length=32, unique=True)
@@ -308,7 +319,7 @@ class HourRollup(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("run_id", "hour", "table_id", "code"),
         # Every column the overview reads, in its order: its 24 hours are read from the
-        # index alone (9.5 ms of SQLite's time at 10,000,000 events stored, 2.8 with it).
+        # index alone, without a visit to each row (docs/journal/profiling.md).
         Index("ix_hourrollup_hour_table_id_code_requests", "hour", "table_id", "code", "requests"),
     )
 
@@ -324,8 +335,8 @@ class CommitHour(SQLModel, table=True):
     """The batches of one run into one table first committed in one UTC hour: how many,
     their rows and rows set aside, and the latest of their commits. The overview's
     freshness, rows today and rows set aside, read from a row a run and hour rather than
-    from every batch stored (docs/profiling.md, "Commits by the hour"). Kept by
-    :mod:`onceover_backend.services.commit_hours` in the ingest transaction; keyed by run
+    from every batch stored (docs/journal/profiling.md, "Commits by the hour"). Kept by
+    :mod:`onceover_backend.services.ingest.commit_hours` in the ingest transaction; keyed by run
     as the other rollups are, so concurrent ingests of one table's runs never wait on
     one row. No index on the hour: the overview reads every row (a table's last commit
     may be older than its day), and nothing prunes them."""
@@ -417,7 +428,7 @@ class ApiToken(SQLModel, table=True):
 
 class AlertRule(SQLModel, table=True):
     """A condition over the stored data that wakes someone (see
-    onceover_backend.services.alert_rules).
+    onceover_backend.services.alerts.rules).
 
     Deleting a rule sets ``deleted_at``: its alerts resolve and their history stays.
     """

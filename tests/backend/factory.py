@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from onceover import events as ev
+from onceover.modes import traits_of
 
 TABLE = "onceover-local.ds.orders"
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
@@ -219,14 +220,6 @@ def full_run(run: str, attempt: str = "a1", rows: int = 100) -> list[ev.Event]:
     ]
 
 
-STREAM_TYPES: dict[ev.Mode, ev.StreamType] = {
-    "pending": "PENDING",
-    "buffered": "BUFFERED",
-    "committed": "COMMITTED",
-    "default": "DEFAULT",
-}
-
-
 _Shaped = TypeVar("_Shaped", bound=BaseModel)
 
 
@@ -234,7 +227,7 @@ def in_mode(event: _Shaped, mode: ev.Mode, **update: Any) -> _Shaped:
     """``event`` in another mode (stream events on that mode's stream type), validated."""
     fields = event.model_dump() | {"mode": mode}
     if isinstance(event, ev.StreamEvent):
-        fields["stream_type"] = STREAM_TYPES[mode]
+        fields["stream_type"] = traits_of(mode).stream_type
     return type(event).model_validate(fields | update)
 
 

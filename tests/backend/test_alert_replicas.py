@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
 from onceover_backend.core.migrate import upgrade_to_head
 from onceover_backend.main import create_app
-from onceover_backend.services.alert_evaluator import evaluate
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.alerts.evaluator import evaluate
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import AlertTransition, WebhookDelivery
 from sqlmodel import Session, select
 

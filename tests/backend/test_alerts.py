@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from onceover_backend.models import AlertRuleCreate
-from onceover_backend.services import alert_rules
-from onceover_backend.services.alert_evaluator import evaluate
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.alerts import rules
+from onceover_backend.services.alerts.evaluator import evaluate
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Alert, AlertTransition, Reconciliation
 from sqlalchemy import Engine
 from sqlmodel import Session, select
@@ -22,7 +22,7 @@ DASHBOARD = "http://onceover.example"
 
 
 def _rule(engine: Engine, kind: str, **fields: Any) -> int:
-    created = alert_rules.create(engine, AlertRuleCreate(name=kind, kind=kind, **fields))
+    created = rules.create(engine, AlertRuleCreate(name=kind, kind=kind, **fields))
     return created.id
 
 
@@ -183,7 +183,7 @@ def test_deleting_a_rule_resolves_its_firing_alerts(engine: Engine) -> None:
     ingest_events(engine, [f.started("r", "a1", 0), f.failed("r", "a1", 10)])
     _round(engine, f.at(20))
 
-    alert_rules.delete(engine, rule_id)
+    rules.delete(engine, rule_id)
     assert _round(engine, f.at(30)) == 1
 
     assert _alerts(engine) == [("run_failed", "r", "resolved")]

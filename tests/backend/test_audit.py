@@ -68,7 +68,7 @@ def test_an_ingest_whose_transaction_fails_is_audited_once_as_failed(
     middleware writes the failure instead."""
     from onceover_backend.api.middleware import audit_entry
     from onceover_backend.api.routes import events as route
-    from onceover_backend.services import ingest
+    from onceover_backend.services.ingest import transaction
 
     def fail(*_: Any, **__: Any) -> None:
         raise RuntimeError("disk full")
@@ -85,7 +85,7 @@ def test_an_ingest_whose_transaction_fails_is_audited_once_as_failed(
         )
         with monkeypatch.context() as patch:
             if where == "storing the events":
-                patch.setattr(ingest, "store_new", fail)
+                patch.setattr(transaction, "store_new", fail)
             else:
                 patch.setattr(route, "audit_entry", unstorable_row)
             failed = client.post(

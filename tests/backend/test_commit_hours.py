@@ -1,4 +1,4 @@
-"""The commits by the hour (services/commit_hours.py) say what the batches say: each
+"""The commits by the hour (services/ingest/commit_hours.py) say what the batches say: each
 batch once, in the UTC hour of its first commit, with its rows and rows set aside and
 the latest commit of the hour, whatever order and however often its commits are
 reported (the migration that counts the batches stored before it:
@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Batch, CommitHour, Event
 from onceover_tools.bench.control_plane_workload import FAIL_AT, run_events
 from sqlalchemy import Engine, delete

@@ -12,8 +12,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
 from onceover_backend.models import AlertRuleCreate
-from onceover_backend.services import alert_rules
-from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.alerts import rules
+from onceover_backend.services.alerts.evaluator import evaluate
 from onceover_backend.tables import Alert, Batch, Event, Reconciliation, Run, Stream
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
@@ -297,7 +297,7 @@ def test_rows_set_aside_are_delivered_firing_then_resolved_signed(
 def test_a_reconciliation_mismatched_by_its_dead_letter_table_says_so(
     client: TestClient, engine: Engine
 ) -> None:
-    alert_rules.create(engine, AlertRuleCreate(name="drift", kind="reconciliation"))
+    rules.create(engine, AlertRuleCreate(name="drift", kind="reconciliation"))
     _post(client, set_aside_run("r1"))
     with Session(engine) as session:
         session.add(Reconciliation(

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services.event_store import sqlite_time, store_new
-from onceover_backend.services.ingest import ingest_events
-from onceover_backend.services.projection import in_utc
+from onceover_backend.services.ingest.event_store import sqlite_time, store_new
+from onceover_backend.services.ingest.times import in_utc
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Event
 from sqlalchemy import Engine, text
 from sqlmodel import Session, col, select

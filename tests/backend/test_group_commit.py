@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services.group_commit import GroupCommit
-from onceover_backend.services.ingest import EventBatch, Ingested
+from onceover_backend.services.ingest.group_commit import GroupCommit
+from onceover_backend.services.ingest.transaction import EventBatch, Ingested
 from onceover_backend.tables import AuditLog, Event, Run
 from sqlalchemy import Engine, event, func
 from sqlmodel import Session, select

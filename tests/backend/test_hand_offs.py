@@ -1,6 +1,6 @@
 """What a request hands to worker threads: each hand-off costs the event loop a queue,
 a wake-up and a way back, which at a job's small posts (20 events) was a sixth of the
-server's CPU (docs/profiling.md, "What a small POST costs, again"). Only work that may
+server's CPU (docs/journal/profiling.md, "What a small POST costs, again"). Only work that may
 wait on the database or takes long goes to a thread."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 from fastapi.testclient import TestClient
-from onceover_backend.services.tokens import create_token
+from onceover_backend.services.access.tokens import create_token
 from sqlalchemy import Engine
 
 from onceover import events as ev

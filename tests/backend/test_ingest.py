@@ -8,9 +8,9 @@ from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
-from onceover_backend.services.ingest import ingest_events
-from onceover_backend.services.projection import STREAM_TYPE_OF_MODE
-from onceover_backend.tables import Batch, Event, Run, Stream, WriteRollup
+from onceover_backend.models import StreamPublic
+from onceover_backend.services.ingest.transaction import ingest_events
+from onceover_backend.tables import STREAM_COUNTERS, Batch, Event, Run, Stream, WriteRollup
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
@@ -276,11 +276,43 @@ def test_errors_are_counted_by_code(client: TestClient) -> None:
     assert stream["last_error"] == "OUT_OF_RANGE at offset 99: gap"
 
 
+def test_the_api_shows_every_stream_counter() -> None:
+    """The counters ingest adds up for a stream (one list, the table's columns) are all
+    in the API's stream."""
+    assert set(STREAM_COUNTERS) <= set(StreamPublic.model_fields)
+
+
+STREAM_TYPE_OF_MODE = [
+    ("pending", "PENDING"),
+    ("buffered", "BUFFERED"),
+    ("committed", "COMMITTED"),
+    ("default", "DEFAULT"),
+]
+"""Each mode and the stream type it writes on (onceover/modes.py's table)."""
+
+
 def test_every_mode_has_its_stream_type() -> None:
-    """A stream first heard of in a ``batch_committed`` takes its mode's type."""
-    assert set(STREAM_TYPE_OF_MODE) == set(get_args(ev.Mode))
-    assert set(STREAM_TYPE_OF_MODE.values()) == set(get_args(ev.StreamType))
-    assert STREAM_TYPE_OF_MODE == f.STREAM_TYPES
+    assert {mode for mode, _ in STREAM_TYPE_OF_MODE} == set(get_args(ev.Mode))
+    assert {kind for _, kind in STREAM_TYPE_OF_MODE} == set(get_args(ev.StreamType))
+
+
+@pytest.mark.parametrize(("mode", "stream_type"), STREAM_TYPE_OF_MODE)
+def test_a_stream_first_heard_of_in_a_batch_committed_takes_its_modes_type(
+    client: TestClient, mode: ev.Mode, stream_type: str
+) -> None:
+    """Its executor's events late or lost, a stream known from its batch's commit alone
+    is shown with the type its mode writes on."""
+    events = [
+        f.in_mode(f.intent("late", 0, 1, ["late/p0"], 5), mode),
+        f.in_mode(f.committed("late", 0, 2, ["late/p0"], 5), mode),
+    ]
+
+    response = _post(client, f.as_json(events))
+
+    assert response.status_code == 200, response.text
+    assert [(s["name"], s["stream_type"], s["state"]) for s in _run(client, "late")["streams"]] == [
+        ("late/p0", stream_type, "committed")
+    ]
 
 
 def test_a_buffered_mode_run_is_stored_and_shown_with_its_buffered_streams(

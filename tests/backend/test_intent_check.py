@@ -11,7 +11,7 @@ from typing import cast
 from google.api_core.exceptions import NotFound
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
-from onceover_backend.services.intent_check import IntentChecker
+from onceover_backend.services.resume.intent_check import IntentChecker
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig, write_client

@@ -1,6 +1,6 @@
 """The server's interpreter settings last as long as an app runs, and no longer.
 
-The settings themselves were chosen by measurement (docs/profiling.md, "The garbage
+The settings themselves were chosen by measurement (docs/journal/profiling.md, "The garbage
 collector"); here: that a running app has them, and that the process gets back what it
 had when the app stops, also when two apps overlap without nesting.
 """

@@ -21,8 +21,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
-from onceover_backend.services.auto_resume import resume_due
-from onceover_backend.services.resume import Resumer
+from onceover_backend.services.resume.auto_resume import resume_due
+from onceover_backend.services.resume.resumer import Resumer
 from onceover_backend.tables import AuditLog, Launch
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select

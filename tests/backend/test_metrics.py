@@ -101,7 +101,7 @@ DAY = 86_400
 def test_an_old_runs_chart_spans_its_appends_not_up_to_now(client: TestClient) -> None:
     """The run page asks with no range and no step. A run's chart ran from its first
     append to now: a 422 for any run older than a week (10,000 minutes), and a minute
-    a step for every minute since it ended before that (docs/profiling.md)."""
+    a step for every minute since it ended before that (docs/journal/profiling.md)."""
     s1 = "old/s1"
     events = [f.started("old", "a1", -9 * DAY), f.acked("old", s1, -9 * DAY + 10, 0, 5),
               f.acked("old", s1, -9 * DAY + 130, 5, 5)]  # fmt: skip

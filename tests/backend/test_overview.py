@@ -11,11 +11,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from onceover_backend.models import AlertRuleCreate
-from onceover_backend.services import alert_rules
-from onceover_backend.services.alert_evaluator import evaluate
-from onceover_backend.services.ingest import ingest_events
-from onceover_backend.services.overview import overview
-from onceover_backend.services.stalled import mark_stalled
+from onceover_backend.services.alerts import rules
+from onceover_backend.services.alerts.evaluator import evaluate
+from onceover_backend.services.ingest.transaction import ingest_events
+from onceover_backend.services.reads.overview import overview
+from onceover_backend.services.resume.stalled import mark_stalled
 from onceover_backend.tables import Reconciliation
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -82,9 +82,9 @@ def _build(engine: Engine) -> None:
     for events in batches:
         ingest_events(engine, events)
     assert mark_stalled(engine, timedelta(minutes=10), now=NOW) == ["stuck"]
-    rule = alert_rules.create(engine, AlertRuleCreate(name="Run failed", kind="run_failed",
+    rule = rules.create(engine, AlertRuleCreate(name="Run failed", kind="run_failed",
                                                       severity="critical", for_s=0))  # fmt: skip
-    alert_rules.create(engine, AlertRuleCreate(name="Gaps", kind="out_of_range"))  # 5 min: quiet
+    rules.create(engine, AlertRuleCreate(name="Gaps", kind="out_of_range"))  # 5 min: quiet
     assert rule.id == 1
     assert evaluate(engine, "http://onceover.example", NOW) is not None
     _check(engine, 1, "clean", FRESH, "ok", f.T0 + timedelta(minutes=20))

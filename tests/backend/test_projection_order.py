@@ -1,7 +1,7 @@
 """The projection's fast paths keep its rules: whatever the order and the batches events
 come in, and however often, the stored state is the same, and it adds up to the events.
 
-The events are two of the control-plane bench's runs (services/projection.py takes
+The events are two of the control-plane bench's runs (services/ingest/projection.py takes
 nine in ten of them on its append fast path, and skips recomputing a run that heard
 only stream events): one succeeds, one fails in its third batch."""
 
@@ -11,7 +11,7 @@ import random
 from datetime import UTC, datetime
 from typing import Any
 
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.tables import Attempt, Batch, Event, Run, Stream, WriteRollup
 from onceover_tools.bench.control_plane_workload import FAIL_AT, run_events
 from sqlalchemy import Engine, delete

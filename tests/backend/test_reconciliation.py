@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from google.cloud import bigquery
 from onceover_backend.core.config import Settings
 from onceover_backend.main import create_app
-from onceover_backend.services.reconciliation import Reconciler
+from onceover_backend.services.reconciliation.runner import Reconciler
 
 from onceover import events as ev
 from onceover.bigquery import BigQueryConfig
@@ -571,7 +571,7 @@ DEAD_LETTER_SCHEMA = [
         ("set_aside_at", "TIMESTAMP"),
     )
 ]  # fmt: skip
-"""The dead-letter table as the sink creates it (docs/sink.md)."""
+"""The dead-letter table as the sink creates it (docs/guides/bad-rows.md#the-dead-letter-table)."""
 
 
 @pytest.fixture

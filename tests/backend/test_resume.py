@@ -25,10 +25,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services.auto_resume import resume_due
-from onceover_backend.services.launcher import HOST
-from onceover_backend.services.resume import Resumer
-from onceover_backend.services.stalled import mark_stalled
+from onceover_backend.services.launch.launcher import HOST
+from onceover_backend.services.resume.auto_resume import resume_due
+from onceover_backend.services.resume.resumer import Resumer
+from onceover_backend.services.resume.stalled import mark_stalled
 from onceover_backend.tables import Attempt, AuditLog, Launch, Run, utcnow
 from onceover_jobs.sink.ledger.records import Ledger
 from sqlalchemy import Engine
@@ -336,7 +336,7 @@ def test_the_launched_job_gets_bigquery_and_monitor_settings_but_no_backend_secr
 
 
 def test_a_configured_spark_master_replaces_the_runs_own(settings: Settings, app: FastAPI) -> None:
-    from onceover_backend.services.launcher import Launcher
+    from onceover_backend.services.launch.launcher import Launcher
 
     spec = ev.JobSpec(module="onceover_jobs.load_files", args=["--master", "local[1]", "--x", "y"])
     cluster = settings.model_copy(

@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services import ingest
-from onceover_backend.services.ingest import ingest_events
+from onceover_backend.services.ingest import transaction
+from onceover_backend.services.ingest.transaction import ingest_events
 from onceover_backend.services.retention import (
     Retention,
     retention_forever,
@@ -196,9 +196,9 @@ def test_an_event_that_arrived_out_of_order_goes_once_those_before_it_do(engine:
 def test_a_runs_state_outlives_its_events(
     engine: Engine, client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest, "utcnow", lambda: _ago(31))
+    monkeypatch.setattr(transaction, "utcnow", lambda: _ago(31))
     ingest_events(engine, f.full_run("old"))
-    monkeypatch.setattr(ingest, "utcnow", lambda: _ago(29))
+    monkeypatch.setattr(transaction, "utcnow", lambda: _ago(29))
     ingest_events(engine, f.full_run("young"))
     per_run = _count(engine, Event) // 2  # both runs sent the same events
     runs_before = {r: client.get(f"/api/runs/{r}", headers=bearer(VIEWER)).json()

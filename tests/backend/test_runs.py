@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services.runs import list_runs
+from onceover_backend.services.reads.runs import list_runs
 from onceover_backend.tables import Run
 from sqlalchemy import Engine, insert
 from sqlmodel import Session
@@ -66,7 +66,7 @@ def test_a_filtered_runs_list_reads_its_page_in_order_not_every_match_sorted(
 ) -> None:
     """With an index of the filter alone, SQLite read every matching run and sorted
     them all for a page of 50: the succeeded list took twice as long at 10,000,000
-    events stored as at 1,000,000 (docs/profiling.md). PostgreSQL plans by its
+    events stored as at 1,000,000 (docs/journal/profiling.md). PostgreSQL plans by its
     statistics, so only SQLite's plan is asked for here."""
     start = f.T0
     with write_transaction(engine) as session:

@@ -10,8 +10,8 @@ from onceover_backend.core.config import Settings
 from onceover_backend.core.db import build_engine
 from onceover_backend.core.migrate import upgrade_to_head
 from onceover_backend.main import create_app
-from onceover_backend.services.ingest import ingest_events
-from onceover_backend.services.stalled import ADVISORY_LOCK_KEY, mark_stalled
+from onceover_backend.services.ingest.transaction import ingest_events
+from onceover_backend.services.resume.stalled import ADVISORY_LOCK_KEY, mark_stalled
 from onceover_backend.tables import Attempt, Run
 from sqlalchemy import Engine, text
 from sqlmodel import Session, select

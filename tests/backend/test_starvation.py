@@ -25,9 +25,9 @@ from fastapi import FastAPI
 from onceover_backend.core.config import Settings
 from onceover_backend.core.migrate import upgrade_to_head
 from onceover_backend.main import create_app
-from onceover_backend.services.bigquery_counts import Scope, TableCounter
-from onceover_backend.services.health import ClientPacing
 from onceover_backend.services.periodic import every
+from onceover_backend.services.reads.health import ClientPacing
+from onceover_backend.services.reconciliation.bigquery_counts import Scope, TableCounter
 from onceover_tools.bench.hanging import HangingBigQuery
 
 from onceover.bigquery import BigQueryConfig, bigquery_client

@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
-from onceover_backend.services import deliveries
-from onceover_backend.services.webhook_dispatch import Dispatcher
-from onceover_backend.services.webhook_urls import CheckedTransport
+from onceover_backend.services.webhooks import deliveries
+from onceover_backend.services.webhooks.dispatch import Dispatcher
+from onceover_backend.services.webhooks.urls import CheckedTransport
 from sqlalchemy import Engine
 from sqlmodel import Session
 

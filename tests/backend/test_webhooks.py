@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
-from onceover_backend.services.alert_evaluator import evaluate
-from onceover_backend.services.ingest import ingest_events
-from onceover_backend.services.webhook_dispatch import backoff
+from onceover_backend.services.alerts.evaluator import evaluate
+from onceover_backend.services.ingest.transaction import ingest_events
+from onceover_backend.services.webhooks.dispatch import backoff
 from sqlalchemy import Engine
 
 from tests.backend import factory as f

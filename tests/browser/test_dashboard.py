@@ -21,7 +21,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
-from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.alerts.evaluator import evaluate
 from onceover_jobs.generate import write_files
 from playwright.sync_api import Browser, Page, expect
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from google.cloud import bigquery
-from onceover_backend.services.alert_evaluator import evaluate
+from onceover_backend.services.alerts.evaluator import evaluate
 
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer

@@ -27,7 +27,7 @@ from onceover_backend.core.config import Settings
 from onceover_backend.core.db import build_engine
 from onceover_backend.core.migrate import upgrade_to_head
 from onceover_backend.main import create_app
-from onceover_backend.services.tokens import create_token, revoke_token
+from onceover_backend.services.access.tokens import create_token, revoke_token
 from onceover_jobs.outbox import (
     PARKED_DIR,
     REJECTED_FILE,

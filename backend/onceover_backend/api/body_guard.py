@@ -23,8 +23,8 @@ The body, once through, is handed to the app unchanged, and what it parsed to is
 for the route (:mod:`onceover_backend.api.parsed_body`; for ``POST /api/events`` the
 validated events, :mod:`onceover_backend.api.event_body`). Parsing happens in a worker
 thread, so a large body never stalls the event loop. msgspec parses first: it refuses
-all that RFC 8259 does, at a fifth of the cost of Python's parser and the walk below;
-only a body it refuses is parsed again, to name where it is wrong (docs/profiling.md).
+all that RFC 8259 does, for much less than Python's parser and the walk below; only a
+body it refuses is parsed again, to name where it is wrong (docs/journal/profiling.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ declares none.
 
 A dependency that only reads the app's state is ``async``: FastAPI runs a plain ``def``
 one in its thread pool, a hand-off and back for each, and ``POST /api/events`` declares
-five (docs/profiling.md, "What a small POST costs, again"). What may wait on the
+five (docs/journal/profiling.md, "What a small POST costs, again"). What may wait on the
 database (a session, a stored token's lookup) still runs on a worker thread.
 """
 
@@ -23,11 +23,12 @@ from sqlmodel import Session
 from onceover_backend.core.config import Settings
 from onceover_backend.core.security import Principal, TokenVerifier
 from onceover_backend.errors import NotAllowedError, NotAuthenticatedError
-from onceover_backend.services.changes import ChangeFeed
-from onceover_backend.services.group_commit import GroupCommit
-from onceover_backend.services.reconciliation import Reconciler
-from onceover_backend.services.resume import Resumer
-from onceover_backend.services.webhook_dispatch import Dispatcher
+from onceover_backend.services.ingest.changes import ChangeFeed
+from onceover_backend.services.ingest.group_commit import GroupCommit
+from onceover_backend.services.reconciliation.automatic import AutomaticChecks
+from onceover_backend.services.reconciliation.runner import Reconciler
+from onceover_backend.services.resume.resumer import Resumer
+from onceover_backend.services.webhooks.dispatch import Dispatcher
 
 
 async def get_settings(request: Request) -> Settings:
@@ -48,6 +49,11 @@ def get_session(request: Request) -> Iterator[Session]:
 async def get_reconciler(request: Request) -> Reconciler:
     reconciler: Reconciler = request.app.state.reconciler
     return reconciler
+
+
+async def get_automatic_checks(request: Request) -> AutomaticChecks:
+    checks: AutomaticChecks = request.app.state.automatic_checks
+    return checks
 
 
 async def get_resumer(request: Request) -> Resumer:
@@ -111,6 +117,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
+AutomaticChecksDep = Annotated[AutomaticChecks, Depends(get_automatic_checks)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]

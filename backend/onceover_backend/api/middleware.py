@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from onceover_backend.core.logging import request_id_var
 from onceover_backend.core.security import Principal
-from onceover_backend.services import audit
+from onceover_backend.services.access import audit
 from onceover_backend.tables import AuditLog
 
 logger = logging.getLogger("backend.access")

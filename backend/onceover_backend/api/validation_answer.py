@@ -18,8 +18,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from onceover_backend.services.redaction import MASK, secret_name
-from onceover_backend.services.webhook_urls import redacted
+from onceover_backend.services.launch.redaction import MASK, secret_name
+from onceover_backend.services.webhooks.urls import redacted
 
 MAX_TEXT = 200
 """Characters of an echoed string."""

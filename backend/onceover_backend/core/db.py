@@ -56,11 +56,10 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
             # A checkpoint copies each page the log holds into the file once, however
             # many commits wrote it since the last (the id index's leaves, the runs'
             # and batches' rows, the rollups), so fewer, larger checkpoints copy less:
-            # every 64 MiB rather than SQLite's 4, storing events in-process took
-            # 16-27% less time at 1,000,000 stored and 12-15% at 10,000,000 (over HTTP
-            # the server's CPU decides: docs/profiling.md). The log is then cut back to
-            # that size, where SQLite would keep its largest for good (a reader that
-            # never pauses lets it grow).
+            # every 64 MiB rather than SQLite's 4 (docs/journal/profiling.md, "The write-ahead
+            # log copied every 64 MiB"; over HTTP the server's CPU decides). The log is
+            # then cut back to that size, where SQLite would keep its largest for good
+            # (a reader that never pauses lets it grow).
             page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
             cursor.execute(f"PRAGMA wal_autocheckpoint={SQLITE_CHECKPOINT_BYTES // page_size}")
             cursor.execute(f"PRAGMA journal_size_limit={SQLITE_CHECKPOINT_BYTES}")
@@ -69,8 +68,8 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         # Ingest looks up and inserts each event's id, a hash, at a random place in its
         # index: with SQLite's 2 MiB default cache, each was a read() of the page from the
         # OS's cache once the index outgrew it. Mapped, a page is a memory access
-        # (SQLite caps the map at 2 GiB); cached, the index's upper levels stay in memory.
-        # 3,000,000 ids inserted, 500 a commit: 52 -> 46 us an id at 2,000,000 stored.
+        # (SQLite caps the map at 2 GiB); cached, the index's upper levels stay in memory
+        # (docs/journal/profiling.md, "Third round").
         cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
         cursor.close()
@@ -83,7 +82,7 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
 
 # One writer at a time per SQLite engine, handed over within the process. SQLite's own
 # busy handler polls for the write lock with sleeps of up to 100 ms, so writers of one
-# server waiting on each other left the database idle between them (docs/profiling.md).
+# server waiting on each other left the database idle between them (docs/journal/profiling.md).
 # Writers in other processes still wait on SQLite's lock. Re-entrant, so a nested write
 # on one thread behaves as before (SQLite's busy timeout, then an error).
 _SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()

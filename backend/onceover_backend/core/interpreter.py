@@ -16,10 +16,10 @@ from contextlib import contextmanager
 GIL_SWITCH_INTERVAL_S = 0.001
 """How long a thread may hold the GIL while another waits for it (Python's default is
 5 ms). A read gives the GIL up at each SQL statement and waits to get it back; beside
-ingest's CPU-bound threads each wait was up to the whole interval. A read of 20
-statements beside four such threads: p95 79-327 ms at 5 ms, 16-28 ms at 1 ms, and
-30-185 ms at 0.5 ms, where the threads spend their turns handing the GIL over
-(docs/profiling.md)."""
+ingest's CPU-bound threads each wait was up to the whole interval, so a read of many
+statements waited that long many times over. A shorter interval still costs more than
+it saves: the threads spend their turns handing the GIL over (docs/journal/profiling.md,
+"Third round")."""
 
 YOUNG_COLLECTION_THRESHOLD = 10_000
 """Container objects allocated, net, before the collector looks at the youngest
@@ -27,9 +27,8 @@ generation (Python's default: 700). Ingest makes tens of them an event (each eve
 pydantic model, its dicts, lists and rows); at 700 the server collected four to five
 times a 500-event batch, and each collection of the older generations walked everything
 alive since startup. With the startup's objects frozen (below) and this threshold, the
-server spent a tenth less CPU an event (SQLite 122-123 µs against 133-137, PostgreSQL
-112-115 against 126-129: 100,000 events posted 500 a POST; docs/profiling.md, "The
-garbage collector"); a young collection takes about 5 ms, and few are needed."""
+server spends less CPU an event on both databases (docs/journal/profiling.md, "The garbage
+collector"); a young collection is short, and few are needed."""
 
 
 class _Servers:

@@ -3,7 +3,7 @@ evaluation, webhook dispatch, retention).
 
 Each loop runs its rounds on a thread of its own, never on the event loop's default
 executor: ``asyncio.to_thread`` callers (anything, up to a flood of requests) share that
-one, and a round queued behind them was a webhook sent 25 s late. A loop's rounds are
+one, and a round queued behind them sent its webhooks late. A loop's rounds are
 sequential, so one thread is all it needs.
 """
 

@@ -42,7 +42,7 @@ from sqlmodel import Session, col, select
 
 from onceover_backend.core.config import Settings
 from onceover_backend.core.db import write_transaction
-from onceover_backend.services import audit
+from onceover_backend.services.access import audit
 from onceover_backend.services.periodic import every
 from onceover_backend.tables import (
     AuditLog,

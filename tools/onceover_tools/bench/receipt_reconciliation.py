@@ -67,8 +67,8 @@ def _load(write: Any, parent: str, rows: int, batches: int) -> float:
 
 def main() -> None:
     from google.cloud import bigquery
-    from onceover_backend.services.bigquery_counts import Scope, TableCounter
-    from onceover_backend.services.receipt_check import Receipt, check_receipts
+    from onceover_backend.services.reconciliation.bigquery_counts import Scope, TableCounter
+    from onceover_backend.services.reconciliation.receipt_check import Receipt, check_receipts
 
     from onceover.bigquery import bigquery_client, write_client
     from onceover_tools.localbq import LocalBigQuery

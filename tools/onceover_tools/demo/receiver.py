@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self, cast
 
-from onceover_backend.services.webhook_signing import signature
+from onceover_backend.services.webhooks.signing import signature
 
 from onceover.processes import StartStop
 

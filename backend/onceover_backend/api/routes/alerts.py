@@ -19,7 +19,7 @@ from onceover_backend.models import (
     ErrorPublic,
     Text,
 )
-from onceover_backend.services import alert_rules, alerts
+from onceover_backend.services.alerts import reads, rules
 
 router = APIRouter(tags=["alerts"])
 
@@ -36,7 +36,7 @@ def list_rules(
     *, session: SessionDep, _principal: ViewerDep, limit: Limit = 100, offset: Offset = 0
 ) -> AlertRulesPublic:
     """Alert rules, oldest first."""
-    return alert_rules.list_rules(session, limit=limit, offset=offset)
+    return rules.list_rules(session, limit=limit, offset=offset)
 
 
 @router.post(
@@ -47,7 +47,7 @@ def create_rule(
     *, request: Request, engine: EngineDep, _principal: OperatorDep, rule: AlertRuleCreate
 ) -> AlertRulePublic:
     """A new rule; it is evaluated from the next round on."""
-    created = alert_rules.create(engine, rule)
+    created = rules.create(engine, rule)
     request.state.audit_target = f"alert rule {created.id} ({created.name})"
     return created
 
@@ -57,7 +57,7 @@ def create_rule(
     responses=_NO_RULE,
 )  # fmt: skip
 def get_rule(*, session: SessionDep, _principal: ViewerDep, rule_id: RuleId) -> AlertRulePublic:
-    return alert_rules.get(session, rule_id)
+    return rules.get(session, rule_id)
 
 
 @router.put(
@@ -70,7 +70,7 @@ def replace_rule(
 ) -> AlertRulePublic:  # fmt: skip
     """The rule, replaced whole; its alerts are judged by the new rule from the next round."""
     request.state.audit_target = f"alert rule {rule_id}"
-    return alert_rules.replace(engine, rule_id, rule)
+    return rules.replace(engine, rule_id, rule)
 
 
 @router.delete(
@@ -82,7 +82,7 @@ def delete_rule(
 ) -> Response:
     """The rule stops; its firing alerts resolve (and say so) at the next round."""
     request.state.audit_target = f"alert rule {rule_id}"
-    alert_rules.delete(engine, rule_id)
+    rules.delete(engine, rule_id)
     return Response(status_code=204)
 
 
@@ -102,7 +102,7 @@ def list_alerts(
     offset: Offset = 0,
 ) -> AlertsPublic:
     """Alerts as they stand: firing first, then pending, then resolved."""
-    return alerts.list_alerts(
+    return reads.list_alerts(
         session, settings.dashboard_url(), state=list(state) if state else None,
         rule_id=rule_id, run_id=run_id, limit=limit, offset=offset,
     )  # fmt: skip
@@ -120,7 +120,7 @@ def alert_history(
     offset: Offset = 0,
 ) -> AlertHistoryPublic:
     """Every notification alerts made (firing, repeats, resolved), newest first."""
-    return alerts.history(
+    return reads.history(
         session, rule_id=rule_id, run_id=run_id, fingerprint=fingerprint, limit=limit,
         offset=offset,
     )  # fmt: skip
@@ -135,4 +135,4 @@ def get_alert(
     alert_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
 ) -> AlertDetailPublic:  # fmt: skip
     """One alert with its history."""
-    return alerts.get_alert(session, settings.dashboard_url(), alert_id)
+    return reads.get_alert(session, settings.dashboard_url(), alert_id)

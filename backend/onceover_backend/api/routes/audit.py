@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from onceover_backend.api.deps import OperatorDep, SessionDep
 from onceover_backend.models import AuditEntryPublic, AuditLogPublic, Text, UTCTime
-from onceover_backend.services import audit
+from onceover_backend.services.access import audit
 
 router = APIRouter(prefix="/audit", tags=["audit"])
 

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from onceover_backend.api.deps import ChangeFeedDep, EngineDep, SettingsDep, ViewerDep
 from onceover_backend.models import RunChangePublic, RunChangesPublic, Text
-from onceover_backend.services.changes import COMMIT_SKEW, ChangeCursor
+from onceover_backend.services.ingest.changes import COMMIT_SKEW, ChangeCursor
 
 router = APIRouter(prefix="/changes", tags=["changes"])
 

@@ -11,18 +11,18 @@ from fastapi.exceptions import RequestValidationError
 
 from onceover.events import Event
 from onceover_backend.api.deps import (
+    AutomaticChecksDep,
     ChangeFeedDep,
     GroupCommitDep,
     IngestDep,
-    ReconcilerDep,
     SettingsDep,
 )
 from onceover_backend.api.event_body import EVENT_BODY, EventBody
 from onceover_backend.api.middleware import AUDITED, audit_entry
 from onceover_backend.api.parsed_body import ParsedBodyRoute
 from onceover_backend.models import IngestResultPublic
-from onceover_backend.services.group_commit import GroupCommit
-from onceover_backend.services.ingest import EventBatch, Ingested, unstorable_values
+from onceover_backend.services.ingest.group_commit import GroupCommit
+from onceover_backend.services.ingest.transaction import EventBatch, Ingested, unstorable_values
 from onceover_backend.tables import AuditLog
 
 # The body guard has parsed and validated the batch already (api/event_body.py).
@@ -38,7 +38,7 @@ async def ingest(
     group_commit: GroupCommitDep,
     settings: SettingsDep,
     feed: ChangeFeedDep,
-    reconciler: ReconcilerDep,
+    automatic_checks: AutomaticChecksDep,
     background: BackgroundTasks,
 ) -> IngestResultPublic:
     """Store a batch of events, all or none.
@@ -61,7 +61,7 @@ async def ingest(
         # After the answer: a job's last flush must not wait for BigQuery's counts. The
         # checks run on threads of their own, never this route's (see AutomaticChecks).
         background.add_task(
-            reconciler.automatic.after_success, ingested.succeeded, request.state.request_id
+            automatic_checks.after_success, ingested.succeeded, request.state.request_id
         )
     if result.stored:
         feed.notify()

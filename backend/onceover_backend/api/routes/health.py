@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Request, Response, status
 
 from onceover_backend.models import HealthPublic
-from onceover_backend.services.health import HealthChecks
+from onceover_backend.services.reads.health import HealthChecks
 
 router = APIRouter(prefix="/health", tags=["health"])
 

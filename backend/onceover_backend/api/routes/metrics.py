@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from onceover_backend.api.deps import SessionDep, ViewerDep
 from onceover_backend.models import Text, UTCTime, WriteErrorsPublic
-from onceover_backend.services import metrics
+from onceover_backend.services.reads import metrics
 
 router = APIRouter(prefix="/metrics", tags=["metrics"])
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from onceover_backend.api.deps import SessionDep, SettingsDep, ViewerDep
 from onceover_backend.models import OverviewPublic
-from onceover_backend.services import overview
+from onceover_backend.services.reads import overview
 
 router = APIRouter(prefix="/overview", tags=["overview"])
 

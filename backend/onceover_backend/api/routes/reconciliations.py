@@ -21,7 +21,7 @@ from onceover_backend.models import (
     TableReconcileRequest,
     Text,
 )
-from onceover_backend.services import reconciliation
+from onceover_backend.services.reconciliation import reads
 
 router = APIRouter(tags=["reconciliation"])
 
@@ -42,7 +42,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 def _audit(request: Request, target: str, result: ReconciliationPublic) -> None:
     request.state.audit_target = target
-    request.state.audit_outcome = f"ok: {reconciliation.summary(result)}"
+    request.state.audit_outcome = f"ok: {reads.summary(result)}"
 
 
 @router.post(
@@ -95,7 +95,7 @@ def list_run_reconciliations(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReconciliationsPublic:
     """The run's checks, newest first, whether asked for or automatic."""
-    return reconciliation.list_reconciliations(session, run_id=run_id, limit=limit, offset=offset)
+    return reads.list_reconciliations(session, run_id=run_id, limit=limit, offset=offset)
 
 
 @router.post(
@@ -138,4 +138,4 @@ def list_table_reconciliations(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReconciliationsPublic:
     """The table's whole-table checks, newest first."""
-    return reconciliation.list_reconciliations(session, table=table, limit=limit, offset=offset)
+    return reads.list_reconciliations(session, table=table, limit=limit, offset=offset)

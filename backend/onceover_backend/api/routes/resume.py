@@ -3,7 +3,7 @@
 ``POST /api/runs/{run_id}/resume?dry_run=true`` answers with the plan and launches
 nothing; without ``dry_run`` it launches the next attempt and answers 202. Either way
 the audit log keeps who asked and the plan. ``POST /api/runs/{run_id}/spec`` approves or
-rejects the spec a launch would use (:mod:`onceover_backend.services.launch_specs`).
+rejects the spec a launch would use (:mod:`onceover_backend.services.launch.specs`).
 ``GET /api/runs/{run_id}/intents`` asks the plan's question about the checkpoint's
 unconfirmed batches for any reader (``viewer``): the run page shows the answer.
 """
@@ -27,8 +27,8 @@ from onceover_backend.models import (
     SpecDecisionCreate,
     Text,
 )
-from onceover_backend.services import launch_specs
-from onceover_backend.services.resume import MAX_LOG_LINES
+from onceover_backend.services.launch import specs
+from onceover_backend.services.resume.resumer import MAX_LOG_LINES
 
 router = APIRouter(tags=["resume"])
 
@@ -144,7 +144,7 @@ def decide_run_spec(
     """Approve the run's spec (or the different one a later attempt proposed), or reject
     it: only an approved spec is launched by a resume, or by auto-resume."""
     request.state.audit_target = f"run {run_id}"
-    answer = launch_specs.decide(engine, run_id, body.digest, body.decision, principal.name)
+    answer = specs.decide(engine, run_id, body.digest, body.decision, principal.name)
     done = "approved" if body.decision == "approve" else "rejected"
     request.state.audit_outcome = f"ok: {done} spec {body.digest}"
     return answer

@@ -17,7 +17,7 @@ from onceover_backend.models import (
     Text,
     UTCTime,
 )
-from onceover_backend.services import receipts, runs
+from onceover_backend.services.reads import receipts, runs
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 

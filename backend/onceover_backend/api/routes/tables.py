@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from onceover_backend.api.deps import SessionDep, ViewerDep
 from onceover_backend.models import TablesPublic, Text
-from onceover_backend.services import table_totals
+from onceover_backend.services.reads import table_totals
 
 router = APIRouter(prefix="/tables", tags=["tables"])
 

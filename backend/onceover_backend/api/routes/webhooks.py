@@ -33,9 +33,9 @@ from onceover_backend.models import (
     WebhooksPublic,
     WebhookUpdate,
 )
-from onceover_backend.services import deliveries, webhooks
-from onceover_backend.services.webhook_dispatch import Dispatcher
-from onceover_backend.services.webhook_urls import parse_networks
+from onceover_backend.services.webhooks import deliveries, endpoints
+from onceover_backend.services.webhooks.dispatch import Dispatcher
+from onceover_backend.services.webhooks.urls import parse_networks
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 
@@ -54,7 +54,7 @@ def list_endpoints(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> WebhooksPublic:
-    return webhooks.list_endpoints(session, limit=limit, offset=offset)
+    return endpoints.list_endpoints(session, limit=limit, offset=offset)
 
 
 @router.post("", operation_id="createWebhook", response_model=WebhookCreatedPublic, status_code=201)
@@ -64,7 +64,7 @@ def create_endpoint(
 ) -> WebhookCreatedPublic:  # fmt: skip
     """A new endpoint; its secret (``whsec_...``) is shown in this answer only."""
     allowed = parse_networks(settings.webhook_allowed_networks)
-    created = webhooks.create(engine, endpoint, allowed)
+    created = endpoints.create(engine, endpoint, allowed)
     request.state.audit_target = f"webhook {created.id} ({created.name})"
     return created
 
@@ -76,7 +76,7 @@ def create_endpoint(
 def get_endpoint(
     *, session: SessionDep, _principal: ViewerDep, endpoint_id: EndpointId
 ) -> WebhookPublic:
-    return webhooks.get(session, endpoint_id)
+    return endpoints.get(session, endpoint_id)
 
 
 @router.patch(
@@ -90,7 +90,7 @@ def update_endpoint(
     """Change the fields given; ``{"enabled": true}`` re-enables one a 410 disabled."""
     request.state.audit_target = f"webhook {endpoint_id}"
     allowed = parse_networks(settings.webhook_allowed_networks)
-    return webhooks.update(engine, endpoint_id, change, allowed)
+    return endpoints.update(engine, endpoint_id, change, allowed)
 
 
 @router.delete(
@@ -101,7 +101,7 @@ def delete_endpoint(
 ) -> Response:
     """Nothing more is sent to it; its deliveries stay readable in the audit trail."""
     request.state.audit_target = f"webhook {endpoint_id}"
-    webhooks.delete(engine, endpoint_id)
+    endpoints.delete(engine, endpoint_id)
     return Response(status_code=204)
 
 
@@ -114,7 +114,7 @@ def rotate_secret(
 ) -> WebhookCreatedPublic:
     """A new secret, shown this once; every delivery from now on is signed with it."""
     request.state.audit_target = f"webhook {endpoint_id}"
-    return webhooks.rotate_secret(engine, endpoint_id)
+    return endpoints.rotate_secret(engine, endpoint_id)
 
 
 @router.get(

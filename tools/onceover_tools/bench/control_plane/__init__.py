@@ -13,7 +13,7 @@ ingest with 1,000,000 stored, then with 10,000,000). For each size and each data
 dropped at the end) migrated to head:
 
 1. **Fill.** The oldest ``events - http_events`` events are made run by run and
-   stored in-process with :func:`onceover_backend.services.ingest.ingest_events`
+   stored in-process with :func:`onceover_backend.services.ingest.transaction.ingest_events`
    (``--fill-batch`` events a call, no server running), in bounded memory whatever
    their number; its rate is printed over each tenth, so a cost that grows with what is
    stored shows even before the server starts. It stores what a real ingest stores:

@@ -20,7 +20,7 @@ def fill(
     run by run as they go in: the seconds it took, and the events/s over each tenth
     (none when a batch is more than a tenth)."""
     from onceover_backend.core.db import build_engine
-    from onceover_backend.services.ingest import ingest_events
+    from onceover_backend.services.ingest.transaction import ingest_events
 
     engine = build_engine(database_url)
     marks: list[float] = []  # seconds since the start at each tenth

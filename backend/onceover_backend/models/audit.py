@@ -1,0 +1,24 @@
+"""The audit log's entries."""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, BaseModel
+
+
+class AuditEntryPublic(BaseModel):
+    id: int
+    time: AwareDatetime
+    actor: str
+    role: str | None
+    action: str
+    method: str
+    path: str
+    target: str | None
+    request_id: str
+    status_code: int
+    outcome: str
+
+
+class AuditLogPublic(BaseModel):
+    data: list[AuditEntryPublic]
+    count: int

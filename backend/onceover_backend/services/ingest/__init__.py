@@ -1,0 +1,1 @@
+"""Storing the events jobs send and the state they add up to, in one transaction."""
