@@ -12,7 +12,7 @@ Measured on 2 cores, ``Popen(["/bin/true"], preexec_fn=...)`` beside an idle
 in-process local BigQuery: 21 of 3,510 children died of SIGABRT; beside one serving
 three busy clients, 57 of 4,340. With ``GRPC_ENABLE_FORK_SUPPORT=0`` set before grpc
 was imported: 0 of 5,157. Without ``preexec_fn`` (how our own child processes start):
-0 of 22,008. ``tests/test_fork_safety.py`` pins both sides.
+0 of 22,008. ``tests/contract/test_fork_safety.py`` pins both sides.
 
 The variable is read when grpc is imported, so it is set when ``onceover`` is (the
 ``jobs`` and ``tests`` packages import ``onceover`` first). Nothing here needs gRPC

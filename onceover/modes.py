@@ -12,7 +12,7 @@ mode           stream type      rows become visible
 A mode's behaviour is decided here, once, as its :class:`ModeTraits`; everyone else asks
 :func:`traits_of` (or, in the sink, the mode's own class in
 ``onceover_jobs.sink.modes``) and never compares a mode's name. A test pins that
-(``tests/test_layout.py``).
+(``tests/project/test_layout.py``).
 """
 
 from __future__ import annotations

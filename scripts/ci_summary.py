@@ -1,7 +1,7 @@
 """Print what each phase of a CI run took: ``python3 scripts/ci_summary.py PHASES TIERS TOTAL_S``.
 
 PHASES is the file ``scripts/timed`` wrote (phase, seconds, exit status per line); TIERS
-the JSON that pytest's tier clock wrote (``tests/tiers.py``), if pytest got that far.
+the JSON that pytest's tier clock wrote (``tests/helpers/tiers.py``), if pytest got that far.
 Standard library only: it runs before, and whether or not, the project's venv exists.
 """
 

@@ -18,10 +18,10 @@ from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.processes import CLASS_ARCHIVE_ENV, with_quick_jvm
-from tests.receiver import Receiver
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.receiver import Receiver
+from tests.helpers.webhook_receiver import WebhookReceiver
 
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.helpers.tiers"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JVM_CLASS_ARCHIVE = REPO_ROOT / ".onceover" / "jvm" / "spark-classes.jsa"
@@ -125,7 +125,7 @@ def subprocess_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    """A running stand-in for the control plane's event intake (tests/receiver.py)."""
+    """A running stand-in for the control plane's event intake (tests/helpers/receiver.py)."""
     server = Receiver()
     server.up()
     yield server

@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from onceover.preflight import free_port
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 
 @contextmanager

@@ -22,8 +22,8 @@ from sqlmodel import Session, select
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, TOKENS, bearer
-from tests.waiting import wait_until
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.waiting import wait_until
+from tests.helpers.webhook_receiver import WebhookReceiver
 
 REPLICAS = 2
 

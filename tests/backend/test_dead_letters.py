@@ -21,8 +21,8 @@ from sqlmodel import Session, select
 from onceover import events as ev
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
-from tests.waiting import wait_until
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.waiting import wait_until
+from tests.helpers.webhook_receiver import WebhookReceiver
 
 DLQ = "onceover-local.ds.orders_dead_letters"
 DASHBOARD = "http://dashboard.example"

@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from onceover import events as ev
 from tests.backend import factory as f
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 
 def _audit(note: str) -> Callable[[IngestResultPublic], AuditLog]:

@@ -412,7 +412,7 @@ def test_ingest_concurrency_caps_the_batches_one_process_works_on_at_once(
     from onceover_backend.main import create_app
 
     from onceover.bigquery import BigQueryConfig
-    from tests.waiting import wait_until
+    from tests.helpers.waiting import wait_until
 
     app = create_app(
         settings.model_copy(update={"ingest_concurrency": concurrency}),

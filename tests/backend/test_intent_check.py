@@ -16,8 +16,15 @@ from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig, write_client
 from onceover.ledger_files import BatchRecord, StreamCommit
-from tests.waiting import wait_until
-from tests.writeapi import append_all, append_request, commit, create_stream, create_table, rows
+from tests.helpers.waiting import wait_until
+from tests.helpers.writeapi import (
+    append_all,
+    append_request,
+    commit,
+    create_stream,
+    create_table,
+    rows,
+)
 
 
 def finalized_stream(write: BigQueryWriteClient, table: str) -> str:

@@ -30,7 +30,7 @@ from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, bearer
 from tests.backend.live import serving
 from tests.backend.test_roles import api_routes
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 NOT_JSON_VALUES = {

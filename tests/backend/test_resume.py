@@ -40,7 +40,7 @@ from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import serving
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 T = TypeVar("T")
 DEADLINE_S = 60.0

@@ -37,7 +37,7 @@ from sqlmodel import Session, col, func, select
 
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.processes import run_onceover
+from tests.helpers.processes import run_onceover
 
 NOW = f.T0 + timedelta(days=45)
 DAY = timedelta(days=1)

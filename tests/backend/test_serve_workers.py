@@ -17,8 +17,8 @@ import pytest
 from onceover.preflight import free_port
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, TOKENS, VIEWER, bearer
-from tests.waiting import wait_until
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.waiting import wait_until
+from tests.helpers.webhook_receiver import WebhookReceiver
 
 WORKERS = 2
 START_S = 180.0  # each worker imports the whole backend; slow on a busy 2-core machine

@@ -19,7 +19,7 @@ from sqlmodel import Session, select
 from onceover.bigquery import BigQueryConfig
 from tests.backend import factory as f
 from tests.backend.conftest import VIEWER, bearer
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 QUIET = timedelta(minutes=3)
 

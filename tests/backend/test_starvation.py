@@ -34,9 +34,9 @@ from onceover.bigquery import BigQueryConfig, bigquery_client
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import automatic_check, serving
-from tests.local_http import LocalServer, TrackedHandler
-from tests.waiting import wait_until
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.local_http import LocalServer, TrackedHandler
+from tests.helpers.waiting import wait_until
+from tests.helpers.webhook_receiver import WebhookReceiver
 
 RECONCILE_S = 8.0  # deadline of each BigQuery call of a reconciliation
 HEALTH_S = 1.0  # deadline of each dependency check of /api/health

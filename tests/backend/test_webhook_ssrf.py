@@ -33,8 +33,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.local_http import LocalServer, TrackedHandler
-from tests.webhook_receiver import WebhookReceiver
+from tests.helpers.local_http import LocalServer, TrackedHandler
+from tests.helpers.webhook_receiver import WebhookReceiver
 
 METADATA = "169.254.169.254"
 SECRET_PATH = "/services/T0001/B0002/pathIsTheSecret?token=queryIsTooS3cret"

@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 
 from tests.backend import factory as f
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
-from tests.waiting import wait_until
-from tests.webhook_receiver import Answer, WebhookReceiver
+from tests.helpers.waiting import wait_until
+from tests.helpers.webhook_receiver import Answer, WebhookReceiver
 
 BACKOFF_S = 0.3
 

@@ -17,8 +17,8 @@ from tests.backend import factory
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER
 from tests.browser.dashboard import screenshot, sign_in
 from tests.conftest import REPO_ROOT
+from tests.helpers.webhook_receiver import WebhookReceiver
 from tests.jobs.orders import control_plane, served
-from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.browser
 

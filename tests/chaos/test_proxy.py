@@ -18,7 +18,7 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_tools.chaos.proxy import FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig, write_client
-from tests.writeapi import append_request, create_stream, create_table, rows, table_path
+from tests.helpers.writeapi import append_request, create_stream, create_table, rows, table_path
 
 PENDING = types.WriteStream.Type.PENDING
 COMMITTED = types.WriteStream.Type.COMMITTED

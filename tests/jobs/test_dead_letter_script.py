@@ -23,8 +23,8 @@ from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
 from tests.backend.conftest import INGEST, TOKENS, VIEWER, bearer
 from tests.backend.live import serving
-from tests.waiting import wait_until
-from tests.writeapi import count, create_refusing_table
+from tests.helpers.waiting import wait_until
+from tests.helpers.writeapi import count, create_refusing_table
 
 pytestmark = pytest.mark.spark
 

@@ -2,7 +2,7 @@
 
 Exactly-once is judged by BigQuery itself: COUNT(*) and COUNT(DISTINCT event_id) of
 the table after the job (and, after a crash, after the same command run again). The
-events the job sends go to a stand-in for the control plane (tests/receiver.py).
+events the job sends go to a stand-in for the control plane (tests/helpers/receiver.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from onceover_jobs.generate import write_files
 
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
-from tests.lineage_receiver import API_KEY, LineageReceiver, receipts_of
-from tests.receiver import TOKEN, Receiver
-from tests.waiting import wait_until
+from tests.helpers.lineage_receiver import API_KEY, LineageReceiver, receipts_of
+from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 

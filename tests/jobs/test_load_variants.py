@@ -17,7 +17,7 @@ from onceover_jobs.sink.driver import parent_of
 from onceover.bigquery import BigQueryConfig
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
-from tests.receiver import TOKEN, Receiver
+from tests.helpers.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
@@ -108,7 +108,7 @@ def test_continuous_mode_keeps_loading_new_files_until_stopped(
     that batch once."""
     import signal
 
-    from tests.waiting import wait_until
+    from tests.helpers.waiting import wait_until
 
     source, checkpoint = tmp_path / "src", tmp_path / "ckpt"
     write_files(source, ROWS, 1, "json")

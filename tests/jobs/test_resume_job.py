@@ -30,8 +30,8 @@ from onceover_backend.services.alerts.evaluator import evaluate
 from onceover.bigquery import BigQueryConfig
 from tests.backend.conftest import OPERATOR, VIEWER, bearer
 from tests.backend.live import automatic_check, post_resume, wait_for_status
+from tests.helpers.webhook_receiver import WebhookReceiver
 from tests.jobs.orders import control_plane, counted_keys, crashed_run, served
-from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.spark
 

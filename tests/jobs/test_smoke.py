@@ -10,7 +10,7 @@ from google.cloud import bigquery
 
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
-from tests.writeapi import count
+from tests.helpers.writeapi import count
 
 pytestmark = pytest.mark.spark
 

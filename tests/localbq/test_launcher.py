@@ -18,7 +18,14 @@ from onceover_tools.localbq import (
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.errors import LocalBigQueryVersionError, PortInUseError
 from onceover.preflight import check_port_free
-from tests.writeapi import append_all, append_request, count, create_stream, create_table, rows
+from tests.helpers.writeapi import (
+    append_all,
+    append_request,
+    count,
+    create_stream,
+    create_table,
+    rows,
+)
 
 
 def _answers(config: BigQueryConfig) -> list[str]:

@@ -31,7 +31,7 @@ from onceover_tools.localbq.limits import (
 )
 
 from onceover.errors import ConfigurationError
-from tests.writeapi import (
+from tests.helpers.writeapi import (
     ARROW_SCHEMA,
     append_all,
     append_request,

@@ -21,7 +21,7 @@ from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types, writer
 from onceover_tools.localbq import LocalBigQuery, LocalBigQueryOptions, patches
 from onceover_tools.localbq.limits import limited
 
-from tests.writeapi import (
+from tests.helpers.writeapi import (
     acknowledged_offset,
     append_all,
     append_request,

@@ -31,7 +31,7 @@ from onceover_tools.localbq.limits import limited
 from onceover_tools.localbq.patches.row_errors import ROW_ERRORS_MESSAGE
 
 from onceover.errors import ConfigurationError
-from tests.writeapi import acknowledged_offset, append_all, create_stream, table_path
+from tests.helpers.writeapi import acknowledged_offset, append_all, create_stream, table_path
 
 COMMITTED = types.WriteStream.Type.COMMITTED
 PENDING = types.WriteStream.Type.PENDING

@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 
-from tests.writeapi import (
+from tests.helpers.writeapi import (
     append_all,
     append_request,
     commit,

@@ -32,8 +32,8 @@ from onceover_jobs.outbox import (
 )
 
 from onceover.events import AppendAcknowledged, event_id, now
-from tests.receiver import POISON_RUN, TOKEN, Receiver
-from tests.waiting import wait_until
+from tests.helpers.receiver import POISON_RUN, TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.alone  # times what must not wait (make test runs these alone)
 

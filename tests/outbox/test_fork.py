@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.receiver import TOKEN, Receiver
 from tests.outbox.test_emitter import make_events, spool_ids
-from tests.receiver import TOKEN, Receiver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -46,9 +46,9 @@ from onceover.preflight import free_port
 from tests.backend import factory as f
 from tests.backend.conftest import TOKENS, VIEWER, bearer
 from tests.backend.live import serving, wait_for_status
+from tests.helpers.receiver import POISON_RUN, TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 from tests.outbox.test_emitter import make_events, spool_ids
-from tests.receiver import POISON_RUN, TOKEN, Receiver
-from tests.waiting import wait_until
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
 from onceover_jobs.sink.wire.requests import ArrowEncoder, plan_requests
 from onceover_jobs.sink.wire.retry import RetryPolicy
 
-from tests.writeapi import (
+from tests.helpers.writeapi import (
     ARROW_SCHEMA,
     append_all,
     append_request,
@@ -21,7 +21,7 @@ from tests.writeapi import (
     create_stream,
     create_table,
 )
-from tests.writeapi import rows as make_rows
+from tests.helpers.writeapi import rows as make_rows
 
 COMMITTED = types.WriteStream.Type.COMMITTED
 

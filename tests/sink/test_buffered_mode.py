@@ -28,8 +28,8 @@ from onceover_tools.localbq.limits import create_stream_calls, limited
 from pyspark.sql import Column, SparkSession
 
 from onceover.bigquery import BigQueryConfig
+from tests.helpers.writeapi import count, create_table, rows, streaming_job
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
-from tests.writeapi import count, create_table, rows, streaming_job
 
 ROWS = 1_000
 

@@ -17,7 +17,7 @@ from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.task import write_partition
 
 from onceover.bigquery import BigQueryConfig
-from tests.writeapi import count, create_table, rows, streaming_job
+from tests.helpers.writeapi import count, create_table, rows, streaming_job
 
 ROWS = 2_000  # about 500 rows to a 10,000-byte request: four requests
 

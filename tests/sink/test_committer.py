@@ -20,8 +20,8 @@ from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 
 from onceover.bigquery import BigQueryConfig
 from onceover.ledger_files import BatchRecord, StreamCommit
-from tests.receiver import TOKEN, Receiver
-from tests.writeapi import (
+from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.writeapi import (
     append_all,
     append_request,
     commit,

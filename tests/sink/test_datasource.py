@@ -10,8 +10,8 @@ import pytest
 from google.cloud import bigquery
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.receiver import TOKEN, Receiver
-from tests.writeapi import count
+from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.writeapi import count
 
 pytestmark = pytest.mark.spark
 

@@ -25,7 +25,7 @@ from onceover_jobs.sink.protocol.task import write_partition
 from onceover_jobs.sink.rows.dead_letter import DEAD_LETTER_FIELDS, column_named
 
 from onceover.bigquery import BigQueryConfig
-from tests.writeapi import ARROW_SCHEMA, count, create_refusing_table, streaming_job
+from tests.helpers.writeapi import ARROW_SCHEMA, count, create_refusing_table, streaming_job
 
 PARTITION_ROWS = 1_000
 BAD = {0: (3, 250, 251, 999), 1: (0, 640)}

@@ -12,8 +12,8 @@ from google.cloud import bigquery
 from onceover_jobs.generate import write_files
 from pyspark.sql import DataFrame, SparkSession
 
+from tests.helpers.writeapi import count_distinct, create_refusing_table
 from tests.sink.test_streaming import SOURCE_SCHEMA
-from tests.writeapi import count_distinct, create_refusing_table
 
 pytestmark = pytest.mark.spark
 

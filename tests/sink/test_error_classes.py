@@ -50,7 +50,7 @@ from onceover_jobs.sink.wire.storage_errors import (
 from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry, gapic
 
 from onceover.bigquery import GRPC_OPTIONS, BigQueryConfig
-from tests.writeapi import (
+from tests.helpers.writeapi import (
     ARROW_SCHEMA,
     create_stream,
     create_table,

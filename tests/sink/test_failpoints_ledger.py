@@ -27,7 +27,7 @@ from onceover_jobs.sink.ledger.leases import claim_driver, renew_driver
 from onceover_jobs.sink.ledger.records import Ledger, PartitionProgress
 
 from onceover.ledger_files import BatchRecord, StreamCommit
-from tests.waiting import wait_until
+from tests.helpers.waiting import wait_until
 
 Arm = Callable[..., None]
 

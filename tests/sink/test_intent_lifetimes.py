@@ -21,9 +21,9 @@ from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig
+from tests.helpers.waiting import wait_until
+from tests.helpers.writeapi import count, create_table, streaming_job
 from tests.sink.test_committer import staged
-from tests.waiting import wait_until
-from tests.writeapi import count, create_table, streaming_job
 
 pytestmark = pytest.mark.alone  # times what must not wait (make test runs these alone)
 

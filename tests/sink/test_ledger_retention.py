@@ -27,7 +27,7 @@ from onceover.ledger_files import (
     read_summary,
     scope_totals,
 )
-from tests.writeapi import create_table, streaming_job
+from tests.helpers.writeapi import create_table, streaming_job
 
 TABLE = "p.d.t"
 CALL = "spark-session-1-root-1"

@@ -1,7 +1,7 @@
 """OpenLineage run events of the sink (issue 29, item 3): found as the OpenLineage clients
 find their receiver, sent one a POST through the emitter's spool, and received by a
 stand-in that validates each with the openlineage-python client's models and the
-receipts facet's schema (tests/lineage_receiver.py)."""
+receipts facet's schema (tests/helpers/lineage_receiver.py)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from pyspark.sql import functions as fn
 
 from onceover.key_checksum import key_checksum_sql
 from onceover.ledger_files import BatchRecord, StreamCommit, scope_records
-from tests.lineage_receiver import API_KEY, LineageReceiver, receipts_of
+from tests.helpers.lineage_receiver import API_KEY, LineageReceiver, receipts_of
+from tests.helpers.waiting import wait_until
+from tests.helpers.writeapi import count, create_refusing_table
 from tests.sink.test_streaming import SOURCE_SCHEMA
-from tests.waiting import wait_until
-from tests.writeapi import count, create_refusing_table
 
 STAMP = [
     bigquery.SchemaField("_onceover_run_id", "STRING"),

@@ -28,7 +28,7 @@ from onceover_jobs.sink.rows.proto_rows import (
     serialize_rows,
 )
 
-from tests.writeapi import acknowledged_offset, append_all, create_stream
+from tests.helpers.writeapi import acknowledged_offset, append_all, create_stream
 
 COMMITTED = types.WriteStream.Type.COMMITTED
 

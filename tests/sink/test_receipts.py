@@ -24,9 +24,9 @@ from onceover.key_checksum import (
     key_sum_sql,
 )
 from onceover.ledger_files import scope_records
-from tests.receiver import TOKEN, Receiver
+from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 from tests.sink.test_streaming import SOURCE_SCHEMA
-from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 

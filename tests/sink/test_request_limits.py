@@ -47,7 +47,7 @@ from onceover_jobs.sink.wire.requests import (
 from onceover_tools.localbq.limits import limited
 
 from onceover.bigquery import BigQueryConfig
-from tests.writeapi import count
+from tests.helpers.writeapi import count
 
 COLUMNS = 10_000
 FILLER_TYPES = (

@@ -41,7 +41,7 @@ from onceover_jobs.sink.rows.schema import (
 )
 
 from onceover.bigquery import BigQueryConfig, bigquery_client
-from tests.writeapi import append_all, append_request, create_stream
+from tests.helpers.writeapi import append_all, append_request, create_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -31,9 +31,9 @@ from onceover_tools.localbq.limits import create_stream_calls, limited
 from pyspark.sql import DataFrame, SparkSession
 
 from onceover.bigquery import BigQueryConfig
+from tests.helpers.waiting import wait_until
+from tests.helpers.writeapi import count, create_table, rows, streaming_job
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
-from tests.waiting import wait_until
-from tests.writeapi import count, create_table, rows, streaming_job
 
 
 def streams_of(local_bigquery: LocalBigQuery, table: str) -> list[dict[str, object]]:

@@ -30,8 +30,8 @@ from onceover_jobs.sink.wire.write_api import SERVICE, WriteApi, write_api
 from pyspark import cloudpickle
 
 from onceover.bigquery import WRITE_API_HOST, WRITE_API_SCOPES, BigQueryConfig, write_channel
+from tests.helpers.writeapi import count, create_table, streaming_job
 from tests.sink.test_committer import staged
-from tests.writeapi import count, create_table, streaming_job
 
 STREAM = "projects/p/datasets/d/tables/t/streams/s1"
 

@@ -14,9 +14,9 @@ from onceover_tools.chaos.runner import ORDER_SCHEMA
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.receiver import TOKEN, Receiver
+from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 from tests.sink.test_streaming import SOURCE_SCHEMA, counted
-from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -30,7 +30,7 @@ durable record: intents and marks, leases, slots, Spark's offsets log), ``rows``
 proto rows, stamp, dead letters: invariant 9), ``wire`` (the Storage Write API: offsets
 and retries, requests under the cap, unary calls: invariants 1-2, 8), and at the bottom
 ``errors`` (one exception tree), ``failpoints`` and ``driver``. Imports go only downward
-(``tests/test_layout.py``). ``onceover_jobs.sink.claim`` and ``onceover_jobs.sink.settle``
+(``tests/project/test_layout.py``). ``onceover_jobs.sink.claim`` and ``onceover_jobs.sink.settle``
 are the other entry points: claim a checkpoint before ``start()``, settle an intent by
 hand.
 """

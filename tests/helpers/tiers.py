@@ -33,7 +33,7 @@ TIERS = {
 TIMINGS_ENV = "ONCEOVER_TEST_TIMINGS"
 SLOWEST = "slowest"
 SLOWEST_KEPT = 15
-_BACKEND = Path(__file__).parent / "backend"
+_BACKEND = Path(__file__).parents[1] / "backend"
 
 
 def tier_of(item: pytest.Item) -> str:  # noqa: PLR0911 - a return per tier, read as a table

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from onceover.events import EVENT_LIST
-from tests.local_http import JsonPostHandler, LocalServer
+from tests.helpers.local_http import JsonPostHandler, LocalServer
 
 TOKEN = "ingest-token"
 POISON_RUN = "poison-run"

@@ -1,6 +1,6 @@
 """The stream-economy bench's report and schedule, on figures made up on purpose. Its run
 (every mode's query counted in BigQuery, the streams each created, the rounds, the soak's
-samples) is asserted in ``tests/test_bench_command.py``, on the run ``onceover bench``
+samples) is asserted in ``tests/tools/test_bench_command.py``, on the run ``onceover bench``
 makes of it."""
 
 from __future__ import annotations

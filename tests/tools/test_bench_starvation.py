@@ -1,6 +1,6 @@
 """The starvation bench's report: the flooded phase set against quiet with its target.
 Its run (every phase stored every event, the flood answered) is asserted in
-``tests/test_bench_command.py``, on the run ``onceover bench`` makes of it."""
+``tests/tools/test_bench_command.py``, on the run ``onceover bench`` makes of it."""
 
 from __future__ import annotations
 

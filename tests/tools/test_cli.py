@@ -11,8 +11,8 @@ import pytest
 
 from onceover.preflight import check_port_free, free_port
 from tests.conftest import REPO_ROOT
-from tests.processes import ONCEOVER, LineReader, run_onceover, running
-from tests.waiting import wait_until
+from tests.helpers.processes import ONCEOVER, LineReader, run_onceover, running
+from tests.helpers.waiting import wait_until
 
 
 def _one_clear_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -182,7 +182,7 @@ def test_the_bench_writes_outside_the_repository_unless_told() -> None:
     from onceover_tools.cli import build_parser
 
     parsed = build_parser().parse_args(["bench", "--quick"])
-    repository = Path(__file__).resolve().parents[1]
+    repository = Path(__file__).resolve().parents[2]
     assert parsed.out == Path.home() / ".onceover" / "bench"
     assert repository not in parsed.out.resolve().parents
     assert build_parser().parse_args(["bench", "--out", "docs"]).out == Path("docs")

@@ -1,5 +1,5 @@
 """``onceover.waiting.poll_until``: the one poll-with-a-deadline every wait is built on,
-and the tests' own ``tests.waiting.wait_until`` over it."""
+and the tests' own ``tests.helpers.waiting.wait_until`` over it."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_a_set_stop_ends_the_wait_as_ctrl_c_would() -> None:
 
 
 def test_the_tests_wait_fails_naming_what_and_what_was_seen() -> None:
-    from tests.waiting import wait_until
+    from tests.helpers.waiting import wait_until
 
     answers = iter([None, "there"])
     assert wait_until("an answer", lambda: next(answers), 5, every_s=0.01) == "there"

@@ -14,8 +14,8 @@ from typing import Any
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from tests.local_http import LocalServer, TrackedHandler
-from tests.waiting import wait_until
+from tests.helpers.local_http import LocalServer, TrackedHandler
+from tests.helpers.waiting import wait_until
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from onceover_tools.demo.waiting import poll
 from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig, bigquery_client
 from onceover.errors import OnceoverError
 from onceover.preflight import check_port_free
-from tests.processes import ONCEOVER, LineReader, running
+from tests.helpers.processes import ONCEOVER, LineReader, running
 
 ROWS = 2_000
 JOBS = ("orders-clean", "orders-faults", "orders-crashed", "orders-tampered")

@@ -21,7 +21,7 @@ from onceover.processes import job_environment
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
 CONTROL_PLANE_AND_LOCAL = {
     "fastapi", "uvicorn", "sqlmodel", "alembic", "psycopg", "pydantic-settings",

@@ -13,7 +13,7 @@ from onceover_backend.tables import AuditLog
 from sqlmodel import Session, select
 
 from onceover.bigquery import BigQueryConfig
-from tests.processes import run_onceover
+from tests.helpers.processes import run_onceover
 
 
 def _head() -> str:

@@ -23,8 +23,8 @@ from onceover_jobs.sink.job.options import connection_options
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
 from onceover.connection import Connection
-from tests.local_http import LocalServer, TrackedHandler
-from tests.waiting import wait_until
+from tests.helpers.local_http import LocalServer, TrackedHandler
+from tests.helpers.waiting import wait_until
 
 ACCOUNT = "loader@billing-prod.iam.gserviceaccount.com"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from onceover_tools.spark_cluster import SparkCluster
 
-from tests.local_http import LocalServer, TrackedHandler
+from tests.helpers.local_http import LocalServer, TrackedHandler
 
 
 class _NextAnswer(TrackedHandler):

@@ -33,12 +33,12 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 
-from tests.local_http import JsonPostHandler, LocalServer
+from tests.helpers.local_http import JsonPostHandler, LocalServer
 
 API_KEY = "lineage-key"
 ENDPOINT = "/api/v1/lineage"
 FACET_SCHEMA = (
-    Path(__file__).resolve().parents[1] / "docs" / "openlineage" / "OnceoverReceiptsRunFacet.json"
+    Path(__file__).resolve().parents[2] / "docs" / "openlineage" / "OnceoverReceiptsRunFacet.json"
 )
 SPEC = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 # What the facet's schema takes from the spec: a run facet is an object with its producer

@@ -16,7 +16,7 @@ import pytest
 from onceover_tools.bench.stream_economy import MODES, PARTITIONS
 from onceover_tools.bench.writers import CONTENDERS, MONITORING_ROUND
 
-from tests.processes import run_onceover
+from tests.helpers.processes import run_onceover
 
 pytestmark = pytest.mark.spark
 

@@ -15,7 +15,7 @@ import pytest
 
 from onceover.modes import MODES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
     "onceover": ROOT / "onceover",
     "onceover_jobs": ROOT / "jobs" / "onceover_jobs",

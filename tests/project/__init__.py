@@ -1,0 +1,1 @@
+"""The repository as a whole: its layering, its docs' links, packaging and deployment."""
