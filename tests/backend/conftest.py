@@ -33,9 +33,8 @@ def bearer(token: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite database upgraded to the migrations' head once per test process, for
-    each test to copy (the migrations took 0.13 s a test on SQLite, 0.25-0.4 on
-    PostgreSQL, against 0.04 s a copy; tests/backend/test_migrations.py runs them on
-    databases of its own)."""
+    each test to copy (running the migrations for each test cost several times a copy;
+    tests/backend/test_migrations.py runs them on databases of its own)."""
     path = tmp_path_factory.mktemp("migrated") / "onceover.db"
     upgrade_to_head(f"sqlite:///{path}")
     return path

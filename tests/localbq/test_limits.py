@@ -528,8 +528,9 @@ def expected_values(ids: range) -> list[tuple[object, ...]]:
 def test_an_arrow_append_to_a_10000_column_table_is_not_quadratic_in_its_columns(
     rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
 ) -> None:
-    """BigQuery takes tables of up to 10,000 columns; bqemulator took 54 s of CPU to
-    line one such row up with the table (a list lookup per column)."""
+    """BigQuery takes tables of up to 10,000 columns; bqemulator lined one such row up
+    with the table by a list lookup per column, quadratic in the columns (the patch
+    ``linear_column_alignment``)."""
     table_id, fields = wide_table(rest, dataset)
     stream = create_stream(write, table_id, COMMITTED).name
     batch = wide_batch(fields, 0, 2)
@@ -539,7 +540,8 @@ def test_an_arrow_append_to_a_10000_column_table_is_not_quadratic_in_its_columns
 
     elapsed = time.monotonic() - started
     assert not response.error.code
-    assert elapsed < 15.0, f"{elapsed:.1f} s for one append"  # 1-2 s here; 54 s before
+    # Far above what the patched lookup costs, far below what the quadratic one did.
+    assert elapsed < 15.0, f"{elapsed:.1f} s for one append"
     assert read_back(rest, table_id) == expected_values(range(2))
 
 
