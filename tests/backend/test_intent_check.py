@@ -100,3 +100,13 @@ def test_other_modes_need_no_question() -> None:
     checker = IntentChecker(BigQueryConfig())  # never asked: no client is built
     assert checker.check(intent("p.d.t", "s", mode="committed")).in_bigquery == "committed"
     assert checker.check(intent("p.d.t", "s", mode="buffered")).in_bigquery == "unknown"
+
+
+def test_a_mode_this_control_plane_does_not_know_is_said_so_not_guessed() -> None:
+    """A ledger written by a newer sink: the plan says it cannot tell, and never asks
+    BigQuery as if the batch were another mode's."""
+    checker = IntentChecker(BigQueryConfig())  # never asked: no client is built
+    found = checker.check(intent("p.d.t", "s", mode="overwrite"))
+    assert (found.in_bigquery, found.commit_time) == ("unknown", None)
+    assert "'overwrite'" in found.resume_will
+    assert "the modes are pending, buffered, committed, default" in found.resume_will

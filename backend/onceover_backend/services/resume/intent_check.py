@@ -61,7 +61,12 @@ class IntentChecker:
             return self._client
 
     def check(self, record: BatchRecord) -> IntentFinding:
-        settle = traits_of(record.mode).settle
+        try:
+            settle = traits_of(record.mode).settle
+        except ValueError as exc:  # written by a newer sink: say so, never guess
+            return IntentFinding(
+                "unknown", None, f"ask a sink that knows the batch's mode ({exc}), then act on it"
+            )
         if settle == "flush_again":
             return FLUSHED_AGAIN
         if settle == "as_appended" or not record.streams:
