@@ -10,10 +10,11 @@ The tree::
     │   ├── TableNotFoundError      the target table does not exist; also a ValueError
     │   ├── SchemaMismatchError     DataFrame and table disagree (names columns); a ValueError
     │   ├── AppendRejectedError     BigQuery refused an append for good (names stream, batch, rows)
+    │   │   ├── RowsRejectedError       rows BigQuery refused, no dead-letter table (names each)
     │   │   ├── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
     │   │   └── StreamUnusableError     the stream takes no more appends (finalized, gone, ...)
     │   ├── CallRejectedError       a unary call (create, get, finalize, flush, commit) refused
-    │   │   └── CallNotFoundError       NOT_FOUND; also google.api_core NotFound (sink.unary)
+    │   │   └── CallNotFoundError       NOT_FOUND; also google.api_core NotFound (wire.unary)
     │   ├── NonDeterministicInputError  a retry's rows are not the rows its partition sent
     │   ├── RetryDeadlineError      transient failures outlasted the retry deadline
     │   ├── RowCountMismatchError   a finalized stream holds other than the rows sent

@@ -38,7 +38,7 @@ option                      default     meaning
                                         ``~/.onceover/ledger``); on a cluster, storage
                                         the driver and executors share; streaming
                                         always uses ``<checkpointLocation>/onceover``
-``job``                     app name    a name for the job in events and the dashboard
+``job``                     none        a name for the job in events and the dashboard
 ``monitor.url``             none        control plane base URL; events go to
                                         ``<url>/api/events``
 ``monitor.token``           none        bearer token (role ``ingest``)
