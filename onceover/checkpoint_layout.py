@@ -17,15 +17,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from onceover.ledger_store import under
+
 LEDGER_DIR = "onceover"
 RUN_ID_FILE = "run_id"
 
 
-def ledger_root(checkpoint: str | os.PathLike[str]) -> Path:
-    """The streaming sink's ledger inside ``checkpoint``."""
-    return Path(checkpoint) / LEDGER_DIR
+def ledger_root(checkpoint: str | os.PathLike[str]) -> str:
+    """The streaming sink's ledger inside ``checkpoint``: a path under a path, a URL under
+    a URL (``gs://bucket/checkpoints/q1`` keeps it in ``gs://bucket/checkpoints/q1/onceover``)."""
+    return under(checkpoint, LEDGER_DIR)
 
 
 def run_id_path(checkpoint: str | os.PathLike[str]) -> Path:
-    """The file holding the run id of the job on ``checkpoint``."""
-    return ledger_root(checkpoint) / RUN_ID_FILE
+    """The file holding the run id of the job on ``checkpoint`` (``onceover_jobs.load_files``
+    keeps its checkpoint on a disk)."""
+    return Path(ledger_root(checkpoint)) / RUN_ID_FILE

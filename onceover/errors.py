@@ -9,7 +9,10 @@ The tree::
     ├── LocalBigQueryError        the local BigQuery could not start or stop
     │   └── LocalBigQueryVersionError   installed bqemulator is not the pinned version
     └── LedgerError               the ledger is unreadable (onceover.ledger_files); the
-                                  sink raises it and its subclasses (onceover_jobs.sink.errors)
+        │                         sink raises it and its subclasses (onceover_jobs.sink.errors)
+        └── LedgerStoreError      its storage cannot be reached or refused (names the URL)
+            └── UnsuitableLedgerStorageError   the storage lacks what a ledger needs
+                                  (hard links, conditional writes): refused up front
 
 Every message is one line a person can act on: the command line prints it as
 ``onceover: <message>`` and exits with status 2, no traceback.
@@ -54,3 +57,31 @@ class LedgerError(OnceoverError):
 
     Raised by the readers of :mod:`onceover.ledger_files`; the sink's
     ``onceover_jobs.sink.errors.LedgerError`` is this class, and its refusals subclass it."""
+
+
+class LedgerStoreError(LedgerError):
+    """The ledger's storage (:mod:`onceover.ledger_store`) could not be reached or refused
+    a request: the message names the URL and the cause, as the store's client gave it."""
+
+    def __init__(self, where: str, cause: object) -> None:
+        self.where = where
+        self.cause = cause
+        super().__init__(f"the ledger at {where}: {_one_line(cause)}")
+
+
+class UnsuitableLedgerStorageError(LedgerStoreError):
+    """The storage lacks what the ledger's exactly-once needs (a disk without hard links,
+    a bucket that ignores conditional writes): found by the probe every write leaves,
+    before a row is written, and refused with the fix."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        LedgerError.__init__(self, f"{problem}; nothing was written")
+        self.where = where
+        self.cause = problem
+
+
+def _one_line(cause: object) -> str:
+    """A client's error as one line: object-store clients add pages of debug detail."""
+    text = str(cause).strip() or type(cause).__name__
+    first = text.splitlines()[0].strip()
+    return first if len(first) <= 400 else first[:400] + "..."

@@ -29,8 +29,9 @@ The record format: every file is one JSON object, its keys sorted, holding
 checks and drops. A batch record (``batch-*.json``) is a :class:`BatchRecord`, its
 streams lists of :class:`StreamCommit` fields; it only moves forward, ``intent`` →
 ``committed``. The sink writes each file atomically (a reader finds the old file or
-the new one, never half of one), on a plain filesystem path: local for one machine,
-shared storage (NFS, a mounted bucket) for a cluster.
+the new one, never half of one) through a store (:mod:`onceover.ledger_store`): a
+mounted disk (local for one machine, NFS or Filestore for a cluster) or a bucket
+(``gs://``, ``s3://``, ``abfss://``), whose keys are these paths under the root's prefix.
 
 ``pruned.json`` (a :class:`PrunedSummary`) is what retention kept of the committed
 batches it removed from ``<dir>``::
@@ -44,22 +45,22 @@ not held is a prune's leftover, counted by the summary. ``highest``: the highest
 id pruned. ``removing``: the batches the last prune counted, whose files it was removing.
 
 Totals (:class:`ScopeTotals`, :func:`scope_totals`) are the summaries plus the records
-they do not cover; :class:`ScopeTotals` remembers what it read (by path, inode, mtime
-and size) and reads only records and summaries that are new or changed, for a heartbeat.
+they do not cover; :class:`ScopeTotals` remembers what it read (by key and the version
+a listing gives: a disk's inode, mtime and size, an object's generation or ETag) and
+reads only records and summaries that are new or changed, for a heartbeat.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from onceover.errors import LedgerError
 from onceover.key_checksum import KeyBucket
+from onceover.ledger_store import LedgerStore, Listing, StoreLike, join, open_store
 
 LEDGER_VERSION = 1
 BATCH_WRITE = "write"
@@ -67,10 +68,6 @@ BATCH_WRITE = "write"
 SUMMARY_FILE = "pruned.json"
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-_Key = tuple[int, int, int]
-"""(inode, mtime in ns, size): a ledger file is only ever replaced by a rename, so a
-changed file has a new inode even where the clock is coarse."""
 
 
 def safe_name(text: str) -> str:
@@ -152,24 +149,38 @@ def batch_name(batch_id: int | None) -> str:
     return BATCH_WRITE if batch_id is None else str(batch_id)
 
 
-def read_payload(path: Path) -> dict[str, Any] | None:
+def read_payload(store: LedgerStore, key: str) -> dict[str, Any] | None:
     """A ledger file's payload (its ``version`` checked and dropped); None when there is
     none."""
+    found = store.read(key)
+    return None if found is None else decode_payload(found.data, store.where(key))
+
+
+def decode_payload(data: bytes, where: str) -> dict[str, Any]:
+    """The payload of a ledger file's bytes, read from ``where`` (for messages)."""
     try:
-        payload: dict[str, Any] = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise LedgerError(f"ledger record {path} is unreadable: {exc}") from exc
-    if payload.pop("version", None) != LEDGER_VERSION:
-        raise LedgerError(f"ledger record {path} has an unknown version")
+        payload: dict[str, Any] = json.loads(data)
+    except ValueError as exc:
+        raise LedgerError(f"ledger record {where} is unreadable: {exc}") from exc
+    if not isinstance(payload, dict) or payload.pop("version", None) != LEDGER_VERSION:
+        raise LedgerError(f"ledger record {where} has an unknown version")
     return payload
 
 
-def read_record(path: Path) -> BatchRecord | None:
-    payload = read_payload(path)
+def encode_payload(payload: dict[str, Any]) -> bytes:
+    """A ledger file's bytes: the payload beside its format's version, keys sorted."""
+    return json.dumps({"version": LEDGER_VERSION, **payload}, sort_keys=True).encode()
+
+
+def read_record(store: LedgerStore, key: str) -> BatchRecord | None:
+    payload = read_payload(store, key)
     if payload is None:
         return None
+    return record_of(payload, store.where(key))
+
+
+def record_of(payload: dict[str, Any], where: str) -> BatchRecord:
+    """A batch record from its payload (read from ``where``)."""
     try:
         streams = tuple(StreamCommit(**s) for s in payload.pop("streams"))
         dead = tuple(StreamCommit(**s) for s in payload.pop("dead_letter_streams", ()))
@@ -183,7 +194,7 @@ def read_record(path: Path) -> BatchRecord | None:
             **payload,
         )
     except (TypeError, KeyError) as exc:
-        raise LedgerError(f"ledger record {path}: {exc}") from exc
+        raise LedgerError(f"ledger record {where}: {exc}") from exc
 
 
 def _bucket(item: list[Any]) -> KeyBucket:
@@ -196,19 +207,28 @@ def batch_order(record: BatchRecord) -> int:
     return -1 if record.batch_id is None else record.batch_id
 
 
-def scope_records(root: str | os.PathLike[str], scope: str) -> list[BatchRecord]:
+def is_record_name(name: str) -> bool:
+    """A batch record's file name (``batch-<id>.json``)."""
+    return name.startswith("batch-") and name.endswith(".json")
+
+
+def scope_records(root: StoreLike, scope: str) -> list[BatchRecord]:
     """Every record of one query or run, whatever its table and write, in batch order."""
-    directory = Path(root) / safe_name(scope)
-    paths = sorted(directory.rglob("batch-*.json")) if directory.is_dir() else []
-    records = [r for r in map(read_record, paths) if r is not None]
+    store = open_store(root)
+    keys = sorted(
+        key for key, _ in store.walk(safe_name(scope)) if is_record_name(key.rsplit("/", 1)[-1])
+    )
+    records = [r for r in (read_record(store, k) for k in keys) if r is not None]
     return sorted(records, key=lambda r: (batch_order(r), r.table, r.write))
 
 
-def scopes(root: str | os.PathLike[str]) -> list[str]:
-    """The directory names of the scopes (queries, runs) a ledger root holds records of."""
-    directory = Path(root)
+def scopes(root: StoreLike) -> list[str]:
+    """The names of the scopes (queries, runs) a ledger root holds records of."""
+    store = open_store(root)
     return sorted(
-        p.name for p in directory.iterdir() if p.is_dir() and any(p.rglob("batch-*.json"))
+        name
+        for name in store.list("").folders
+        if any(is_record_name(k.rsplit("/", 1)[-1]) for k, _ in store.walk(name))
     )
 
 
@@ -239,17 +259,17 @@ class PrunedSummary:
         return batch_id is not None and batch_id < self.through and batch_id not in self.held
 
 
-def summary_path(directory: Path) -> Path:
-    return directory / SUMMARY_FILE
+def summary_key(directory: str) -> str:
+    return join(directory, SUMMARY_FILE)
 
 
-def read_summary(directory: Path) -> PrunedSummary | None:
+def read_summary(store: LedgerStore, directory: str) -> PrunedSummary | None:
     """The summary of one ledger directory (``Ledger.directory``); None if never pruned."""
-    return _read_summary(summary_path(directory))
+    return _read_summary(store, summary_key(directory))
 
 
-def _read_summary(path: Path) -> PrunedSummary | None:
-    payload = read_payload(path)  # written like the records: the same checks
+def _read_summary(store: LedgerStore, key: str) -> PrunedSummary | None:
+    payload = read_payload(store, key)  # written like the records: the same checks
     if payload is None:
         return None
     try:
@@ -265,7 +285,7 @@ def _read_summary(path: Path) -> PrunedSummary | None:
             pruned_at=None if at is None else float(at),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise LedgerError(f"ledger summary {path}: {exc}") from exc
+        raise LedgerError(f"ledger summary {store.where(key)}: {exc}") from exc
 
 
 # -- totals -------------------------------------------------------------------------------
@@ -295,56 +315,56 @@ class ScopeTotals:
 
     Each :meth:`read` lists the scope's ledger directories (never their ``partitions/``,
     ``calls/`` or ``streams/``) and opens only the records and summaries that are new or
-    changed since the last; one instance is meant to live as long as its heartbeat."""
+    changed since the last (by the version the listing gives); one instance is meant to
+    live as long as its heartbeat."""
 
-    def __init__(self, root: str | os.PathLike[str], scope: str) -> None:
+    def __init__(self, root: StoreLike, scope: str) -> None:
         self.scope = scope
-        self.directory = Path(root) / safe_name(scope)
+        self.store = open_store(root)
+        self.directory = safe_name(scope)
         self.opened = 0
         """Files read so far (what the reads have cost)."""
-        self._records: dict[Path, tuple[_Key, _Counted]] = {}
-        self._summaries: dict[Path, tuple[_Key, PrunedSummary]] = {}
+        self._records: dict[str, tuple[str, _Counted]] = {}
+        self._summaries: dict[str, tuple[str, PrunedSummary]] = {}
         self._lock = threading.Lock()  # a heartbeat thread and the main thread both read
 
     def read(self) -> Totals:
         with self._lock:
             # Records first, then summaries: a prune writes its summary before it removes a
             # record, so a record this listing missed is in the summary read after it.
-            records, directories = _walk(self.directory)
+            records, directories = _walk(self.store, self.directory)
             self._refresh_records(records)
             self._refresh_summaries(directories)
             return self._total()
 
-    def _refresh_records(self, listed: dict[Path, _Key]) -> None:
+    def _refresh_records(self, listed: dict[str, str]) -> None:
         for gone in self._records.keys() - listed.keys():
             del self._records[gone]
-        for path, key in listed.items():
-            cached = self._records.get(path)
-            if cached is not None and cached[0] == key:
+        for key, version in listed.items():
+            cached = self._records.get(key)
+            if cached is not None and cached[0] == version:
                 continue
             self.opened += 1
-            record = read_record(path)
+            record = read_record(self.store, key)
             if record is None:  # removed since the listing (pruned)
-                self._records.pop(path, None)
+                self._records.pop(key, None)
                 continue
             counted = _Counted(record.batch_id, record.committed, record.expected_rows)
-            self._records[path] = (key, counted)
+            self._records[key] = (version, counted)
 
-    def _refresh_summaries(self, directories: list[Path]) -> None:
-        seen: set[Path] = set()
-        for directory in directories:
-            path = summary_path(directory)
-            key = _key_of(path)
-            if key is None:
+    def _refresh_summaries(self, directories: dict[str, str | None]) -> None:
+        seen: set[str] = set()
+        for directory, version in directories.items():
+            if version is None:
                 continue
             seen.add(directory)
             cached = self._summaries.get(directory)
-            if cached is not None and cached[0] == key:
+            if cached is not None and cached[0] == version:
                 continue
             self.opened += 1
-            summary = _read_summary(path)
+            summary = read_summary(self.store, directory)
             if summary is not None:
-                self._summaries[directory] = (key, summary)
+                self._summaries[directory] = (version, summary)
         for gone in self._summaries.keys() - seen:
             del self._summaries[gone]
 
@@ -352,75 +372,56 @@ class ScopeTotals:
         total = Totals()
         for _, summary in self._summaries.values():
             total += Totals(summary.batches, summary.rows)
-        for path, (_, counted) in self._records.items():
+        for key, (_, counted) in self._records.items():
             if not counted.committed:
                 continue
-            pruned = self._summaries.get(path.parent)
+            pruned = self._summaries.get(key.rsplit("/", 1)[0])
             if pruned is not None and pruned[1].covers(counted.batch_id):
                 continue  # counted in the summary; a prune's leftover
             total += Totals(1, counted.rows)
         return total
 
 
-def scope_totals(root: str | os.PathLike[str], scope: str) -> Totals:
+def scope_totals(root: StoreLike, scope: str) -> Totals:
     """The committed batches and rows of one scope, read once (see :class:`ScopeTotals`)."""
     return ScopeTotals(root, scope).read()
 
 
-def scope_summaries(root: str | os.PathLike[str], scope: str) -> dict[Path, PrunedSummary]:
+def scope_summaries(root: StoreLike, scope: str) -> dict[str, PrunedSummary]:
     """The pruned summaries of one scope, by ledger directory. Read them *after* the
     records they complete, for the reason :meth:`ScopeTotals.read` gives."""
-    _, directories = _walk(Path(root) / safe_name(scope))
-    found = {d: read_summary(d) for d in directories}
+    store = open_store(root)
+    _, directories = _walk(store, safe_name(scope))
+    found = {d: read_summary(store, d) for d, v in directories.items() if v is not None}
     return {d: s for d, s in found.items() if s is not None}
 
 
-def _walk(scope_directory: Path) -> tuple[dict[Path, _Key], list[Path]]:
-    """The record files of a scope (with their keys) and its ledger directories:
-    ``<scope>/batch-*.json`` (the layout before write identities), ``<scope>/<table>/``
-    and ``<scope>/<table>/writes/<write>/``."""
-    records: dict[Path, _Key] = {}
-    directories: list[Path] = []
+def _walk(store: LedgerStore, scope: str) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The record files of a scope (key → version) and its ledger directories (key → the
+    version of their summary, None without one): ``<scope>/batch-*.json`` (the layout
+    before write identities), ``<scope>/<table>/`` and ``<scope>/<table>/writes/<write>/``.
+    One listing a directory: a scope of one table and write costs two."""
+    records: dict[str, str] = {}
+    directories: dict[str, str | None] = {}
 
-    def ledger_directory(path: Path) -> None:
-        directories.append(path)
-        for entry in directory_entries(path):
-            _add_record(records, entry)
+    def ledger_directory(directory: str, listing: Listing) -> None:
+        directories[directory] = listing.files.get(SUMMARY_FILE)
+        _add_records(records, directory, listing)
 
-    for entry in directory_entries(scope_directory):
-        if entry.is_dir(follow_symlinks=False):
-            table = Path(entry.path)
-            ledger_directory(table)
-            for write in directory_entries(table / "writes"):
-                if write.is_dir(follow_symlinks=False):
-                    ledger_directory(Path(write.path))
-        else:
-            _add_record(records, entry)
+    top = store.list(scope)
+    _add_records(records, scope, top)
+    for table in top.folders:
+        table_key = join(scope, table)
+        listing = store.list(table_key)
+        ledger_directory(table_key, listing)
+        if "writes" in listing.folders:
+            for write in store.list(join(table_key, "writes")).folders:
+                write_key = join(table_key, "writes", write)
+                ledger_directory(write_key, store.list(write_key))
     return records, directories
 
 
-def _add_record(records: dict[Path, _Key], entry: os.DirEntry[str]) -> None:
-    if not (entry.name.startswith("batch-") and entry.name.endswith(".json")):
-        return  # temp files start with a dot; partitions/, calls/ are directories
-    try:
-        stat = entry.stat(follow_symlinks=False)
-    except FileNotFoundError:
-        return  # pruned since the listing
-    records[Path(entry.path)] = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def _key_of(path: Path) -> _Key | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def directory_entries(directory: Path) -> list[os.DirEntry[str]]:
-    """What ``directory`` holds; nothing when it is gone (pruned) or not a directory."""
-    try:
-        with os.scandir(directory) as listing:
-            return list(listing)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+def _add_records(records: dict[str, str], directory: str, listing: Listing) -> None:
+    for name, version in listing.files.items():
+        if is_record_name(name):
+            records[join(directory, name)] = version

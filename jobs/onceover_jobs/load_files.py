@@ -398,7 +398,7 @@ class RunReporter:
             module=MODULE,
             args=spec_args(self.argv, self.args),
             checkpoint=str(self.args.checkpoint.resolve()),
-            ledger=str(ledger_root(self.args.checkpoint).resolve()),
+            ledger=str(Path(ledger_root(self.args.checkpoint)).resolve()),
             cwd=os.getcwd(),
             auto_resume=None
             if auto is None

@@ -18,29 +18,35 @@ and the sink claims the query at its first micro-batch as before.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from onceover.checkpoint_layout import ledger_root
+from onceover.ledger_store import open_store
 from onceover_jobs.sink.driver import owner_of
-from onceover_jobs.sink.job.options import local_checkpoint_path
+from onceover_jobs.sink.job.options import checkpoint_location as checked_checkpoint
 from onceover_jobs.sink.job.sink_job import streaming_query_id
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S, claim_driver
 
 
 def claim_checkpoint(
-    spark: Any, checkpoint_location: str, *, lease_s: float = DEFAULT_DRIVER_LEASE_S
+    spark: Any,
+    checkpoint_location: str,
+    *,
+    lease_s: float = DEFAULT_DRIVER_LEASE_S,
+    ledger: str | None = None,
 ) -> None:
     """Record ``spark``'s driver as the one running the query on ``checkpoint_location``,
     or raise :class:`~onceover_jobs.sink.errors.ConcurrentDriverError` naming the other
     driver (the same refusal, and the same ``driver.lease_s`` for a driver on another
-    host, as the sink's). Call it before the query's ``start()``."""
-    checkpoint = local_checkpoint_path(checkpoint_location)
-    if not (Path(checkpoint) / "metadata").is_file():
+    host, as the sink's). Call it before the query's ``start()``; ``ledger``: the sink's
+    ``ledger`` option, where the query gives one."""
+    checkpoint = checked_checkpoint(checkpoint_location)
+    store = open_store(checkpoint)
+    if not store.exists("metadata"):
         return  # a new query: no id to claim yet
     claim_driver(
-        ledger_root(checkpoint),
-        streaming_query_id(checkpoint),
+        ledger if ledger is not None else ledger_root(checkpoint),
+        streaming_query_id(store),
         f"the query on {checkpoint}",
         lease_s,
         owner=owner_of(_driver_jvm_pid(spark)),

@@ -47,6 +47,7 @@ from pyspark.sql.datasource import (
 )
 
 from onceover.bigquery import BigQueryConfig
+from onceover.ledger_store import open_store
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import ConcurrentDriverError, SinkOptionError
 from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
@@ -116,7 +117,7 @@ def prepare_job(
     write: WriteIdentity | UnresolvedWrite
     if streaming:
         assert options.checkpoint is not None
-        query_id = streaming_query_id(options.checkpoint)
+        query_id = streaming_query_id(open_store(options.checkpoint, config.connection))
         write = WriteIdentity("streaming", query_id, options.table, None)
     else:
         # Which write this is, the tasks work out (onceover_jobs.sink.protocol.resolve):
@@ -128,7 +129,7 @@ def prepare_job(
         bigquery=config,
         plan=plan,
         table_fields=tuple(field.to_api_repr() for field in fields),
-        probe=leave_probe(options.ledger),
+        probe=leave_probe(open_store(options.ledger, config.connection)),
         write=write,
         lineage=lineage,
     )
@@ -139,18 +140,17 @@ def prepare_job(
         assert options.checkpoint is not None
         try:
             claim_driver(
-                options.ledger,
+                job.store,
                 query_id,
                 f"the query on {options.checkpoint}",
                 options.driver_lease_s,
             )
         except ConcurrentDriverError as exc:
             raise ConcurrentDriverError(f"{exc}. {PLANNED_FIRST}") from None
-        check_not_reset(job.ledger(), options.checkpoint)  # before any task writes a row
+        assert job.checkpoint_store is not None
+        check_not_reset(job.ledger(), job.checkpoint_store)  # before any task writes a row
     elif options.run_id is not None:
-        claim_driver(
-            options.ledger, options.run_id, f"run {options.run_id}", options.driver_lease_s
-        )
+        claim_driver(job.store, options.run_id, f"run {options.run_id}", options.driver_lease_s)
     return job
 
 

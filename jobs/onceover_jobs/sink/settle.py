@@ -47,13 +47,13 @@ def settle(args: argparse.Namespace) -> str:
     ledger = Ledger(args.ledger, args.scope, args.table, args.write)
     record = ledger.batch(batch_id)
     if record is None:
-        raise LedgerError(f"no record of batch {args.batch} in {ledger.directory}")
+        raise LedgerError(f"no record of batch {args.batch} in {ledger.where}")
     if record.committed:
-        raise LedgerError(f"batch {args.batch} in {ledger.directory} is committed already")
+        raise LedgerError(f"batch {args.batch} in {ledger.where} is committed already")
     at = now().isoformat()
     if args.outcome == "committed":
         ledger.mark_committed(record, at=at, commit_time=None, resolved=True)
-        return f"batch {args.batch} marked committed in {ledger.directory}; a replay skips it"
+        return f"batch {args.batch} marked committed in {ledger.where}; a replay skips it"
     kept = ledger.set_aside(record, at=at)
     return f"intent of batch {args.batch} set aside as {kept}; the next run writes it again"
 

@@ -33,11 +33,12 @@ option                      default     meaning
 ``write_id``                the ordinal which of the run's (or the foreachBatch call's)
                                         writes to the table this is; by default their
                                         order (the first write to a table is 0, ...)
-``ledger``                  see below   batch and foreachBatch writes: the ledger
-                                        directory (default ``$ONCEOVER_LEDGER``, else
-                                        ``~/.onceover/ledger``); on a cluster, storage
-                                        the driver and executors share; streaming
-                                        always uses ``<checkpointLocation>/onceover``
+``ledger``                  see below   where the ledger is: a path or a bucket's URL
+                                        (``gs://``, ``s3://``, ``abfss://``; on a cluster
+                                        a bucket, or a disk every executor mounts);
+                                        streaming: ``<checkpointLocation>/onceover``
+                                        unless given; other writes
+                                        ``$ONCEOVER_LEDGER``, else ``~/.onceover/ledger``
 ``job``                     none        a name for the job in events and the dashboard
 ``monitor.url``             none        control plane base URL; events go to
                                         ``<url>/api/events``
@@ -90,7 +91,9 @@ from urllib.parse import urlsplit
 from onceover.checkpoint_layout import ledger_root
 from onceover.connection import OPTIONS as CONNECTION_OPTIONS
 from onceover.connection import Connection, ConnectionOptionError
+from onceover.errors import ConfigurationError
 from onceover.identifiers import COLUMN_NAME_RE
+from onceover.ledger_store import ACCEPTED, check_location
 from onceover.modes import BATCH_DEFAULT_MODE, MODES, STREAMING_DEFAULT_MODE, Mode
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
@@ -261,21 +264,26 @@ def _table_option(options: Mapping[str, str], name: str, written: str) -> str | 
     return table
 
 
-def local_checkpoint_path(checkpoint: str) -> str:
-    """The checkpoint as a filesystem path: the ledger beside Spark's checkpoint needs an
-    atomic rename and fsync, which a mounted filesystem gives and an object store's
-    Hadoop connector does not, so ``gs://``, ``hdfs://`` or ``s3a://`` are refused."""
-    parts = urlsplit(checkpoint)
-    if parts.scheme == "file":
-        return parts.path
-    if parts.scheme and len(parts.scheme) > 1:  # not a Windows drive letter
+def checkpoint_location(checkpoint: str) -> str:
+    """The checkpoint as the sink reads it (Spark's metadata and offsets log) and keeps
+    the ledger beside it: a path (``file:`` stripped) or a bucket's URL (``gs://``,
+    ``s3://``, ``s3a://``, ``abfss://``); anything else is refused naming the fix."""
+    try:
+        return check_location(checkpoint, "checkpointLocation")
+    except ConfigurationError as exc:
         raise SinkOptionError(
             "checkpointLocation",
-            f"{checkpoint!r}: give a path on a mounted filesystem (local, or NFS/Filestore "
-            f"shared by the cluster); the ledger in <checkpointLocation>/onceover needs atomic "
-            f"renames, which {parts.scheme}:// storage does not offer",
-        )
-    return checkpoint
+            f"{checkpoint!r}: the sink reads Spark's offsets log there and keeps its "
+            f"ledger beside it, which needs {ACCEPTED}; {exc}",
+        ) from None
+
+
+def ledger_location(ledger: str) -> str:
+    """The ``ledger`` option (or ``$ONCEOVER_LEDGER``): a path or a bucket's URL."""
+    try:
+        return check_location(ledger, "ledger")
+    except ConfigurationError as exc:
+        raise SinkOptionError("ledger", str(exc).split(": ", 1)[-1]) from None
 
 
 def parse_options(  # noqa: PLR0912 - one check per option, in order
@@ -311,21 +319,18 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
             raise SinkOptionError(
                 "checkpointLocation", "required for streaming writes (the ledger lives there)"
             )
-        if ledger is not None:
-            raise SinkOptionError(
-                "ledger", "streaming writes keep the ledger in <checkpointLocation>/onceover"
-            )
         if write_id is not None:
             raise SinkOptionError(
                 "write_id", "a streaming query writes one table: its batches are its writes"
             )
-        checkpoint = local_checkpoint_path(checkpoint)
-        ledger = str(ledger_root(checkpoint))
+        checkpoint = checkpoint_location(checkpoint)
+        # Beside Spark's own logs unless the ledger is given (a checkpoint on HDFS or a
+        # disk, the ledger in a bucket).
+        ledger = ledger_location(ledger) if ledger is not None else ledger_root(checkpoint)
     else:
         # Not the working directory: a driver restarted in cluster deploy mode runs in
         # a new one, and would find no ledger there.
-        given = ledger or os.environ.get(LEDGER_ENV) or DEFAULT_BATCH_LEDGER
-        ledger = os.path.abspath(os.path.expanduser(given))
+        ledger = ledger_location(ledger or os.environ.get(LEDGER_ENV) or DEFAULT_BATCH_LEDGER)
 
     monitor_url = options.get("monitor.url") or None
     if monitor_url is not None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onceover.bigquery import BigQueryConfig
+from onceover.ledger_store import LedgerStore, StoreLike, open_store
 from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.options import SinkOptions
@@ -88,9 +88,23 @@ class SinkJob:
         """How long BigQuery calls are retried (the ``retry.deadline_s`` option)."""
         return RetryPolicy(deadline_s=self.options.retry_deadline_s)
 
-    def ledger(self) -> Ledger:
+    @property
+    def store(self) -> LedgerStore:
+        """The ledger's store (a disk or a bucket), reached with the write's own
+        credentials (for ``gs://``: the connection options, as for BigQuery). One per
+        process: a task's executor opens its own from the same location."""
         assert self.options.ledger is not None  # parse_options always sets it
-        return Ledger.of(self.options.ledger, self.identity)
+        return open_store(self.options.ledger, self.bigquery.connection)
+
+    @property
+    def checkpoint_store(self) -> LedgerStore | None:
+        """Spark's checkpoint of a streaming write (its offsets log), wherever it is."""
+        if self.options.checkpoint is None:
+            return None
+        return open_store(self.options.checkpoint, self.bigquery.connection)
+
+    def ledger(self) -> Ledger:
+        return Ledger.of(self.store, self.identity)
 
     def schema_fields(self) -> list[Any]:
         from google.cloud.bigquery import SchemaField
@@ -104,14 +118,19 @@ def table_parent(table: str) -> str:
     return f"projects/{project}/datasets/{dataset}/tables/{name}"
 
 
-def streaming_query_id(checkpoint: str) -> str:
-    """The query id Spark keeps in ``<checkpoint>/metadata`` (the same after a restart)."""
-    path = Path(checkpoint) / "metadata"
-    try:
-        query_id = json.loads(path.read_text())["id"]
-    except (OSError, ValueError, KeyError) as exc:
+def streaming_query_id(checkpoint: StoreLike) -> str:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (the same after a restart),
+    read wherever the checkpoint is (a disk or a bucket)."""
+    store = open_store(checkpoint)
+    where = store.where("metadata")
+    found = store.read("metadata")
+    if found is None:
         raise LedgerError(
-            f"cannot read the streaming query id from {path}: {exc}; is "
-            "checkpointLocation a local or mounted path this process can read?"
-        ) from exc
+            f"cannot read the streaming query id from {where}: Spark wrote no metadata there; "
+            "is checkpointLocation the query's own?"
+        )
+    try:
+        query_id = json.loads(found.data)["id"]
+    except (ValueError, KeyError) as exc:
+        raise LedgerError(f"cannot read the streaming query id from {where}: {exc}") from exc
     return str(query_id)

@@ -34,9 +34,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from onceover.ledger_store import LedgerStore, join
 from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.ledger.writes import Sync, write_exclusively, write_replacing
 
@@ -154,30 +154,33 @@ class OrdinalRegistry:
     (:mod:`onceover_jobs.sink.ledger.writes`): a call is one driver session, which a
     crash of its machine ends, and a new session counts in a registry of its own."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, store: LedgerStore, directory: str) -> None:
+        self.store = store
         self.directory = directory
 
     def ordinal(self, execution: str, committed: Callable[[int], bool]) -> int:
         """The ordinal of ``execution``: its own if registered; else the last one if its
         write never committed (a failed write, which this one retries); else the next."""
-
-        self.directory.mkdir(parents=True, exist_ok=True)
         for _ in range(MAX_RACES):
             last = self._last_or_own(execution)
             if last is not None and last[1]:
                 return last[0]  # registered already (another task of this write)
             if last is not None and not committed(last[0]):
-                write_replacing(self._path(last[0]), {"execution": execution}, sync=Sync.NONE)
+                write_replacing(
+                    self.store, self._key(last[0]), {"execution": execution}, sync=Sync.NONE
+                )
                 if self._owner(last[0]) == execution:
                     return last[0]
                 continue  # another write took it over at the same moment
             k = 0 if last is None else last[0] + 1
-            if write_exclusively(self._path(k), {"execution": execution}, sync=Sync.NONE):
+            if write_exclusively(
+                self.store, self._key(k), {"execution": execution}, sync=Sync.NONE
+            ):
                 return k
             # another task of this write (or another write) registered k first: look again
         raise LedgerError(
-            f"{self.directory}: writes to one table kept racing for their place; writes "
-            "that run at once need a write_id each"
+            f"{self.store.where(self.directory)}: writes to one table kept racing for their "
+            "place; writes that run at once need a write_id each"
         )
 
     def _last_or_own(self, execution: str) -> tuple[int, bool] | None:
@@ -191,18 +194,20 @@ class OrdinalRegistry:
                 return k, True
             last = k
         raise LedgerError(
-            f"{self.directory}: more than {MAX_WRITES_PER_CALL:,} writes to one table in "
-            "one call; give each a write_id"
+            f"{self.store.where(self.directory)}: more than {MAX_WRITES_PER_CALL:,} writes to "
+            "one table in one call; give each a write_id"
         )
 
-    def _path(self, k: int) -> Path:
-        return self.directory / f"{k}.json"
+    def _key(self, k: int) -> str:
+        return join(self.directory, f"{k}.json")
 
     def _owner(self, k: int) -> str | None:
-        try:
-            payload: Mapping[str, object] = json.loads(self._path(k).read_bytes())
-        except FileNotFoundError:
+        found = self.store.read(self._key(k))
+        if found is None:
             return None
-        except (OSError, ValueError) as exc:
-            raise LedgerError(f"ledger registry {self._path(k)} is unreadable: {exc}") from exc
+        try:
+            payload: Mapping[str, object] = json.loads(found.data)
+        except ValueError as exc:
+            where = self.store.where(self._key(k))
+            raise LedgerError(f"ledger registry {where} is unreadable: {exc}") from exc
         return str(payload.get("execution"))

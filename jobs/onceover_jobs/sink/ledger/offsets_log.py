@@ -12,10 +12,10 @@ rows the table already holds: the sink refuses, before any row is written, and s
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onceover.ledger_files import read_summary
+from onceover.ledger_store import StoreLike, open_store
 from onceover_jobs.sink.errors import CheckpointResetError
 
 if TYPE_CHECKING:
@@ -23,35 +23,35 @@ if TYPE_CHECKING:
     from onceover_jobs.sink.ledger.records import Ledger
 
 
-def fingerprint(checkpoint: str, batch_id: int) -> str | None:
+def _entry(checkpoint: StoreLike, batch_id: int) -> bytes | None:
+    """The offsets log's entry of ``batch_id``, wherever the checkpoint is (a disk or a
+    bucket: Spark's checkpoint files are plain files or objects)."""
+    found = open_store(checkpoint).read(f"offsets/{batch_id}")
+    return None if found is None else found.data
+
+
+def fingerprint(checkpoint: StoreLike, batch_id: int) -> str | None:
     """SHA-256 of the offsets log entry of ``batch_id``; None when Spark has none (yet, or
     no more: it keeps the last hundred)."""
-    try:
-        entry = (Path(checkpoint) / "offsets" / str(batch_id)).read_bytes()
-    except FileNotFoundError:
-        return None
-    return hashlib.sha256(entry).hexdigest()
+    entry = _entry(checkpoint, batch_id)
+    return None if entry is None else hashlib.sha256(entry).hexdigest()
 
 
-def source_offsets(checkpoint: str, batch_id: int) -> tuple[str, ...] | None:
+def source_offsets(checkpoint: StoreLike, batch_id: int) -> tuple[str, ...] | None:
     """The offsets of each source in the entry of ``batch_id``, as Spark wrote them (one
     JSON text a source, after the version and metadata lines); None when Spark has none."""
-    try:
-        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    return tuple(lines[2:])
+    entry = _entry(checkpoint, batch_id)
+    return None if entry is None else tuple(entry.decode().splitlines()[2:])
 
 
-def latest_batch(checkpoint: str) -> int | None:
-    """The highest batch id in the offsets log, None when it is empty or absent."""
-    directory = Path(checkpoint) / "offsets"
-    if not directory.is_dir():
-        return None
-    return max((int(p.name) for p in directory.iterdir() if p.name.isdigit()), default=None)
+def latest_batch(checkpoint: StoreLike) -> int | None:
+    """The highest batch id in the offsets log, None when it is empty or absent. Spark
+    keeps its newest ``minBatchesToRetain`` entries: the listing stays that small."""
+    names = open_store(checkpoint).list("offsets").files
+    return max((int(name) for name in names if name.isdigit()), default=None)
 
 
-def check_not_reset(ledger: Ledger, checkpoint: str) -> None:
+def check_not_reset(ledger: Ledger, checkpoint: StoreLike) -> None:
     """Raise :class:`CheckpointResetError` when the ledger holds batches that Spark's
     offsets log no longer accounts for; checked before a query writes anything.
 
@@ -60,7 +60,7 @@ def check_not_reset(ledger: Ledger, checkpoint: str) -> None:
     and of the batches its summary says were pruned, so a reset is seen even where every
     record is gone, and the records it kept are compared with Spark's entries as before."""
     records = [r for r in ledger.batches() if r.batch_id is not None]
-    pruned = read_summary(ledger.directory)
+    pruned = read_summary(ledger.store, ledger.directory)
     numbered = [r.batch_id for r in records if r.batch_id is not None]
     if pruned is not None and pruned.highest is not None:
         numbered.append(pruned.highest)
@@ -77,7 +77,7 @@ def check_not_reset(ledger: Ledger, checkpoint: str) -> None:
         check_same_offsets(record, ledger, checkpoint)
 
 
-def check_same_offsets(record: BatchRecord, ledger: Ledger, checkpoint: str) -> None:
+def check_same_offsets(record: BatchRecord, ledger: Ledger, checkpoint: StoreLike) -> None:
     """Raise when ``record`` was committed from another offsets entry than Spark's now."""
     if record.batch_id is None or record.source_offsets is None:
         return  # not a streaming batch, or recorded before fingerprints were kept
@@ -95,9 +95,9 @@ def check_same_offsets(record: BatchRecord, ledger: Ledger, checkpoint: str) -> 
         )
 
 
-def _explain(ledger: Ledger, checkpoint: str, newest: int, what: str) -> str:
+def _explain(ledger: Ledger, checkpoint: StoreLike, newest: int, what: str) -> str:
     return (
-        f"the checkpoint {checkpoint} was reset: the ledger ({ledger.directory}) holds "
+        f"the checkpoint {open_store(checkpoint).url} was reset: the ledger ({ledger.where}) holds "
         f"batches up to {newest} of query {ledger.query_id}, but {what}. Its batch ids now "
         "name new data, which the sink would either skip as replays (losing it) or write "
         "over rows the table already holds. Start the query on a new checkpointLocation "

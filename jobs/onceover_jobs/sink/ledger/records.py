@@ -12,24 +12,25 @@ commit's own committed mark is whole but its rename not synced, since an intent 
 a lost mark is settled again; the probe and a driver's claim are not synced at all,
 since they matter only while the driver that wrote them lives
 (:class:`onceover_jobs.sink.ledger.writes.Sync`). A record only moves
-forward: ``intent`` → ``committed``. The ledger is a plain filesystem path: local for
-one machine, shared storage (NFS, a mounted bucket) for a cluster.
+forward: ``intent`` → ``committed``. Where the files live is the store's
+(:mod:`onceover.ledger_store`): a disk (local for one machine; NFS or Filestore for a
+cluster) or a bucket (``gs://``, ``s3://``, ``abfss://``); nothing here knows which.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from onceover.ledger_files import (
     BatchRecord,
     batch_name,
     batch_order,
+    is_record_name,
     read_payload,
     read_record,
     safe_name,
 )
+from onceover.ledger_store import StoreLike, join, open_store
 from onceover_jobs.sink.errors import (
     LedgerError,
     PartitionTakenError,
@@ -37,9 +38,8 @@ from onceover_jobs.sink.errors import (
 from onceover_jobs.sink.ledger.identity import OrdinalRegistry, WriteIdentity
 from onceover_jobs.sink.ledger.writes import (
     Sync,
-    fsync_directory,
-    write_atomically,
     write_exclusively,
+    write_replacing,
 )
 
 PRUNE_RACES = 10
@@ -79,52 +79,59 @@ class PartitionProgress:
 class Ledger:
     """The ledger of one write target: one scope's batches into one table, of one write."""
 
-    def __init__(
-        self, root: str | os.PathLike[str], scope: str, table: str, write: str = ""
-    ) -> None:
-        self.root = Path(root)
+    def __init__(self, root: StoreLike, scope: str, table: str, write: str = "") -> None:
+        self.store = open_store(root)
         self.query_id = scope
         self.table = table
         self.write = write
-        self.table_directory = self.root / safe_name(scope) / safe_name(table)
+        self.table_directory = join(safe_name(scope), safe_name(table))
+        """The table's folder, a key under the store's root."""
         self.directory = (
-            self.table_directory / "writes" / safe_name(write) if write else self.table_directory
+            join(self.table_directory, "writes", safe_name(write))
+            if write
+            else self.table_directory
         )
-        self._legacy = self.root / safe_name(scope) if write in ("", "0") else None
+        """This write target's folder, a key under the store's root."""
+        self._legacy = safe_name(scope) if write in ("", "0") else None
 
     @classmethod
-    def of(cls, root: str | os.PathLike[str], identity: WriteIdentity) -> Ledger:
+    def of(cls, root: StoreLike, identity: WriteIdentity) -> Ledger:
         return cls(root, identity.scope, identity.table, identity.write)
+
+    @property
+    def where(self) -> str:
+        """This write target's folder as a user finds it: a path or a URL."""
+        return self.store.where(self.directory)
 
     def registry(self, batch_id: int | None, call: str) -> OrdinalRegistry:
         """The ordinals of one call's writes to this table
         (:mod:`onceover_jobs.sink.ledger.identity`)."""
         return OrdinalRegistry(
-            self.table_directory / "calls" / batch_name(batch_id) / safe_name(call)
+            self.store, join(self.table_directory, "calls", batch_name(batch_id), safe_name(call))
         )
 
     # -- batches (driver) --------------------------------------------------------
 
-    def _batch_path(self, batch_id: int | None) -> Path:
-        return self.directory / f"batch-{batch_name(batch_id)}.json"
+    def batch_key(self, batch_id: int | None) -> str:
+        return join(self.directory, f"batch-{batch_name(batch_id)}.json")
 
     def batch(self, batch_id: int | None) -> BatchRecord | None:
-        record = read_record(self._batch_path(batch_id))
+        record = read_record(self.store, self.batch_key(batch_id))
         if record is None and self._legacy is not None:
-            legacy = read_record(self._legacy / f"batch-{batch_name(batch_id)}.json")
+            legacy = read_record(
+                self.store, join(self._legacy, f"batch-{batch_name(batch_id)}.json")
+            )
             if legacy is not None and legacy.table == self.table:
                 return legacy
         return record
 
     def _save(self, record: BatchRecord, *, sync: Sync = Sync.DURABLE) -> None:
-        try:
-            write_atomically(
-                self._batch_path(record.batch_id),
-                asdict(replace(record, write=self.write)),
-                sync=sync,
-            )
-        except OSError as exc:
-            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+        write_replacing(
+            self.store,
+            self.batch_key(record.batch_id),
+            asdict(replace(record, write=self.write)),
+            sync=sync,
+        )
 
     def write_intent(self, record: BatchRecord, *, replacing: BatchRecord | None = None) -> bool:
         """Record what is about to be committed (before ``BatchCommitWriteStreams``).
@@ -143,10 +150,7 @@ class Ledger:
                 return False  # another driver's, written since the caller looked
             self._save(intent)
             return True
-        try:
-            return write_exclusively(self._batch_path(record.batch_id), asdict(intent))
-        except OSError as exc:
-            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+        return write_exclusively(self.store, self.batch_key(record.batch_id), asdict(intent))
 
     def mark_commit_started(self, record: BatchRecord, *, at: str) -> BatchRecord:
         """Before BatchCommitWriteStreams: from here on the commit may have happened."""
@@ -173,55 +177,64 @@ class Ledger:
         self._save(committed, sync=sync)
         return committed
 
-    def set_aside(self, record: BatchRecord, *, at: str) -> Path:
+    def set_aside(self, record: BatchRecord, *, at: str) -> str:
         """Move an intent out of the way, so the batch is written again by the next run;
-        kept beside the records as ``settled-batch-<id>-<at>.json`` (not read as one)."""
+        kept beside the records as ``settled-batch-<id>-<at>.json`` (not read as one).
+        The copy first, then the record: a crash between leaves the intent, which the
+        next run settles (and sets aside) again."""
         if record.committed:
             raise LedgerError(f"batch {batch_name(record.batch_id)} is committed")
-        source = self._batch_path(record.batch_id)
-        kept = self.directory / f"settled-batch-{batch_name(record.batch_id)}-{safe_name(at)}.json"
-        try:
-            os.replace(source, kept)
-            fsync_directory(self.directory)
-        except OSError as exc:
-            raise LedgerError(f"cannot set aside {source}: {exc}") from exc
-        return kept
+        source = self.batch_key(record.batch_id)
+        kept = join(
+            self.directory, f"settled-batch-{batch_name(record.batch_id)}-{safe_name(at)}.json"
+        )
+        found = self.store.read(source)
+        if found is None:
+            raise LedgerError(f"cannot set aside {self.store.where(source)}: it is gone")
+        self.store.put(kept, found.data)
+        self.store.delete(source)
+        self.store.settle(self.directory)
+        return self.store.where(kept)
 
     def batches(self) -> list[BatchRecord]:
         """Every batch recorded for this write target, in batch order."""
         found: dict[int | None, BatchRecord] = {}
         if self._legacy is not None:
-            for path in self._legacy.glob("batch-*.json"):
-                legacy = read_record(path)
-                if legacy is not None and legacy.table == self.table:
-                    found[legacy.batch_id] = legacy
-        for path in self.directory.glob("batch-*.json"):
-            record = read_record(path)
-            if record is not None:
-                found[record.batch_id] = record
+            for name in self.store.list(self._legacy).files:
+                if is_record_name(name):
+                    legacy = read_record(self.store, join(self._legacy, name))
+                    if legacy is not None and legacy.table == self.table:
+                        found[legacy.batch_id] = legacy
+        for name in self.store.list(self.directory).files:
+            if is_record_name(name):
+                record = read_record(self.store, join(self.directory, name))
+                if record is not None:
+                    found[record.batch_id] = record
         return sorted(found.values(), key=batch_order)
 
     # -- partitions (executors, committed mode) -----------------------------------
 
-    def _partition_directory(self, batch_id: int | None, partition: int) -> Path:
-        return self.directory / "partitions" / batch_name(batch_id) / str(partition)
+    def _partition_directory(self, batch_id: int | None, partition: int) -> str:
+        return join(self.directory, "partitions", batch_name(batch_id), str(partition))
 
-    def _version_path(self, batch_id: int | None, partition: int, version: int) -> Path:
-        return self._partition_directory(batch_id, partition) / f"v{version:09d}.json"
+    def _version_key(self, batch_id: int | None, partition: int, version: int) -> str:
+        return join(self._partition_directory(batch_id, partition), f"v{version:09d}.json")
 
     def partition(self, batch_id: int | None, partition: int) -> PartitionProgress | None:
         """The partition's progress: the newest version of its record."""
         directory = self._partition_directory(batch_id, partition)
         for _ in range(PRUNE_RACES):
-            versions = sorted(directory.glob("v*.json")) if directory.is_dir() else []
+            versions = newest_versions(self.store.list(directory).files)
             if not versions:  # the layout before versions: <partition>.json
-                payload = read_payload(directory.with_suffix(".json"))
+                payload = read_payload(self.store, f"{directory}.json")
                 return None if payload is None else PartitionProgress(**payload)
-            payload = read_payload(versions[-1])
+            payload = read_payload(self.store, join(directory, versions[-1]))
             if payload is not None:
                 return PartitionProgress(**payload)
             # pruned between the listing and the read: a newer one exists; list again
-        raise LedgerError(f"{directory}: its versions kept changing under the reader")
+        raise LedgerError(
+            f"{self.store.where(directory)}: its versions kept changing under the reader"
+        )
 
     def claim_partition(
         self, batch_id: int | None, partition: int, progress: PartitionProgress
@@ -231,7 +244,7 @@ class Ledger:
         if existing is not None:
             return existing
         first = replace(progress, revision=0)
-        if write_exclusively(self._version_path(batch_id, partition, 0), asdict(first)):
+        if write_exclusively(self.store, self._version_key(batch_id, partition, 0), asdict(first)):
             return first
         existing = self.partition(batch_id, partition)
         assert existing is not None  # it existed a moment ago and records are never deleted
@@ -244,18 +257,19 @@ class Ledger:
         version is created exclusively) and return what was saved. Another attempt of the
         partition that advanced it first (speculation, a zombie task) makes this raise."""
         saved = replace(progress, revision=progress.revision + 1)
-        path = self._version_path(batch_id, partition, saved.revision)
-        try:
-            won = write_exclusively(path, asdict(saved))
-        except OSError as exc:
-            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
-        if not won:
+        key = self._version_key(batch_id, partition, saved.revision)
+        if not write_exclusively(self.store, key, asdict(saved)):
             raise PartitionTakenError(
-                f"partition {partition} of {batch_name(batch_id)} ({self.directory}): another "
+                f"partition {partition} of {batch_name(batch_id)} ({self.where}): another "
                 f"attempt advanced its progress past revision {progress.revision} first (a "
                 "speculative or zombie attempt of the same partition); this attempt stops so "
                 "the two never write over each other's offsets"
             )
-        stale = self._version_path(batch_id, partition, saved.revision - 2)
-        stale.unlink(missing_ok=True)  # keep the last two: a reader may be on the older
+        if saved.revision >= 2:  # keep the last two: a reader may be on the older
+            self.store.delete(self._version_key(batch_id, partition, saved.revision - 2))
         return saved
+
+
+def newest_versions(files: dict[str, str]) -> list[str]:
+    """The names of a versioned record's files (``v<revision>.json``), oldest first."""
+    return sorted(n for n in files if n.startswith("v") and n.endswith(".json"))

@@ -31,10 +31,10 @@ Crash safety, in this order:
    it looks at its progress, and the driver skips it before it commits. A crash leaves
    at worst a committed record without its progress: a ledger every reader handles.
 3. The next prune checks whether the last record of ``removing`` is still there (one
-   ``stat``); if so the last prune was interrupted and it removes them again (every
-   step tolerates what is already gone).
+   ``stat``, or an object's metadata); if so the last prune was interrupted and it
+   removes them again (every step tolerates what is already gone).
 
-Cost is bounded: a prune reads one small summary and ``stat``s one path; only when
+Cost is bounded: a prune reads one small summary and looks up one key; only when
 ``every`` batches are due does it read their records (at most ``max_step`` batch ids a
 call, from ``through`` on) and write the summary once. The directory is listed only
 until the first summary is written, to find where its batch ids start: while it holds
@@ -47,20 +47,18 @@ summaries plus the records they do not cover.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from onceover.ledger_files import (
     PrunedSummary,
-    directory_entries,
     read_record,
     read_summary,
-    summary_path,
+    summary_key,
 )
-from onceover_jobs.sink.errors import LedgerError, SinkOptionError
+from onceover.ledger_store import join
+from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.ledger.writes import write_replacing
 
@@ -74,7 +72,6 @@ PRUNE_EVERY = 10
 MAX_STEP = 1000
 """Batch ids a prune examines at most: a huge ledger from before retention is pruned
 over many commits, never in one long pause of one."""
-RMTREE_RACES = 3
 
 
 def how_many_to_keep(
@@ -134,7 +131,7 @@ def prune(
             f"keep, every and max_step must be at least 1: {keep}, {every}, {max_step}"
         )
     cutoff = newest_batch - keep + 1
-    summary = read_summary(ledger.directory)
+    summary = read_summary(ledger.store, ledger.directory)
     written = None if summary is None else summary.through
     resumed: tuple[int, ...] = ()
     if summary is not None and _interrupted(ledger, summary):
@@ -145,7 +142,7 @@ def prune(
             return PruneResult(cutoff, resumed=resumed)
         # The first time only (no summary yet): where this target's batch ids start. A
         # ledger below the cutoff has nothing to list but its few newest records.
-        start = _lowest_batch(ledger.directory)
+        start = _lowest_batch(ledger)
         if start is None or start >= cutoff:
             return PruneResult(cutoff, resumed=resumed)
         summary = PrunedSummary(through=start)
@@ -157,7 +154,7 @@ def prune(
     held: list[int] = []
     rows = 0
     for batch_id in sorted({*summary.held, *range(summary.through, end)}):
-        record = read_record(_record_path(ledger, batch_id))
+        record = read_record(ledger.store, _record_key(ledger, batch_id))
         if record is None or record.batch_id != batch_id:
             continue  # never recorded here (a write that skipped this batch)
         if not record.committed:
@@ -177,30 +174,27 @@ def prune(
     )
     # The summary first: from here on the pruned batches are counted by it, and their
     # records (until they are gone) by no one.
-    try:
-        write_replacing(summary_path(ledger.directory), asdict(after))
-    except OSError as exc:
-        raise LedgerError(f"cannot write the ledger at {ledger.directory}: {exc}") from exc
+    write_replacing(ledger.store, summary_key(ledger.directory), asdict(after))
     _remove_batches(ledger, after.removing)
     return PruneResult(cutoff, tuple(pruned), tuple(held), resumed, after.through)
 
 
-def _record_path(ledger: Ledger, batch_id: int) -> Path:
-    # Mirrors Ledger._batch_path for a numbered batch (the current layout only).
-    return ledger.directory / f"batch-{batch_id}.json"
+def _record_key(ledger: Ledger, batch_id: int) -> str:
+    # Mirrors Ledger.batch_key for a numbered batch (the current layout only).
+    return join(ledger.directory, f"batch-{batch_id}.json")
 
 
 def _interrupted(ledger: Ledger, summary: PrunedSummary) -> bool:
     """Whether the last prune stopped before removing all it counted: records go in
     ascending order, each after its directories, and the directory is synced at the end,
     so the last one still there means the step did not finish."""
-    return bool(summary.removing) and _record_path(ledger, summary.removing[-1]).exists()
+    return bool(summary.removing) and ledger.store.exists(_record_key(ledger, summary.removing[-1]))
 
 
-def _lowest_batch(directory: Path) -> int | None:
+def _lowest_batch(ledger: Ledger) -> int | None:
     lowest: int | None = None
-    for entry in directory_entries(directory):
-        number = _record_number(entry.name)
+    for name in ledger.store.list(ledger.directory).files:
+        number = _record_number(name)
         if number is not None and (lowest is None or number < lowest):
             lowest = number
     return lowest
@@ -218,58 +212,30 @@ def _remove_batches(ledger: Ledger, batch_ids: Iterable[int]) -> None:
     if not ids:
         return
     siblings = _sibling_directories(ledger)
+    store = ledger.store
     for batch_id in ids:
-        _remove_tree(ledger.directory / "partitions" / str(batch_id))
-        if not _unsettled_elsewhere(siblings, batch_id):
-            _remove_tree(ledger.table_directory / "calls" / str(batch_id))
-        _remove_file(_record_path(ledger, batch_id))
+        store.delete_tree(join(ledger.directory, "partitions", str(batch_id)))
+        if not _unsettled_elsewhere(ledger, siblings, batch_id):
+            store.delete_tree(join(ledger.table_directory, "calls", str(batch_id)))
+        store.delete(_record_key(ledger, batch_id))
     # Durable before the next prune trusts "the last record is gone" to mean all are.
-    _fsync_directory(ledger.directory)
+    store.settle(ledger.directory)
 
 
-def _sibling_directories(ledger: Ledger) -> list[Path]:
+def _sibling_directories(ledger: Ledger) -> list[str]:
     """The other write targets of the table: a foreachBatch call's registry
     (``calls/<b>/``) is shared by every write of the call to the table."""
+    writes = join(ledger.table_directory, "writes")
     found = [ledger.table_directory]
-    found += [
-        Path(e.path) for e in directory_entries(ledger.table_directory / "writes") if e.is_dir()
-    ]
+    found += [join(writes, name) for name in ledger.store.list(writes).folders]
     return [d for d in found if d != ledger.directory]
 
 
-def _unsettled_elsewhere(siblings: list[Path], batch_id: int) -> bool:
+def _unsettled_elsewhere(ledger: Ledger, siblings: list[str], batch_id: int) -> bool:
     """Whether another write of this batch holds an intent: its registry stays with it
     (it is what would give a replay of that write its ordinal back)."""
     for directory in siblings:
-        record = read_record(directory / f"batch-{batch_id}.json")
+        record = read_record(ledger.store, join(directory, f"batch-{batch_id}.json"))
         if record is not None and not record.committed:
             return True
     return False
-
-
-def _remove_tree(path: Path) -> None:
-    for _ in range(RMTREE_RACES):
-        try:
-            shutil.rmtree(path)
-            return
-        except FileNotFoundError:
-            # Gone already, or a part of it removed at the same moment by another prune of
-            # the table (two writes of one call share calls/<b>/): look again.
-            if not path.exists():
-                return
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _remove_file(path: Path) -> None:
-    path.unlink(missing_ok=True)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 from onceover.ledger_files import read_payload
+from onceover.ledger_store import join
 from onceover_jobs.sink.errors import LedgerError
-from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.ledger.records import Ledger, newest_versions
 from onceover_jobs.sink.ledger.writes import write_exclusively
 
 KEPT_VERSIONS = 2
@@ -72,34 +72,35 @@ class StreamSlots:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.directory = ledger.directory / "streams"
+        self.store = ledger.store
+        self.directory = join(ledger.directory, "streams")
 
-    def _version_path(self, partition: int, revision: int) -> Path:
-        return self.directory / str(partition) / f"v{revision:09d}.json"
+    def _version_key(self, partition: int, revision: int) -> str:
+        return join(self.directory, str(partition), f"v{revision:09d}.json")
+
+    def _where(self, partition: int) -> str:
+        return self.store.where(join(self.directory, str(partition)))
 
     def current(self, partition: int) -> StreamSlot | None:
-        directory = self.directory / str(partition)
+        directory = join(self.directory, str(partition))
         for _ in range(READ_RACES):
-            versions = sorted(directory.glob("v*.json")) if directory.is_dir() else []
+            versions = newest_versions(self.store.list(directory).files)
             if not versions:
                 return None
-            payload = read_payload(versions[-1])
+            payload = read_payload(self.store, join(directory, versions[-1]))
             if payload is not None:
                 return StreamSlot(**payload)
             # pruned between the listing and the read: a newer one exists; list again
-        raise LedgerError(f"{directory}: its versions kept changing under the reader")
+        raise LedgerError(f"{self._where(partition)}: its versions kept changing under the reader")
 
     def save(self, partition: int, slot: StreamSlot, *, after: StreamSlot | None) -> bool:
         """Save ``slot`` as the version after ``after`` (None: the first); False when
         another attempt saved that version first."""
         revision = 0 if after is None else after.revision + 1
         saved = replace(slot, revision=revision)
-        try:
-            won = write_exclusively(self._version_path(partition, revision), asdict(saved))
-        except OSError as exc:
-            raise LedgerError(f"cannot write the ledger at {self.directory}: {exc}") from exc
+        won = write_exclusively(self.store, self._version_key(partition, revision), asdict(saved))
         if won and revision >= KEPT_VERSIONS:
-            self._version_path(partition, revision - KEPT_VERSIONS).unlink(missing_ok=True)
+            self.store.delete(self._version_key(partition, revision - KEPT_VERSIONS))
         return won
 
     def take(self, partition: int, stream: str, batch: str, base: int) -> StreamSlot:
@@ -112,7 +113,7 @@ class StreamSlots:
         winner = self.current(partition)
         if winner is None or winner.batch != batch:
             raise LedgerError(
-                f"{self.directory / str(partition)}: the stream slot of partition {partition} "
+                f"{self._where(partition)}: the stream slot of partition {partition} "
                 f"moved to batch {winner.batch if winner else '?'} while batch {batch} took it"
             )
         return winner
@@ -141,7 +142,7 @@ class StreamSlots:
                 return
             if self.save(partition, amended, after=slot):
                 return
-        raise LedgerError(f"{self.directory / str(partition)}: could not record {what}")
+        raise LedgerError(f"{self._where(partition)}: could not record {what}")
 
 
 def continuation(

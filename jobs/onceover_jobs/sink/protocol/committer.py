@@ -165,14 +165,14 @@ class BatchCommitter:
         started = time.perf_counter()
         try:
             # Fenced: a driver another took over (its lease lapsed) commits nothing more.
-            renew_driver(self.ledger.root, self.write.scope, self.label)
+            renew_driver(self.ledger.store, self.write.scope, self.label)
             streams = _streams(results)
             dead_letters = _dead_letter_streams(results)
             for _ in range(INTENT_RACES):
                 record = self.ledger.batch(self.batch_id)
-                if record is not None and self.job.options.checkpoint is not None:
+                if record is not None and self.job.checkpoint_store is not None:
                     # A replay only if it was written from the same offsets log entry.
-                    check_same_offsets(record, self.ledger, self.job.options.checkpoint)
+                    check_same_offsets(record, self.ledger, self.job.checkpoint_store)
                 if record is not None and record.committed:
                     self._skip_duplicate(record, streams)
                     return record
@@ -265,14 +265,14 @@ class BatchCommitter:
             logger.warning("%s: old ledger batches not pruned", self.label, exc_info=True)
 
     def _source_offsets(self) -> str | None:
-        checkpoint = self.job.options.checkpoint
+        checkpoint = self.job.checkpoint_store
         if checkpoint is None or self.batch_id is None:
             return None
         return fingerprint(checkpoint, self.batch_id)
 
     def _offsets(self) -> tuple[str, ...] | None:
         """The receipt's source offsets: the batch's entry in Spark's offsets log."""
-        checkpoint = self.job.options.checkpoint
+        checkpoint = self.job.checkpoint_store
         if checkpoint is None or self.batch_id is None:
             return None
         return source_offsets(checkpoint, self.batch_id)
@@ -360,7 +360,7 @@ class BatchCommitter:
             else "(with stamp=true, by its run and batch id)"
         )
         settle = (
-            f"python -m onceover_jobs.sink.settle --ledger {self.ledger.root} --scope "
+            f"python -m onceover_jobs.sink.settle --ledger {self.ledger.store.url} --scope "
             f"{self.write.scope} --table {self.job.table}"
             + (f" --write {write}" if write else "")
             + f" --batch {batch} --as"

@@ -19,9 +19,8 @@ from onceover_jobs.sink.ledger.records import Ledger
 def resolve_write(job: SinkJob, call: SparkCall, where: str) -> SinkJob:
     """``job`` as the write this task belongs to; refuses a write without an identity."""
     options = job.options
-    assert options.ledger is not None
     if job.probe is not None:
-        check_probe(options.ledger, job.probe, where)
+        check_probe(job.store, job.probe, where)
     if isinstance(job.write, WriteIdentity):  # the streaming sink: known on the driver
         return job
     if call.in_foreach_batch:
@@ -56,8 +55,7 @@ def _ordinal(job: SinkJob, call: SparkCall, scope: str, batch_id: int | None) ->
             "its place among the run's writes to the table cannot be counted: give the "
             "write a write_id",
         )
-    root = job.options.ledger
-    assert root is not None
+    root = job.store
     table = Ledger(root, scope, job.options.table)
 
     def committed(k: int) -> bool:

@@ -138,6 +138,5 @@ class RunReport:
 
     def _totals(self) -> tuple[int, int]:
         """(batches, rows) the run's ledger holds committed, pruned ones included."""
-        assert self.job.options.ledger is not None
-        totals = scope_totals(self.job.options.ledger, self.job.query_id)
+        totals = scope_totals(self.job.store, self.job.query_id)
         return totals.batches, totals.rows
