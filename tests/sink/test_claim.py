@@ -28,7 +28,7 @@ def session_of(pid: int) -> SimpleNamespace:
 
 def test_a_new_checkpoint_has_no_query_to_claim_yet(tmp_path: Path) -> None:
     claim_checkpoint(session_of(os.getpid()), str(tmp_path))
-    assert not ledger_root(tmp_path).exists()  # the sink claims it at its first micro-batch
+    assert not Path(ledger_root(tmp_path)).exists()  # the sink claims it at its first micro-batch
 
 
 def test_the_claim_names_the_driver_jvm_and_refuses_another_while_it_runs(
@@ -36,7 +36,7 @@ def test_the_claim_names_the_driver_jvm_and_refuses_another_while_it_runs(
 ) -> None:
     (tmp_path / "metadata").write_text(json.dumps({"id": "q-1"}))
     claim_checkpoint(session_of(os.getpid()), f"file://{tmp_path}")
-    claim = json.loads((ledger_root(tmp_path) / "q-1" / "driver.json").read_text())
+    claim = json.loads((Path(ledger_root(tmp_path)) / "q-1" / "driver.json").read_text())
     assert claim["owner"] == owner_of(os.getpid())
     claim_checkpoint(session_of(os.getpid()), str(tmp_path))  # the same driver again: fine
     with pytest.raises(ConcurrentDriverError, match="another driver that still runs") as no:
@@ -48,9 +48,9 @@ def test_a_session_without_a_driver_jvm_here_is_refused_saying_so(tmp_path: Path
     (tmp_path / "metadata").write_text(json.dumps({"id": "q-1"}))
     with pytest.raises(TypeError, match="needs a classic SparkSession"):
         claim_checkpoint(SimpleNamespace(), str(tmp_path))
-    assert not ledger_root(tmp_path).exists()
+    assert not Path(ledger_root(tmp_path)).exists()
 
 
-def test_an_object_store_checkpoint_is_refused_naming_the_option() -> None:
+def test_a_checkpoint_no_store_serves_is_refused_naming_the_option() -> None:
     with pytest.raises(ValueError, match="checkpointLocation"):
-        claim_checkpoint(session_of(os.getpid()), "gs://bucket/ckpt")
+        claim_checkpoint(session_of(os.getpid()), "hdfs://namenode/ckpt")

@@ -1,4 +1,5 @@
-"""Sink options that fail before any write: a checkpoint the ledger cannot live on."""
+"""Where the ledger goes: a checkpoint or a ``ledger`` option on a disk or in a bucket, and
+what no store serves, refused before any write naming the option."""
 
 from __future__ import annotations
 
@@ -10,17 +11,58 @@ TABLE = "my-project.sales.orders"
 
 
 @pytest.mark.parametrize(
-    "checkpoint", ["gs://bucket/ckpt", "hdfs://namenode:8020/ckpt", "s3a://bucket/ckpt"]
+    ("checkpoint", "ledger"),
+    [
+        ("gs://bucket/ckpt", "gs://bucket/ckpt/onceover"),
+        ("s3a://bucket/ckpt/", "s3a://bucket/ckpt/onceover"),
+        ("s3://bucket/ckpt", "s3://bucket/ckpt/onceover"),
+        (
+            "abfss://lake@acct.dfs.core.windows.net/ckpt",
+            "abfss://lake@acct.dfs.core.windows.net/ckpt/onceover",
+        ),
+    ],
 )
-def test_a_checkpoint_on_an_object_store_is_refused_naming_the_option(checkpoint: str) -> None:
+def test_a_checkpoint_in_a_bucket_keeps_its_ledger_beside_it(checkpoint: str, ledger: str) -> None:
+    options = parse_options(
+        {"table": TABLE, "checkpointLocation": checkpoint}, default_project=None, streaming=True
+    )
+    assert options.checkpoint == checkpoint.rstrip("/")
+    assert options.ledger == ledger
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_the_ledger_option_takes_a_bucket_for_every_kind_of_write(streaming: bool) -> None:
+    options = parse_options(
+        {"table": TABLE, "checkpointLocation": "/local/ckpt", "ledger": "gs://b/ledgers"},
+        default_project=None,
+        streaming=streaming,
+    )
+    assert options.ledger == "gs://b/ledgers"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("checkpointLocation", "hdfs://namenode:8020/ckpt", "hdfs://"),
+        ("checkpointLocation", "dbfs:/ckpt", "the bucket's own URL"),
+        ("checkpointLocation", "gs:///ckpt", "name the bucket"),
+        ("ledger", "wasbs://c@a.blob.core.windows.net/l", "wasbs://"),
+        ("ledger", "dbfs:/ledger", "the bucket's own URL"),
+    ],
+)
+def test_what_no_store_serves_is_refused_naming_the_option(
+    option: str, value: str, says: str
+) -> None:
     with pytest.raises(SinkOptionError) as raised:
         parse_options(
-            {"table": TABLE, "checkpointLocation": checkpoint}, default_project=None, streaming=True
+            {"table": TABLE, "checkpointLocation": "/c", option: value},
+            default_project=None,
+            streaming=True,
         )
     message = str(raised.value)
-    assert "checkpointLocation" in message
-    assert checkpoint in message
-    assert "atomic renames" in message
+    assert raised.value.option == option
+    assert value in message
+    assert says in message
 
 
 def test_a_file_url_or_a_path_is_a_local_checkpoint() -> None:

@@ -93,7 +93,7 @@ from onceover.connection import OPTIONS as CONNECTION_OPTIONS
 from onceover.connection import Connection, ConnectionOptionError
 from onceover.errors import ConfigurationError
 from onceover.identifiers import COLUMN_NAME_RE
-from onceover.ledger_store import ACCEPTED, check_location
+from onceover.ledger_store import check_location
 from onceover.modes import BATCH_DEFAULT_MODE, MODES, STREAMING_DEFAULT_MODE, Mode
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
@@ -271,10 +271,11 @@ def checkpoint_location(checkpoint: str) -> str:
     try:
         return check_location(checkpoint, "checkpointLocation")
     except ConfigurationError as exc:
+        problem = str(exc).split(": ", 1)[-1]
         raise SinkOptionError(
             "checkpointLocation",
-            f"{checkpoint!r}: the sink reads Spark's offsets log there and keeps its "
-            f"ledger beside it, which needs {ACCEPTED}; {exc}",
+            f"{checkpoint!r}: {problem} (the sink reads Spark's offsets log there and keeps "
+            "its ledger beside it, unless the 'ledger' option puts it elsewhere)",
         ) from None
 
 
@@ -283,7 +284,7 @@ def ledger_location(ledger: str) -> str:
     try:
         return check_location(ledger, "ledger")
     except ConfigurationError as exc:
-        raise SinkOptionError("ledger", str(exc).split(": ", 1)[-1]) from None
+        raise SinkOptionError("ledger", f"{ledger!r}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def parse_options(  # noqa: PLR0912 - one check per option, in order
