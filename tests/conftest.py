@@ -21,7 +21,7 @@ from onceover.processes import CLASS_ARCHIVE_ENV, with_quick_jvm
 from tests.helpers.receiver import Receiver
 from tests.helpers.webhook_receiver import WebhookReceiver
 
-pytest_plugins = ["tests.helpers.tiers"]
+pytest_plugins = ["tests.helpers.tiers", "tests.helpers.object_stores"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JVM_CLASS_ARCHIVE = REPO_ROOT / ".onceover" / "jvm" / "spark-classes.jsa"

@@ -25,6 +25,7 @@ TIERS = {
     "unit": "pure Python: no server, no Spark, no child process of ours",
     "backend": "the control plane in process, on SQLite and on PostgreSQL",
     "localbq": "against the session's local BigQuery, without Spark",
+    "localstores": "against the session's object-store stand-ins (S3, Cloud Storage)",
     "sink": "the sink in process, on the session's one shared Spark session",
     "cli": "the onceover command in child processes, without Spark",
     "jobs": "Spark jobs and commands that run them in child processes, each with a JVM",
@@ -34,6 +35,8 @@ TIMINGS_ENV = "ONCEOVER_TEST_TIMINGS"
 SLOWEST = "slowest"
 SLOWEST_KEPT = 15
 _BACKEND = Path(__file__).parents[1] / "backend"
+_LOCALSTORES = Path(__file__).parents[1] / "localstores"
+_STORES = {"local_s3", "local_gcs"}
 
 
 def tier_of(item: pytest.Item) -> str:  # noqa: PLR0911 - a return per tier, read as a table
@@ -49,6 +52,8 @@ def tier_of(item: pytest.Item) -> str:  # noqa: PLR0911 - a return per tier, rea
         return "cli"
     if "local_bigquery" in fixtures:
         return "localbq"
+    if _STORES.intersection(fixtures) or _LOCALSTORES in Path(item.path).parents:
+        return "localstores"
     if _BACKEND in Path(item.path).parents:
         return "backend"
     return "unit"

@@ -4,7 +4,7 @@
 
     onceover bigquery   the local BigQuery, in the foreground
     onceover serve      the control plane (backend and dashboard)    } onceover_backend.commands,
-    onceover up         both, until Ctrl-C or SIGTERM
+    onceover up         both, until Ctrl-C or SIGTERM (--object-stores: local S3 and GCS too)
     onceover demo       the whole product: four loads, reconciliation, alerts, dashboard
     onceover db upgrade bring the backend's database to the latest migration } which
     onceover token ...  create, list or revoke API tokens                   } this CLI offers too
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -33,17 +34,21 @@ from onceover.bigquery import LOCAL_PROJECT
 from onceover.console import configure_logging, minutes, port_number, positive_number, run
 from onceover.errors import ConfigurationError
 from onceover.preflight import check_java, check_port_free
+from onceover.processes import ChildProcess
 from onceover_tools.localbq import (
     PINNED_VERSION,
     LocalBigQuery,
     LocalBigQueryOptions,
     LocalBigQueryProcess,
 )
+from onceover_tools.localstores import LocalObjectStores
 from onceover_tools.stack import BackendProcess, check_children
 
 DEFAULT_REST_PORT = 9050
 DEFAULT_GRPC_PORT = 9060
 STATE_DIR = Path(".onceover")
+LEDGER_BUCKET = "onceover-ledger"
+"""The bucket ``onceover up --object-stores`` creates in each local object store."""
 
 BENCH_OUT = Path("~/.onceover/bench").expanduser()
 """Where ``onceover bench`` writes unless told: never the repository's tracked docs."""
@@ -98,21 +103,44 @@ def cmd_bigquery(args: argparse.Namespace) -> int:
     return 0
 
 
+def object_stores_text(stores: LocalObjectStores, buckets: tuple[str, ...]) -> str:
+    """The lines of ``onceover up``'s greeting about the local object stores: where each
+    is, its bucket, and what to export for a ledger in one."""
+    env = " ".join(f"{k}={v}" for k, v in stores.environment().items())
+    return (
+        f"  S3 (local)    {stores.s3.endpoint}  bucket {buckets[0]}\n"
+        f"  GCS (local)   {stores.gcs.endpoint}  bucket {buckets[1]}\n"
+        f"  for ledgers:  export {env}\n"
+        f"                (logs in {STATE_DIR}/local-s3.log, {STATE_DIR}/local-gcs.log)\n"
+    )
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     stop = _stop_event()
     # Fail on a busy backend port before spending seconds starting BigQuery.
     check_port_free(args.host, args.port, "--port")
     tokens = development_tokens()
-    with (
-        LocalBigQueryProcess(_bigquery_options(args)) as bigquery,
-        BackendProcess(
-            host=args.host,
-            port=args.port,
-            database_url=args.database_url,
-            bigquery=bigquery.config,
-            tokens=tokens,
-        ) as backend,
-    ):
+    with contextlib.ExitStack() as started:
+        stores_text = ""
+        store_env: dict[str, str] = {}
+        store_children: list[ChildProcess] = []
+        if args.object_stores:
+            stores = started.enter_context(LocalObjectStores(host=args.host, log_dir=STATE_DIR))
+            stores_text = object_stores_text(stores, stores.create_bucket(LEDGER_BUCKET))
+            # The jobs the backend resumes write their ledgers where the user's did.
+            store_env = stores.environment()
+            store_children = [store.child for store in stores.stores]
+        bigquery = started.enter_context(LocalBigQueryProcess(_bigquery_options(args)))
+        backend = started.enter_context(
+            BackendProcess(
+                host=args.host,
+                port=args.port,
+                database_url=args.database_url,
+                bigquery=bigquery.config,
+                tokens=tokens,
+                settings=store_env,
+            )
+        )
         env = " ".join(f"{k}={v}" for k, v in bigquery.config.env().items())
         shown = (
             "  tokens:       from ONCEOVER_TOKENS\n"
@@ -128,6 +156,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"  API           {backend.url}/api  (docs at {backend.url}/docs)\n"
             f"  BigQuery REST {bigquery.config.rest_endpoint}\n"
             f"  BigQuery gRPC {bigquery.config.grpc_endpoint}\n"
+            f"{stores_text}"
             f"{shown}"
             f"  for jobs:     export {env} ONCEOVER_MONITOR_URL={backend.url} "
             f"ONCEOVER_MONITOR_TOKEN={tokens.get('ingest', '<an ingest token>')}\n"
@@ -135,7 +164,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             flush=True,
         )
         while not stop.wait(0.5):
-            check_children(bigquery.child, backend.child)
+            check_children(bigquery.child, backend.child, *store_children)
     print("Onceover stopped.", flush=True)
     return 0
 
@@ -262,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     add_backend_options(up)
     bigquery_options(up)
+    up.add_argument("--object-stores", action="store_true",
+                    help=f"also run local S3 and Cloud Storage stand-ins, each with a bucket "
+                         f"{LEDGER_BUCKET}, on free ports")  # fmt: skip
     up.set_defaults(handler=cmd_up)
 
     demo = commands.add_parser(
