@@ -120,12 +120,14 @@ class LedgerStore(ABC):
 
     @abstractmethod
     def create(self, key: str, data: bytes, *, sync: Sync = Sync.DURABLE) -> str | None:
-        """Write ``key`` only if it is absent; its version, or None when it exists."""
+        """Write ``key`` only if it is absent; its version, or None when another writer's
+        is there. A file already holding exactly ``data`` counts as this write's
+        (:meth:`ours_after_all`)."""
 
     @abstractmethod
     def swap(self, key: str, data: bytes, version: str, *, sync: Sync = Sync.DURABLE) -> str | None:
         """Replace ``key`` only if it is still at ``version``; the new version, or None
-        when it changed or is gone since it was read."""
+        when it changed or is gone since it was read (unless it holds exactly ``data``)."""
 
     @abstractmethod
     def delete(self, key: str) -> None:
@@ -139,6 +141,16 @@ class LedgerStore(ABC):
 
     def exists(self, key: str) -> bool:
         return self.read(key) is not None
+
+    def ours_after_all(self, key: str, data: bytes) -> str | None:
+        """After a conditional write was refused: the version of ``key`` if it holds
+        exactly ``data``. A client retries a request whose answer it lost, and the retry
+        of a write that took is refused by its own condition; the object holding this
+        write's bytes is this write (or one no reader can tell from it)."""
+        found = self.read(key)
+        if found is not None and found.data == data:
+            return found.version
+        return None
 
     def walk(self, prefix: str) -> Iterator[tuple[str, str]]:
         """Every file under ``prefix`` (key, version), at any depth, in no set order."""

@@ -164,11 +164,7 @@ class GcsLedgerStore(LedgerStore):
                 ),
             )
         except (PreconditionFailed, NotFound):
-            # The client retries an upload whose answer it lost (a conditional one is
-            # idempotent), and the retry of one that took is refused by its own
-            # condition: the object holding exactly these bytes is this write.
-            found = self.read(key)
-            if found is not None and found.data == data:
-                return found.version
-            return None
+            # The client retries a conditional upload whose answer it lost (it is
+            # idempotent), and the retry of one that took is refused by its condition.
+            return self.ours_after_all(key, data)
         return str(blob.generation)

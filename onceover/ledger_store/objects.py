@@ -180,20 +180,10 @@ class ObjectStore(LedgerStore):
         try:
             result = self._call("put", key, lambda: obstore.put(self.client, key, data, mode=mode))
         except (AlreadyExistsError, PreconditionError, FileNotFoundError):
-            return _ours_after_all(self, key, data)
+            return self.ours_after_all(key, data)
         except Exception as exc:
             raise LedgerStoreError(self.where(key), exc) from exc
         return _version(result)
-
-
-def _ours_after_all(store: LedgerStore, key: str, data: bytes) -> str | None:
-    """A conditional put refused. The client retries a request whose answer it lost, and
-    the retry of a put that took is refused by its own condition: if the object holds
-    exactly these bytes it is this write (or one no reader can tell from it)."""
-    found = store.read(key)
-    if found is not None and found.data == data:
-        return found.version
-    return None
 
 
 def _version(meta: Any) -> str:

@@ -112,9 +112,9 @@ class PosixStore(LedgerStore):
             try:
                 current = version_of(path.stat())
             except FileNotFoundError:
-                return None
+                return None  # gone since it was read
             if current != version:
-                return None
+                return self.ours_after_all(key, data)
             return self.put(key, data, sync=sync)
         except OSError as exc:
             raise LedgerStoreError(self.where(key), exc) from exc
@@ -168,7 +168,7 @@ class PosixStore(LedgerStore):
                 try:
                     os.link(temp, path)  # fails if another writer created it first
                 except FileExistsError:
-                    return None
+                    return self.ours_after_all(key, data)
                 except OSError as exc:
                     if exc.errno in NO_HARD_LINKS:
                         raise UnsuitableLedgerStorageError(
