@@ -100,7 +100,7 @@ class StandInProcess(StartStop):
     def launch(self) -> None:
         """Start the child without waiting for it (see :meth:`wait_ready`)."""
         if self.child.popen is None:
-            check_port_free(self.host, self.port, "the port")
+            check_port_free(self.host, self.port, "port=")
             self.child.start()
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:

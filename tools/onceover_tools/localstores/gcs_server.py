@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from onceover.console import configure_logging, port_number, run
 from onceover_tools.localstores import patches
 
+logger = logging.getLogger("onceover_tools.localstores.gcs_server")  # also when run as __main__
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -56,7 +58,7 @@ def serve(host: str, port: int, without: Sequence[str] = ()) -> int:
     # poll, every time a test session or `onceover up` ends).
     server._api.daemon = True
     server.start()
-    logging.getLogger(__name__).info(
+    logger.info(
         "Cloud Storage stand-in on http://%s:%d, patches: %s",
         host,
         port,
@@ -69,6 +71,7 @@ def serve(host: str, port: int, without: Sequence[str] = ()) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(logging.WARNING)
+    logger.setLevel(logging.INFO)  # its one line: where it serves and which patches are on
     # One line per request, and a warning per plain-text answer: noise in a log.
     logging.getLogger("gcp_storage_emulator").setLevel(logging.ERROR)
     logging.getLogger("api.object").setLevel(logging.ERROR)

@@ -27,8 +27,9 @@ destination of copy, rewrite and compose, on delete, on metadata get and patch, 
 downloads (JSON and XML). A resumable upload's preconditions are its session's: checked
 when the session starts and again when its last chunk completes the object, since
 another writer may have written in between. An operation on an object that must exist
-still answers 404 first when there is none. Each check and the write it guards run under
-one lock, so no other request comes between them.
+still answers 404 first when there is none. Every request through these handlers runs
+under one lock, so no other write comes between a check and the write it guards (the
+stand-in serves one request at a time today; the lock keeps it so if it did not).
 
 Not covered (still ignored): ``ifMetagenerationMatch`` / ``ifMetagenerationNotMatch``,
 the ``ifSource*`` preconditions of copy and rewrite, and the sub-requests of a batch.
@@ -59,7 +60,8 @@ from onceover_tools.localstores.patches import answers
 from onceover_tools.localstores.patches.wrapping import Handler, wrap_handler
 
 _lock = threading.RLock()
-"""Held from a check to the end of the write it guards."""
+"""Held by every request through a wrapped handler, from its check to the end of its
+write."""
 
 _sessions: dict[str, Preconditions] = {}
 """The preconditions of each resumable upload session not yet completed, by upload id."""
@@ -144,10 +146,10 @@ def _guard(
                     response, f"Invalid generation precondition: {exc}", xml=answers.is_xml(request)
                 )
                 return None
-            if named is None or not conditions.given:
-                return original(request, response, storage, *args, **kwargs)
-            bucket, name = named
             with _lock:
+                if named is None or not conditions.given:
+                    return original(request, response, storage, *args, **kwargs)
+                bucket, name = named
                 if bucket not in storage.buckets:  # the handler answers 404
                     return original(request, response, storage, *args, **kwargs)
                 live = answers.live_generation(storage, bucket, name)
