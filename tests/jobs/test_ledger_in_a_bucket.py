@@ -35,7 +35,7 @@ from tests.sink.test_streaming import counted
 
 pytestmark = pytest.mark.spark
 
-ROWS, FILES = 1_200, 6
+ROWS, FILES = 800, 4
 KILLS = 3
 RUN_TIMEOUT_S = 240.0
 

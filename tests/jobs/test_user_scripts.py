@@ -1,6 +1,7 @@
 """A user's own batch script (jobs/onceover_jobs/examples/daily_tables.py), run as they run it (its
 own driver) and run again after it died: one run id writing two tables, one of them
-twice. Counted in BigQuery."""
+twice, its ledger in a Cloud Storage bucket (as a Dataproc job keeps it). Counted in
+BigQuery."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from google.cloud import bigquery
 from onceover_jobs.generate import write_files
 from onceover_tools.chaos.runner import ORDER_SCHEMA
+from onceover_tools.localstores import LocalGCS
 
 from onceover.bigquery import BigQueryConfig
 from onceover.processes import job_environment
@@ -26,20 +28,25 @@ SUMMARY_SCHEMA = [
 
 
 def test_a_daily_job_killed_after_its_second_write_commits_is_rerun_exactly_once(
-    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, tmp_path: Path
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    local_gcs: LocalGCS,
+    gcs_bucket: str,
 ) -> None:
     detail, summary = f"{dataset}.orders", f"{dataset}.daily"
     rest.create_table(bigquery.Table(detail, schema=ORDER_SCHEMA))
     rest.create_table(bigquery.Table(summary, schema=SUMMARY_SCHEMA))
     source = tmp_path / "orders"
     write_files(source, 4_000, 2, "json")
-    env = job_environment(bq_config)
+    env = {**job_environment(bq_config), **local_gcs.environment()}
     # The driver dies right after BigQuery committed the second write (the ledger never
     # heard), hits counted across both runs: the re-run has no fault.
     env["ONCEOVER_FAILPOINTS"] = "commit.after=crash@2"
     env["ONCEOVER_FAILPOINTS_STATE"] = str(tmp_path / "failpoints")
     args = [sys.executable, "-m", "onceover_jobs.examples.daily_tables", "--source", str(source),
-            "--table", detail, "--summary-table", summary, "--ledger", str(tmp_path / "ledger"),
+            "--table", detail, "--summary-table", summary, "--ledger", f"{gcs_bucket}/ledger",
             "--run-id", "day-2026-11-24"]  # fmt: skip
 
     def run() -> subprocess.CompletedProcess[str]:

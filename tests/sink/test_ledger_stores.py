@@ -204,3 +204,22 @@ def test_an_executor_that_cannot_reach_the_bucket_fails_before_a_row_naming_it(
     assert f"partition 2 of batch 0 cannot reach the ledger the driver writes at {url}" in message
     assert "spark.executorEnv" in message
     assert "nothing was written" in message
+
+
+def test_spark_s_checkpoint_is_read_where_it_is(ledger_root: str) -> None:
+    """A checkpoint in a bucket (Spark's files as the Hadoop connectors write them): the
+    query id, the offsets log's newest entry and a batch's source offsets, read there."""
+    from onceover_jobs.sink.job.sink_job import streaming_query_id
+    from onceover_jobs.sink.ledger.offsets_log import fingerprint, latest_batch, source_offsets
+
+    checkpoint = open_store(ledger_root)
+    checkpoint.put("metadata", b'{"id":"5b1e-query"}')
+    for batch in (0, 1, 12):
+        entry = f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{batch}}}\n'.encode()
+        checkpoint.put(f"offsets/{batch}", entry)
+    checkpoint.put("offsets/.12.crc", b"x")  # what the connectors leave beside them
+    assert streaming_query_id(ledger_root) == "5b1e-query"
+    assert latest_batch(ledger_root) == 12
+    assert source_offsets(ledger_root, 1) == ('{"logOffset":1}',)
+    assert fingerprint(ledger_root, 7) is None
+    assert fingerprint(ledger_root, 0) != fingerprint(ledger_root, 1)
