@@ -16,17 +16,20 @@ false; every other writer, a plain ``df.write``, a ``writeStream`` or the writes
   stop call); the control plane marks its run stalled once it hears nothing more.
 
 Counts are the run's committed batches and rows as its ledger holds them
-(:func:`onceover.ledger_files.scope_totals`). Reporting never fails a write.
+(:class:`onceover.ledger_files.ScopeTotals`, kept a process). Reporting never fails a write.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from onceover.ledger_files import scope_totals
+from onceover.ledger_files import ScopeTotals
+from onceover.ledger_store import LedgerStore
 from onceover_jobs.sink.driver import driver_owner, driver_pid, started_at
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
@@ -138,5 +141,26 @@ class RunReport:
 
     def _totals(self) -> tuple[int, int]:
         """(batches, rows) the run's ledger holds committed, pruned ones included."""
-        totals = scope_totals(self.job.store, self.job.query_id)
+        totals = totals_of(self.job.store, self.job.query_id).read()
         return totals.batches, totals.rows
+
+
+_KEPT_TOTALS = 64
+_totals: OrderedDict[tuple[str, str], ScopeTotals] = OrderedDict()
+_totals_lock = threading.Lock()
+
+
+def totals_of(store: LedgerStore, scope: str) -> ScopeTotals:
+    """The scope's totals, kept while this process lives (a driver's commits, a reused
+    Python worker's): each read opens only the records that are new or changed since the
+    last, so a micro-batch reads its own record, not the ledger's hundred (on a bucket,
+    a hundred requests a batch)."""
+    key = (store.url, scope)
+    with _totals_lock:
+        found = _totals.get(key)
+        if found is None:
+            found = _totals[key] = ScopeTotals(store, scope)
+            while len(_totals) > _KEPT_TOTALS:
+                _totals.popitem(last=False)
+        _totals.move_to_end(key)
+        return found
