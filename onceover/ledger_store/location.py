@@ -9,8 +9,8 @@
 ================================  ======================================================
 
 Anything else (``hdfs://``, ``dbfs:/``, ``wasbs://`` …) is refused naming what is
-accepted: HDFS has no conditional writes a client outside the JVM can use, and DBFS is a
-mount over a bucket whose own URL is the one to give.
+accepted: the sink's commit runs in a Python worker without the JVM, so HDFS would need
+libhdfs on every node, and DBFS is a mount over a bucket whose own URL is the one to give.
 """
 
 from __future__ import annotations
