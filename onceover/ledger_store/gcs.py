@@ -3,8 +3,8 @@ client (the JSON API).
 
 - create if absent: an upload with ``ifGenerationMatch=0``;
 - replace if unchanged: ``ifGenerationMatch=<the generation read>``;
-- a read is the object's metadata (its generation), then that generation's bytes, so
-  the two always agree; listings and all of these are strongly consistent.
+- a read is one download, which names the generation it served (``x-goog-generation``),
+  so bytes and version always agree; listings and all of these are strongly consistent.
 
 Credentials are found as every Google client finds them: the sink's connection options
 (``credentialsFile``, ``credentials``, ``gcpAccessToken``, impersonation), else
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from onceover.connection import Connection
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
-READ_RACES = 5
-"""A read whose generation was replaced between its metadata and its bytes looks again."""
 T = TypeVar("T")
 
 
@@ -92,18 +90,16 @@ class GcsLedgerStore(LedgerStore):
     def read(self, key: str) -> Stored | None:
         from google.api_core.exceptions import NotFound
 
-        for _ in range(READ_RACES):
-            blob = self._call("head", key, lambda: self.bucket.get_blob(self._name(key)))
-            if blob is None:
-                return None
-            generation = str(blob.generation)  # a download sets it again from its headers
-            try:
-                # The blob names its generation: these are that generation's bytes.
-                data = self._call("get", key, blob.download_as_bytes)
-            except NotFound:
-                continue  # replaced or removed since its metadata was read
-            return Stored(bytes(data), generation)
-        raise LedgerStoreError(self.where(key), "it kept changing under the reader")
+        blob = self.bucket.blob(self._name(key))
+        try:
+            data = self._call("get", key, blob.download_as_bytes)
+        except NotFound:
+            return None
+        # One request: a download names the generation it served (x-goog-generation),
+        # which the client sets on the blob, so bytes and version always agree.
+        if blob.generation is None:
+            raise LedgerStoreError(self.where(key), "a download named no generation")
+        return Stored(bytes(data), str(blob.generation))
 
     def exists(self, key: str) -> bool:
         return self._call("head", key, lambda: self.bucket.get_blob(self._name(key))) is not None
