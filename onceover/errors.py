@@ -18,6 +18,8 @@ Every message is one line a person can act on: the command line prints it as
 ``onceover: <message>`` and exits with status 2, no traceback.
 """
 
+import re
+
 
 class OnceoverError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -81,7 +83,13 @@ class UnsuitableLedgerStorageError(LedgerStoreError):
 
 
 def _one_line(cause: object) -> str:
-    """A client's error as one line: object-store clients add pages of debug detail."""
+    """A client's error as one line: object-store clients add pages of debug detail, and
+    S3 and Azure put what went wrong in an XML body (``<Code>``, ``<Message>``)."""
     text = str(cause).strip() or type(cause).__name__
     first = text.splitlines()[0].strip()
+    code = re.search(r"<Code>([^<]*)</Code>", text)
+    message = re.search(r"<Message>([^<]*)</Message>", text)
+    if code or message:
+        said = ": ".join(m.group(1).strip() for m in (code, message) if m)
+        first = f"{first.rstrip(': ')}: {said}"
     return first if len(first) <= 400 else first[:400] + "..."

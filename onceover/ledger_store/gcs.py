@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from onceover.connection import Connection
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+REQUEST_TIMEOUT_S = (5.0, 30.0)
+"""Connect and read timeouts of one request."""
 T = TypeVar("T")
 
 
@@ -70,20 +72,33 @@ class GcsLedgerStore(LedgerStore):
     def _name(self, key: str) -> str:
         return join(self.prefix, key)
 
-    def _call(self, kind: str, key: str, call: Callable[[], T]) -> T:
+    def _call(
+        self, kind: str, key: str, call: Callable[[], T], *, answers: tuple[type, ...] = ()
+    ) -> T:
+        """``call``, counted; an exception in ``answers`` is the caller's to read (an absent
+        object, a failed precondition), any other a :class:`LedgerStoreError`."""
         started = time.perf_counter()
         try:
             return call()
         except LedgerStoreError:
             raise
         except Exception as exc:
-            from google.api_core.exceptions import NotFound, PreconditionFailed
-
-            if isinstance(exc, NotFound | PreconditionFailed):
+            if answers and isinstance(exc, answers):
                 raise
             raise LedgerStoreError(self.where(key), exc) from exc
         finally:
             self.requests.add(kind, time.perf_counter() - started)
+
+    @property
+    def _retry(self) -> Any:
+        """Google's default retry (transient errors, 429, 5xx), bounded by the ledger's
+        retry time (``ONCEOVER_LEDGER_RETRY_TIMEOUT_S``); a conditional write is
+        idempotent, and an unconditional one writes the same bytes again."""
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        from onceover.ledger_store.objects import retry_timeout_s
+
+        return DEFAULT_RETRY.with_timeout(retry_timeout_s())
 
     # -- the operations ------------------------------------------------------------------
 
@@ -92,7 +107,12 @@ class GcsLedgerStore(LedgerStore):
 
         blob = self.bucket.blob(self._name(key))
         try:
-            data = self._call("get", key, blob.download_as_bytes)
+            data = self._call(
+                "get",
+                key,
+                lambda: blob.download_as_bytes(retry=self._retry, timeout=REQUEST_TIMEOUT_S),
+                answers=(NotFound,),
+            )
         except NotFound:
             return None
         # One request: a download names the generation it served (x-goog-generation),
@@ -102,14 +122,27 @@ class GcsLedgerStore(LedgerStore):
         return Stored(bytes(data), str(blob.generation))
 
     def exists(self, key: str) -> bool:
-        return self._call("head", key, lambda: self.bucket.get_blob(self._name(key))) is not None
+        found = self._call(
+            "head",
+            key,
+            lambda: self.bucket.get_blob(
+                self._name(key), retry=self._retry, timeout=REQUEST_TIMEOUT_S
+            ),
+        )
+        return found is not None
 
     def list(self, prefix: str) -> Listing:
         folder = self._name(prefix).rstrip("/")
         start = f"{folder}/" if folder else ""
 
         def listing() -> Listing:
-            pages = self.bucket.client.list_blobs(self.bucket, prefix=start, delimiter="/")
+            pages = self.bucket.client.list_blobs(
+                self.bucket,
+                prefix=start,
+                delimiter="/",
+                retry=self._retry,
+                timeout=REQUEST_TIMEOUT_S,
+            )
             files = {b.name[len(start) :]: str(b.generation) for b in pages}
             folders = tuple(sorted(p[len(start) :].rstrip("/") for p in pages.prefixes))
             return Listing(files, folders)
@@ -123,7 +156,9 @@ class GcsLedgerStore(LedgerStore):
         cut = len(self.prefix) + 1 if self.prefix else 0
 
         def listing() -> list[tuple[str, str]]:
-            pages = self.bucket.client.list_blobs(self.bucket, prefix=start)
+            pages = self.bucket.client.list_blobs(
+                self.bucket, prefix=start, retry=self._retry, timeout=REQUEST_TIMEOUT_S
+            )
             return [(b.name[cut:], str(b.generation)) for b in pages]
 
         return iter(self._call("list", prefix, listing))
@@ -142,13 +177,19 @@ class GcsLedgerStore(LedgerStore):
     def delete(self, key: str) -> None:
         from google.api_core.exceptions import NotFound
 
+        blob = self.bucket.blob(self._name(key))
         try:
-            self._call("delete", key, lambda: self.bucket.blob(self._name(key)).delete())
+            self._call(
+                "delete",
+                key,
+                lambda: blob.delete(retry=self._retry, timeout=REQUEST_TIMEOUT_S),
+                answers=(NotFound,),
+            )
         except NotFound:
             return
 
     def _upload(self, key: str, data: bytes, generation: int | None) -> str | None:
-        from google.api_core.exceptions import NotFound, PreconditionFailed
+        from google.api_core.exceptions import PreconditionFailed
 
         blob = self.bucket.blob(self._name(key))
         try:
@@ -156,10 +197,15 @@ class GcsLedgerStore(LedgerStore):
                 "put",
                 key,
                 lambda: blob.upload_from_string(
-                    data, content_type="application/json", if_generation_match=generation
+                    data,
+                    content_type="application/json",
+                    if_generation_match=generation,
+                    retry=self._retry,
+                    timeout=REQUEST_TIMEOUT_S,
                 ),
+                answers=(PreconditionFailed,),
             )
-        except (PreconditionFailed, NotFound):
+        except PreconditionFailed:
             # The client retries a conditional upload whose answer it lost (it is
             # idempotent), and the retry of one that took is refused by its condition.
             return self.ours_after_all(key, data)

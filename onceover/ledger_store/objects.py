@@ -37,7 +37,7 @@ REQUEST_TIMEOUT = "30s"
 T = TypeVar("T")
 
 
-def _retry_timeout_s() -> float:
+def retry_timeout_s() -> float:
     text = os.environ.get(RETRY_TIMEOUT_ENV, "").strip()
     if not text:
         return DEFAULT_RETRY_TIMEOUT_S
@@ -72,7 +72,7 @@ class ObjectStore(LedgerStore):
         if self._store is None:
             retry: Any = {
                 "max_retries": 10,
-                "retry_timeout": timedelta(seconds=_retry_timeout_s()),
+                "retry_timeout": timedelta(seconds=retry_timeout_s()),
                 "backoff": {
                     "init_backoff": timedelta(milliseconds=50),
                     "max_backoff": timedelta(seconds=5),
@@ -179,8 +179,12 @@ class ObjectStore(LedgerStore):
 
         try:
             result = self._call("put", key, lambda: obstore.put(self.client, key, data, mode=mode))
-        except (AlreadyExistsError, PreconditionError, FileNotFoundError):
+        except (AlreadyExistsError, PreconditionError):
             return self.ours_after_all(key, data)
+        except FileNotFoundError as exc:
+            if isinstance(mode, dict):
+                return self.ours_after_all(key, data)  # the object is gone since it was read
+            raise LedgerStoreError(self.where(key), exc) from exc  # no such bucket
         except Exception as exc:
             raise LedgerStoreError(self.where(key), exc) from exc
         return _version(result)

@@ -26,7 +26,7 @@ from onceover_jobs.sink.ledger import leases
 from onceover_jobs.sink.ledger.leases import check_probe, claim_driver, leave_probe
 from onceover_tools.localstores import LocalGCS, LocalS3
 
-from onceover.errors import UnsuitableLedgerStorageError
+from onceover.errors import LedgerStoreError, UnsuitableLedgerStorageError
 from onceover.ledger_store import LedgerStore, Stored, open_store
 from onceover.preflight import free_port
 from tests.helpers.object_stores import bucket_name
@@ -223,3 +223,19 @@ def test_spark_s_checkpoint_is_read_where_it_is(ledger_root: str) -> None:
     assert source_offsets(ledger_root, 1) == ('{"logOffset":1}',)
     assert fingerprint(ledger_root, 7) is None
     assert fingerprint(ledger_root, 0) != fingerprint(ledger_root, 1)
+
+
+@pytest.mark.parametrize("kind", ["s3", "gcs"])
+def test_a_bucket_that_does_not_exist_is_an_error_naming_it(
+    kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in = request.getfixturevalue(f"local_{kind}")
+    for name, value in stand_in.environment().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ONCEOVER_LEDGER_RETRY_TIMEOUT_S", "2")
+    url = f"{'s3' if kind == 's3' else 'gs'}://{bucket_name()}/ledger"
+    with pytest.raises(LedgerStoreError) as refused:
+        leave_probe(url)
+    assert f"the ledger at {url}" in str(refused.value)
+    if kind == "s3":
+        assert "NoSuchBucket" in str(refused.value)  # the store's own words, on one line
