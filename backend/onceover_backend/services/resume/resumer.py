@@ -233,8 +233,8 @@ class Resumer:
             run_id=run.run_id,
             status=status,
             attempt=number,
-            checkpoint=None if state.checkpoint is None else str(state.checkpoint),
-            ledger=str(state.ledger),
+            checkpoint=state.checkpoint,
+            ledger=state.ledger,
             queries=state.queries,
             last_committed_batch=state.last_committed_batch,
             committed_batches=state.totals.batches,  # with those the ledger pruned
