@@ -45,16 +45,23 @@ class BucketLedger:
     environment: Mapping[str, str] = field(default_factory=dict)
 
 
+MAKERS: Mapping[str, Callable[[Path], StandInProcess]] = {
+    "s3": lambda log: LocalS3(log_path=log),
+    "gcs": lambda log: LocalGCS(log_path=log),
+}
+"""The stand-in of each object store, given where it logs."""
+
+
 class StandIns:
     """The session's object-store stand-ins, each started when a schedule first needs
-    it; safe to share between lanes. ``log_dir`` keeps their logs."""
+    it; safe to share between lanes. ``log_dir`` keeps their logs; ``makers``: how
+    each store's stand-in is made (:data:`MAKERS`; a test hands in others)."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(
+        self, log_dir: Path, makers: Mapping[str, Callable[[Path], StandInProcess]] = MAKERS
+    ) -> None:
         self.log_dir = log_dir
-        self._makers: dict[str, Callable[[Path], StandInProcess]] = {
-            "s3": lambda log: LocalS3(log_path=log),
-            "gcs": lambda log: LocalGCS(log_path=log),
-        }
+        self._makers = makers
         self._running: dict[str, StandInProcess] = {}
         self._replaced: dict[str, str | None] = {}
         self._lock = threading.Lock()
