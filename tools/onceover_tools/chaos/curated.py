@@ -28,8 +28,8 @@ BatchCommitWriteStreams).
 
 Five keep their ledger in a bucket (:data:`IN_A_BUCKET`), the others on this disk: in
 CI's share the second pending load on S3 (the driver SIGKILLed just before a commit
-and just after one) and the racing drivers on Cloud Storage (the second refused by
-the bucket's compare-and-swap, the first SIGKILLed after a flush); beyond it the users'
+and just after one) and the racing drivers on Cloud Storage (the second refused by the
+first's claim in the bucket, the first SIGKILLed after a flush); beyond it the users'
 jobs in buffered mode and the cluster.
 """
 
@@ -233,11 +233,12 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 # Where the ledger is, for the schedules not on this disk (the store is orthogonal to
 # the faults: each keeps the faults it had on disk). In CI's share: the second pending
 # load (the driver's JVM SIGKILLed just before its first commit and just after its third,
-# with every restart reading its intents back from S3) and the racing drivers (a second
-# driver's claim refused by Cloud Storage's generation precondition, the first driver
-# SIGKILLed just after a flush). Beyond it: the users' jobs in buffered mode (the
-# foreachBatch's ledger from $ONCEOVER_LEDGER, the batch job's from --ledger) and the
-# cluster, whose executors reach the bucket by what spark.executorEnv gives them.
+# with every restart reading its intents back from S3) and the racing drivers (the
+# second driver refused by the first's claim, read from Cloud Storage, where each claim
+# is a compare-and-swap on its generation; the first driver SIGKILLed after a flush).
+# Beyond it: the users' jobs in buffered mode (the foreachBatch's ledger from
+# $ONCEOVER_LEDGER, the batch job's from --ledger) and the cluster, whose executors
+# reach the bucket by what spark.executorEnv gives them.
 IN_A_BUCKET: dict[str, str] = {
     "seed0-0001": "s3",
     "seed0-0007": "gcs",

@@ -51,6 +51,7 @@ from onceover_jobs.sink.job.options import LEDGER_ENV
 from onceover.bigquery import BigQueryConfig, bigquery_client
 from onceover.checkpoint_layout import ledger_root
 from onceover.checkpoint_layout import run_id_path as checkpoint_run_id
+from onceover.errors import LedgerError
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.modes import traits_of
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
@@ -371,15 +372,19 @@ def _ledger_problems(
 ) -> tuple[dict[str, Any], list[str]]:
     """Where the ledger was and what it held for the orders table, and what is wrong
     with it: none there, rows other than BigQuery must hold, or (in a bucket) records on
-    this disk too. The at-least-once baseline keeps no ledger to judge."""
+    this disk too. The at-least-once baseline is not judged by its ledger."""
     on_disk = disk_ledger(schedule, work)
-    view = ledger_view(on_disk if bucket is None else bucket.url, table)
-    said = {"store": schedule.store, "where": view.where, "writes": view.writes,
-            "rows": view.rows}  # fmt: skip
-    if not traits_of(schedule.mode).exactly_once:
-        return said, []
+    where = on_disk if bucket is None else bucket.url
+    said: dict[str, Any] = {"store": schedule.store, "where": where}
     good = schedule.rows - len(schedule.bad_keys())
-    return said, ledger_problems(view, good, not_at=None if bucket is None else on_disk)
+    try:
+        view = ledger_view(where, table)
+        said |= {"writes": view.writes, "rows": view.rows}
+        if not traits_of(schedule.mode).exactly_once:
+            return said, []
+        return said, ledger_problems(view, good, not_at=None if bucket is None else on_disk)
+    except LedgerError as exc:  # unreadable after the faults: a finding, not a crash
+        return said, [f"the ledger at {where} cannot be read: {exc}"]
 
 
 def _control_plane_problems(
@@ -436,7 +441,7 @@ def _job_environment(
     stack: ChaosStack,
     proxy: FaultProxy,
     work: Path,
-    bucket: BucketLedger | None = None,
+    bucket: BucketLedger | None,
 ) -> dict[str, str]:
     through_proxy = BigQueryConfig(
         stack.bigquery.rest_endpoint, proxy.endpoint, stack.bigquery.project
