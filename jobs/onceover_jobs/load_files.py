@@ -1,7 +1,8 @@
 """Load a directory of files into BigQuery exactly once, with Structured Streaming.
 
     python -m onceover_jobs.load_files --source DIR --format json|csv|parquet --table P.D.T
-        --key COL --checkpoint DIR [--mode pending|committed|default] [--run-id ID]
+        --key COL --checkpoint DIR [--ledger LOCATION] [--mode pending|committed|default]
+        [--run-id ID]
         [--monitor-url URL --monitor-token T] [--master local[2,4]]
         [--max-files-per-trigger N] [--request-max-bytes N] [--create-table] [--stamp]
         [--dead-letter P.D.T] [--continuous [--interval SECONDS]]
@@ -11,6 +12,11 @@ Runs with ``spark-submit jobs/onceover_jobs/load_files.py ...`` too. By default 
 ``availableNow``: every file present is loaded, then the job ends. ``--continuous``
 keeps polling the directory every ``--interval`` seconds until stopped (SIGTERM or
 Ctrl-C stop it between batches).
+
+The ledger is ``<checkpoint>/onceover`` unless ``--ledger`` puts it elsewhere: a path, or
+a bucket's URL (``gs://bucket/ledgers/q1``, ``s3://…``, ``abfss://…``: the sink's ``ledger``
+option), reached with the credentials the store's own clients find. The checkpoint is
+a directory on a disk, and the run id is kept there either way.
 
 Re-running the same command on the same ``--checkpoint`` resumes where it stopped:
 Spark replays an unfinished batch with the same rows, and the sink's ledger commits
@@ -58,6 +64,7 @@ from onceover.job_env import (
     MONITOR_URL_ENV,
     SPARK_MASTER_ENV,
 )
+from onceover.ledger_store import check_location
 from onceover.modes import MODES
 from onceover.stamp import STAMP_COLUMNS
 from onceover_jobs.sink.errors import ConcurrentDriverError, refused_as_concurrent
@@ -104,7 +111,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--checkpoint",
         required=True,
         type=Path,
-        help="checkpoint directory (the ledger lives in it)",
+        help="checkpoint directory (the ledger lives in it, unless --ledger)",
+    )
+    parser.add_argument(
+        "--ledger",
+        metavar="LOCATION",
+        default=None,
+        help="where the ledger is: a path or a bucket's URL (gs://, s3://, abfss://; "
+        "default: <checkpoint>/onceover)",
     )
     parser.add_argument("--mode", choices=MODES, default="pending")
     parser.add_argument("--run-id", help="run id (default: kept in the checkpoint)")
@@ -190,6 +204,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--source {args.source} is not a directory")
     if args.table.count(".") != 2:
         parser.error(f"--table {args.table!r} is not project.dataset.table")
+    if args.ledger is not None:
+        try:
+            args.ledger = check_location(args.ledger, "--ledger")  # a path made absolute
+        except ConfigurationError as exc:
+            parser.error(str(exc))
     if args.dead_letter is not None and (
         args.dead_letter.count(".") not in (1, 2) or args.dead_letter == args.table
     ):
@@ -200,7 +219,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-_PATH_ARGS = ("--source", "--checkpoint")
+_PATH_ARGS = ("--source", "--checkpoint", "--ledger")
 
 
 def spec_args(argv: list[str], args: argparse.Namespace) -> list[str]:
@@ -208,8 +227,16 @@ def spec_args(argv: list[str], args: argparse.Namespace) -> list[str]:
     with the paths made absolute (a launch runs in a directory of the control plane's,
     not where this job was started)."""
     kept = without_options(argv, (*_SECRET_ARGS, *_PATH_ARGS))
+    ledger = [] if args.ledger is None else ["--ledger", args.ledger]  # absolute, or a URL
     return [*kept, "--source", str(args.source.resolve()),
-            "--checkpoint", str(args.checkpoint.resolve())]  # fmt: skip
+            "--checkpoint", str(args.checkpoint.resolve()), *ledger]  # fmt: skip
+
+
+def ledger_of(args: argparse.Namespace) -> str:
+    """The run's ledger: ``--ledger``, else the checkpoint's (an absolute path or a URL)."""
+    if args.ledger is not None:
+        return str(args.ledger)
+    return str(Path(ledger_root(args.checkpoint)).resolve())
 
 
 def attempt_id() -> str:
@@ -398,7 +425,7 @@ class RunReporter:
             module=MODULE,
             args=spec_args(self.argv, self.args),
             checkpoint=str(self.args.checkpoint.resolve()),
-            ledger=str(Path(ledger_root(self.args.checkpoint)).resolve()),
+            ledger=ledger_of(self.args),
             cwd=os.getcwd(),
             auto_resume=None
             if auto is None
@@ -436,7 +463,7 @@ class RunReporter:
 
         with self._totals_lock:  # the heartbeat thread and the main thread both ask
             if self._ledger_totals is None or self._ledger_totals.scope != self.query_id:
-                self._ledger_totals = ScopeTotals(ledger_root(self.args.checkpoint), self.query_id)
+                self._ledger_totals = ScopeTotals(ledger_of(self.args), self.query_id)
             reader = self._ledger_totals
         totals = reader.read()
         return totals.rows, totals.batches
@@ -489,8 +516,9 @@ class RunReporter:
 # -- the job ------------------------------------------------------------------------
 
 
-def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
-    """Batches Spark recorded as done (commit log) that the ledger does not hold committed."""
+def uncommitted_batches(checkpoint: Path, query_id: str, ledger: str | None = None) -> list[int]:
+    """Batches Spark recorded as done (commit log) that the ledger (``ledger``, else the
+    checkpoint's) does not hold committed."""
     from onceover.ledger_files import scope_records, scope_summaries
 
     commits = checkpoint / "commits"
@@ -499,15 +527,26 @@ def uncommitted_batches(checkpoint: Path, query_id: str) -> list[int]:
         if commits.is_dir()
         else []
     )
-    committed = {
-        r.batch_id for r in scope_records(ledger_root(checkpoint), query_id) if r.committed
-    }
+    root = ledger if ledger is not None else ledger_root(checkpoint)
+    committed = {r.batch_id for r in scope_records(root, query_id) if r.committed}
     # Spark's commits log may still list batches the ledger pruned (it keeps one more, or
     # more where the ledger keeps fewer: onceover_jobs.sink.ledger.retention); only a
     # committed batch
     # is pruned. Read after the records: a prune writes its summary before it removes them.
-    pruned = scope_summaries(ledger_root(checkpoint), query_id).values()
+    pruned = scope_summaries(root, query_id).values()
     return [b for b in done if b not in committed and not any(s.covers(b) for s in pruned)]
+
+
+def optional_options(args: argparse.Namespace) -> dict[str, str]:
+    """The sink's options this run gives only when asked to."""
+    given = {
+        "ledger": args.ledger,
+        "request.max_bytes": args.request_max_bytes,
+        "dead_letter": args.dead_letter,
+        "monitor.url": args.monitor_url or None,
+        "monitor.token": args.monitor_token or None,
+    }
+    return {name: str(value) for name, value in given.items() if value is not None}
 
 
 def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
@@ -542,27 +581,21 @@ def load(args: argparse.Namespace, argv: list[str]) -> LoadResult:
             .option("row_format", args.row_format)
             .option("checkpointLocation", str(args.checkpoint.resolve()))
         )
-        if args.request_max_bytes is not None:
-            writer = writer.option("request.max_bytes", str(args.request_max_bytes))
-        if args.dead_letter is not None:
-            writer = writer.option("dead_letter", args.dead_letter)
-        if args.monitor_url:
-            writer = writer.option("monitor.url", args.monitor_url)
-        if args.monitor_token:
-            writer = writer.option("monitor.token", args.monitor_token)
+        for name, value in optional_options(args).items():
+            writer = writer.option(name, value)
         if args.continuous:
             writer = writer.trigger(processingTime=f"{args.interval} seconds")
         else:
             writer = writer.trigger(availableNow=True)
         # Refused here, a second driver leaves the checkpoint as it found it; refused by
         # the sink, it would have planned a micro-batch there first (claim.py says why).
-        claim_checkpoint(spark, str(args.checkpoint.resolve()))
+        claim_checkpoint(spark, str(args.checkpoint.resolve()), ledger=args.ledger)
         query = writer.start()
         reporter.query_id = str(query.id)
         reporter.start_heartbeats()
         _stop_on_signal(query)
         query.awaitTermination()
-        uncommitted = uncommitted_batches(args.checkpoint, str(query.id))
+        uncommitted = uncommitted_batches(args.checkpoint, str(query.id), args.ledger)
         if uncommitted:
             raise RuntimeError(f"batches {uncommitted} finished in Spark but are not committed")
         rows, batches = reporter.totals()

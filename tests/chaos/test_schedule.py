@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,14 @@ from onceover_tools.chaos.schedule import (
     DEFAULT_MODES,
     KINDS,
     MODES,
+    STORES,
     WORKLOAD_MODES,
     WORKLOADS,
     Fault,
     Schedule,
     Shape,
     draw_schedules,
+    draw_stores,
     kinds_for,
     load_schedule,
     unary_methods,
@@ -314,3 +318,58 @@ def test_each_workload_runs_in_the_modes_its_job_takes(
         assert takes(examples) == WORKLOAD_MODES[workload], (
             f"{workload}: its job's --mode changed; update WORKLOAD_MODES and the curated set"
         )
+
+
+def test_the_store_is_a_draw_of_its_own_that_leaves_every_other_draw_as_it_was(
+    tmp_path: Path,
+) -> None:
+    drawn = list(draw_schedules(1, 200, workloads=WORKLOADS))
+    stores = collections.Counter(s.store for s in drawn)
+    assert set(stores) == set(STORES)
+    assert stores["posix"] > stores["s3"] > 0, stores  # posix most often (half)
+    assert stores["posix"] > stores["gcs"] > 0, stores
+    assert drawn == list(draw_schedules(1, 200, workloads=WORKLOADS))  # the same seed
+    assert [s.store for s in drawn] != [s.store for s in draw_schedules(2, 200)]
+    # The seed's faults, modes, workloads and racers are the ones it drew before stores:
+    # a session on disk alone draws them again, every schedule on posix.
+    on_disk = list(draw_schedules(1, 200, workloads=WORKLOADS, stores=["posix"]))
+    assert {s.store for s in on_disk} == {"posix"}
+    assert on_disk == [replace(s, store="posix") for s in drawn]
+    assert [s.store for s in draw_schedules(1, 30)] == list(
+        itertools.islice(draw_stores(1), 30)
+    )  # the workloads and modes asked for do not move the stores either
+    assert {s.store for s in draw_schedules(1, 40, stores=["s3", "gcs"])} == {"s3", "gcs"}
+    with pytest.raises(ValueError, match="stores: give some of posix, s3, gcs"):
+        next(iter(draw_schedules(1, 1, stores=["hdfs"])))
+    # serialised and parsed with the rest; a schedule from before stores is on disk
+    in_a_bucket = next(s for s in drawn if s.store == "gcs")
+    path = in_a_bucket.save(tmp_path / "schedule.json")
+    assert json.loads(path.read_text())["store"] == "gcs"
+    assert load_schedule(path) == in_a_bucket
+    old = {k: v for k, v in in_a_bucket.to_json().items() if k != "store"}
+    path.write_text(json.dumps(old))
+    assert load_schedule(path) == replace(in_a_bucket, store="posix")
+    with pytest.raises(ValueError, match="store must be one of posix, s3, gcs, not 'hdfs'"):
+        Schedule.from_json({**in_a_bucket.to_json(), "store": "hdfs"})
+
+
+def test_the_curated_set_keeps_a_ledger_on_each_object_store_in_cis_share() -> None:
+    from onceover_tools.chaos.curated import IN_A_BUCKET, curated_schedules
+
+    every = curated_schedules()
+    assert set(IN_A_BUCKET) <= {s.name for s in every}  # no name left behind by a typo
+    assert {s.name: s.store for s in every if s.store != "posix"} == IN_A_BUCKET
+    share = curated_schedules("ci")
+    assert {s.store for s in share} == set(STORES)
+    # on each object store, a driver SIGKILLed (a crash at a driver failpoint kills its
+    # JVM) whose restart finds its intents in the bucket
+    driver_points = ("ledger.after_intent", "commit.before", "commit.after", "flush.after")
+    for store in ("s3", "gcs"):
+        crashes = {
+            f.kind
+            for s in share
+            if s.store == store
+            for f in s.faults
+            if f.kind.endswith("/crash") and f.kind.split("/")[1] in driver_points
+        }
+        assert crashes, store

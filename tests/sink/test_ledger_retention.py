@@ -395,7 +395,9 @@ def test_the_heartbeat_reader_opens_only_what_changed(tmp_path: Path) -> None:
     assert reader.read() == scope_totals(tmp_path, "q")
 
     # The load job's heartbeat keeps one reader for the run.
-    args = argparse.Namespace(checkpoint=tmp_path / "ckpt", monitor_url=None, monitor_token=None)
+    args = argparse.Namespace(
+        checkpoint=tmp_path / "ckpt", ledger=None, monitor_url=None, monitor_token=None
+    )
     shutil.copytree(tmp_path / "q", tmp_path / "ckpt" / "onceover" / "q")
     reporter = load_files.RunReporter(args, [], "run-1")
     assert reporter.totals() == (0, 0)  # no query yet

@@ -25,9 +25,17 @@ job to a standalone cluster of two workers (``cluster``, committed), and two loa
 rows of which BigQuery refuses a few into a dead-letter table (``bad_rows``, buffered
 and committed: the modes where the dead-letter commit is the batch's only
 BatchCommitWriteStreams).
+
+Five keep their ledger in a bucket (:data:`IN_A_BUCKET`), the others on this disk: in
+CI's share the second pending load on S3 (the driver SIGKILLed just before a commit
+and just after one) and the racing drivers on Cloud Storage (the second refused by the
+first's claim in the bucket, the first SIGKILLed after a flush); beyond it the users'
+jobs in buffered mode and the cluster.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from onceover_tools.chaos.proxy import APPEND_ROWS
 from onceover_tools.chaos.schedule import Fault, Schedule
@@ -222,6 +230,23 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
+# Where the ledger is, for the schedules not on this disk (the store is orthogonal to
+# the faults: each keeps the faults it had on disk). In CI's share: the second pending
+# load (the driver's JVM SIGKILLed just before its first commit and just after its third,
+# with every restart reading its intents back from S3) and the racing drivers (the
+# second driver refused by the first's claim, read from Cloud Storage, where each claim
+# is a compare-and-swap on its generation; the first driver SIGKILLed after a flush).
+# Beyond it: the users' jobs in buffered mode (the foreachBatch's ledger from
+# $ONCEOVER_LEDGER, the batch job's from --ledger) and the cluster, whose executors
+# reach the bucket by what spark.executorEnv gives them.
+IN_A_BUCKET: dict[str, str] = {
+    "seed0-0001": "s3",
+    "seed0-0007": "gcs",
+    "seed0-0009": "s3",
+    "seed0-0010": "gcs",
+    "seed0-0011": "s3",
+}
+
 # CI's share: every schedule but four, chosen so that every fault kind, every job but
 # the cluster, and the load job in every exactly-once mode still run on each change (a
 # test checks it). Left to ``onceover chaos --curated`` and ``make chaos``: the users' jobs in
@@ -272,4 +297,5 @@ def _curated() -> list[Schedule]:
         Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload="bad_rows")
         for index, (mode, faults) in enumerate(_BAD_ROWS, start=first)
     ]
-    return [*schedules, racing, cluster, *bad_rows]
+    every = [*schedules, racing, cluster, *bad_rows]
+    return [replace(s, store=IN_A_BUCKET.get(s.name, "posix")) for s in every]

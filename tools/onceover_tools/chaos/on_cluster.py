@@ -10,7 +10,8 @@ what the workload is there to prove:
   the retry must find the first attempt's ledger records (shared, named absolutely)
   and, in committed mode, rows that match them;
 - the executors import the project from the ``--py-files`` zip, and know only the
-  environment the submit gives them (``spark.executorEnv.*``);
+  environment the submit gives them (``spark.executorEnv.*``; with the ledger in a
+  bucket, the variables that reach it);
 - each restart of the driver is a new application, with new executors.
 
 One cluster serves a session: every lane's applications share its workers, which
@@ -19,7 +20,7 @@ offer more cores than an application takes, so a lane never waits for another's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,16 @@ def start_cluster(work: Path) -> SparkCluster:
 
 
 def submit_argv(
-    cluster: SparkCluster, module_argv: Sequence[str], env: Mapping[str, str], work: Path
+    cluster: SparkCluster,
+    module_argv: Sequence[str],
+    env: Mapping[str, str],
+    work: Path,
+    *,
+    executor_env: Iterable[str] = (),
 ) -> list[str]:
     """``module_argv`` (``python -m MODULE ARGS``) as a client-mode ``spark-submit`` to
-    ``cluster``, shipping the project's code and the executors' share of ``env``."""
+    ``cluster``, shipping the project's code and the executors' share of ``env``
+    (:data:`EXECUTOR_ENV`, and ``executor_env``: what reaches a ledger in a bucket)."""
     _python, dash_m, module, *args = module_argv
     assert dash_m == "-m", module_argv
     module_file = package_dir(module.split(".")[0]).joinpath(*module.split(".")[1:])
@@ -64,7 +71,11 @@ def submit_argv(
         "spark.executor.cores": "1",
         "spark.executor.memory": EXECUTOR_MEMORY,
         "spark.executor.extraJavaOptions": QUICK_JVM,  # short-lived, as the driver's
-        **{f"spark.executorEnv.{name}": env[name] for name in EXECUTOR_ENV if name in env},
+        **{
+            f"spark.executorEnv.{name}": env[name]
+            for name in (*EXECUTOR_ENV, *executor_env)
+            if name in env
+        },
     }
     submit = [str(spark_submit()), "--master", cluster.url, "--deploy-mode", "client"]
     for name, value in confs.items():

@@ -81,6 +81,7 @@ def result_json(result: ScheduleResult) -> dict[str, Any]:
         "bigquery": result.bigquery,
         "control_plane": result.control_plane,
         **({"cluster": result.cluster} if result.cluster else {}),
+        "ledger": result.ledger,
         "work_dir": str(result.work_dir),
         "replay": replay_command(result),
     }
@@ -134,8 +135,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         "## Schedules",
         "",
-        "| schedule | workload | mode | faults (fired) | restarts | verdict | seconds |",
-        "|---|---|---|---|---:|---|---:|",
+        "| schedule | workload | mode | store | faults (fired) | restarts | verdict | seconds |",
+        "|---|---|---|---|---|---:|---|---:|",
     ]
     for result in report["results"]:
         schedule = result["schedule"]
@@ -143,7 +144,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         verdict = "ok" if result["verdict"] == "ok" else "**VIOLATION**"
         lines.append(
             f"| {schedule['name']} | {schedule.get('workload', 'load_files')} "
-            f"| {schedule['mode']} | {faults} | {result['restarts']} "
+            f"| {schedule['mode']} | {schedule.get('store', 'posix')} | {faults} "
+            f"| {result['restarts']} "
             f"| {verdict} | {result['seconds']:.0f} |"
         )
     violations = [r for r in report["results"] if r["verdict"] != "ok"]

@@ -5,7 +5,9 @@ For a schedule, in order:
 1. write the source files (``rows`` unique keys; for ``bad_rows`` a few of them bad)
    and fresh tables (the orders table; a summary table for the user-code workloads;
    for ``bad_rows`` an orders table whose ``currency`` is ``STRING(3)``, and no
-   dead-letter table: the sink creates it);
+   dead-letter table: the sink creates it); for a schedule whose ledger is in a bucket
+   (its ``store``), a fresh bucket on the session's stand-in
+   (:mod:`onceover_tools.chaos.stores`);
 2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
    with the schedule's wire faults and task kills;
 3. run the workload's job (``python -m onceover_jobs.load_files``, or a user's script in
@@ -18,10 +20,11 @@ For a schedule, in order:
    the bad ones, which it must not hold; the summary table one row per group,
    summing to the source's rows; the dead-letter table each bad key once for the
    run, and nothing else) and, for the load job that reports to it, the control
-   plane (:mod:`onceover_tools.chaos.verify`).
+   plane (:mod:`onceover_tools.chaos.verify`), and read the ledger where the store put
+   it: the table's writes committed there, none on this disk if it is in a bucket.
 
-The stack (local BigQuery, control plane) is shared by every schedule of a chaos
-session: :class:`ChaosStack`.
+The stack (local BigQuery, control plane, object-store stand-ins) is shared by every
+schedule of a chaos session: :class:`ChaosStack`.
 """
 
 from __future__ import annotations
@@ -46,12 +49,16 @@ from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 from onceover_jobs.sink.job.options import LEDGER_ENV
 
 from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.checkpoint_layout import ledger_root
 from onceover.checkpoint_layout import run_id_path as checkpoint_run_id
+from onceover.errors import LedgerError
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
+from onceover.modes import traits_of
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 from onceover_tools.chaos.on_cluster import cluster_outcome, driver_dir, submit_argv
 from onceover_tools.chaos.proxy import FaultProxy
 from onceover_tools.chaos.schedule import Fault, Schedule
+from onceover_tools.chaos.stores import BucketLedger, StandIns
 from onceover_tools.chaos.task_kill import KILLED, kill_sender
 from onceover_tools.chaos.verify import (
     KeyAggregate,
@@ -61,6 +68,8 @@ from onceover_tools.chaos.verify import (
     dead_letter_problems,
     dead_letter_view,
     keys_present,
+    ledger_problems,
+    ledger_view,
     summary_problems,
     table_aggregate,
 )
@@ -150,6 +159,8 @@ class ScheduleResult:
     work_dir: Path
     cluster: dict[str, Any] = field(default_factory=dict)
     """``cluster``: the applications the schedule's runs were, the workers that ran them."""
+    ledger: dict[str, Any] = field(default_factory=dict)
+    """Where the ledger was, and what it held committed for the orders table."""
 
     @property
     def ok(self) -> bool:
@@ -164,7 +175,8 @@ class ChaosStack:
     """A control plane that schedules report to, one after another; restartable for outages.
 
     Schedules run side by side each get a stack of their own (a *lane*), so an outage
-    hits only the schedule that drew it.
+    hits only the schedule that drew it; the lanes share the session's cluster and
+    object-store stand-ins.
     """
 
     def __init__(
@@ -173,12 +185,17 @@ class ChaosStack:
         work_root: Path,
         tokens: dict[str, str],
         lane: int = 0,
+        *,
         cluster: SparkCluster | None = None,
+        stores: StandIns | None = None,
     ) -> None:
         self.bigquery = bigquery_config
         self.cluster = cluster
         """The session's standalone Spark cluster, when a ``cluster`` schedule runs."""
         self.work_root = work_root.resolve()  # a job may run in another directory
+        self._own_stores = stores is None
+        self.stores = StandIns(self.work_root) if stores is None else stores
+        """The session's stand-ins, for the schedules whose ledger is in a bucket."""
         self.tokens = tokens
         self.lane = lane
         self.database_url = f"sqlite:///{(work_root / f'control-plane-{lane}.db').resolve()}"
@@ -222,6 +239,8 @@ class ChaosStack:
         if self._backend is not None:
             self._backend.stop()
             self._backend = None
+        if self._own_stores:
+            self.stores.stop()
 
 
 def run_schedule(
@@ -240,18 +259,15 @@ def run_schedule(
     )  # fmt: skip
     client = bigquery_client(stack.bigquery)
     table = _fresh_tables(client, schedule)
+    bucket = stack.stores.ledger_for(schedule)
 
     outcomes = {id(f): FaultOutcome(f) for f in schedule.faults}
     assert stack.bigquery.grpc_endpoint is not None
     proxy = FaultProxy(stack.bigquery.grpc_endpoint, schedule.wire_faults(), on_kill=kill_sender)
     runs: list[JobRun] = []
     with proxy, _outages(schedule, stack, outcomes) as job_started:
-        env = _job_environment(schedule, stack, proxy, work)
-        argv, cwd = job_argv(schedule, table, work), None
-        if schedule.workload == "cluster":
-            if stack.cluster is None:
-                raise ValueError(f"{schedule.name} runs on a cluster, and the session has none")
-            argv, cwd = submit_argv(stack.cluster, argv, env, work), driver_dir(work)
+        env = _job_environment(schedule, stack, proxy, work, bucket)
+        argv, cwd = _command(schedule, stack, table, work, env, bucket)
         for attempt in range(schedule.max_restarts + 1):
             run = _run_job(schedule, argv, cwd, work, env, attempt, job_started, abort)
             runs.append(run)
@@ -283,6 +299,8 @@ def run_schedule(
         violations += problems
     else:
         violations.append("the job never recorded a run id")
+    ledger, problems = _ledger_problems(schedule, table, work, bucket)
+    violations += problems
     return ScheduleResult(
         schedule=schedule,
         runs=runs,
@@ -293,7 +311,28 @@ def run_schedule(
         control_plane=control_plane,
         work_dir=work,
         cluster=cluster,
+        ledger=ledger,
     )
+
+
+def _command(  # noqa: PLR0917 - one call site, every argument named there
+    schedule: Schedule,
+    stack: ChaosStack,
+    table: str,
+    work: Path,
+    env: dict[str, str],
+    bucket: BucketLedger | None,
+) -> tuple[list[str], Path | None]:
+    """The job's command and working directory (None: this one's): the workload's own
+    (:func:`job_argv`), or for ``cluster`` submitted to the session's cluster, with the
+    variables that reach the ledger's bucket shipped to the executors."""
+    argv = job_argv(schedule, table, work, ledger=None if bucket is None else bucket.url)
+    if schedule.workload != "cluster":
+        return argv, None
+    if stack.cluster is None:
+        raise ValueError(f"{schedule.name} runs on a cluster, and the session has none")
+    reach = () if bucket is None else tuple(bucket.environment)
+    return submit_argv(stack.cluster, argv, env, work, executor_env=reach), driver_dir(work)
 
 
 def _table_problems(
@@ -326,6 +365,26 @@ def _dead_letter_problems(
         "dead_letter_other_rows": view.rows - view.ours.rows,
     }
     return counts, problems
+
+
+def _ledger_problems(
+    schedule: Schedule, table: str, work: Path, bucket: BucketLedger | None
+) -> tuple[dict[str, Any], list[str]]:
+    """Where the ledger was and what it held for the orders table, and what is wrong
+    with it: none there, rows other than BigQuery must hold, or (in a bucket) records on
+    this disk too. The at-least-once baseline is not judged by its ledger."""
+    on_disk = disk_ledger(schedule, work)
+    where = on_disk if bucket is None else bucket.url
+    said: dict[str, Any] = {"store": schedule.store, "where": where}
+    good = schedule.rows - len(schedule.bad_keys())
+    try:
+        view = ledger_view(where, table)
+        said |= {"writes": view.writes, "rows": view.rows}
+        if not traits_of(schedule.mode).exactly_once:
+            return said, []
+        return said, ledger_problems(view, good, not_at=None if bucket is None else on_disk)
+    except LedgerError as exc:  # unreadable after the faults: a finding, not a crash
+        return said, [f"the ledger at {where} cannot be read: {exc}"]
 
 
 def _control_plane_problems(
@@ -378,7 +437,11 @@ def _run_problems(runs: list[JobRun]) -> list[str]:
 
 
 def _job_environment(
-    schedule: Schedule, stack: ChaosStack, proxy: FaultProxy, work: Path
+    schedule: Schedule,
+    stack: ChaosStack,
+    proxy: FaultProxy,
+    work: Path,
+    bucket: BucketLedger | None,
 ) -> dict[str, str]:
     through_proxy = BigQueryConfig(
         stack.bigquery.rest_endpoint, proxy.endpoint, stack.bigquery.project
@@ -392,7 +455,10 @@ def _job_environment(
     env[FAILPOINTS_STATE_ENV] = str(work / "failpoints")
     env[FAILPOINTS_SEED_ENV] = f"{schedule.seed}:{schedule.index}"
     env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
-    env[LEDGER_ENV] = str(work / "ledger")  # foreachBatch writes name no ledger
+    # foreachBatch writes name no ledger: the variable is where a user's session puts it
+    env[LEDGER_ENV] = str(work / "ledger") if bucket is None else bucket.url
+    if bucket is not None:
+        env.update(bucket.environment)  # as a user exports them for the driver
     env["ONCEOVER_HEARTBEAT_S"] = "2"
     env[MONITOR_URL_ENV] = stack.url
     env[MONITOR_TOKEN_ENV] = stack.tokens["ingest"]
@@ -535,8 +601,11 @@ def _count_failpoints(schedule: Schedule, state: Path, outcomes: dict[int, Fault
                 outcomes[id(fault)].details.append(f"hit {match['hit']}")
 
 
-def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
-    """The command of the schedule's workload; the same for every restart."""
+def job_argv(schedule: Schedule, table: str, work: Path, *, ledger: str | None = None) -> list[str]:
+    """The command of the schedule's workload; the same for every restart. ``ledger``: a
+    bucket's URL for the ledger, where the job keeps it on this disk otherwise
+    (:func:`disk_ledger`); foreach_batch takes it from ``$ONCEOVER_LEDGER``, as the
+    users' writes inside foreachBatch name none."""
     common = [
         "--source", str(work / "source"), "--table", table, "--mode", schedule.mode,
         "--request-max-bytes", str(schedule.request_max_bytes),
@@ -550,7 +619,7 @@ def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
     if schedule.workload == "two_tables":
         return [
             sys.executable, "-m", "onceover_jobs.examples.daily_tables", *common,
-            "--summary-table", f"{table}_summary", "--ledger", str(work / "ledger"),
+            "--summary-table", f"{table}_summary", "--ledger", ledger or str(work / "ledger"),
             "--run-id", f"chaos-{schedule.name}",
         ]  # fmt: skip
     load = [
@@ -558,9 +627,20 @@ def job_argv(schedule: Schedule, table: str, work: Path) -> list[str]:
         "--checkpoint", str(work / "checkpoint"), "--job", job_name(schedule),
         "--max-files-per-trigger", str(schedule.files_per_batch),
     ]  # fmt: skip
+    if ledger is not None:
+        load += ["--ledger", ledger]
     if schedule.workload == "bad_rows":
         return [*load, "--dead-letter", dead_letter_table(table)]
     return load
+
+
+def disk_ledger(schedule: Schedule, work: Path) -> str:
+    """Where the schedule's job keeps its ledger on this disk when given no bucket: the
+    users' jobs in ``work/ledger`` (``--ledger``, ``$ONCEOVER_LEDGER``), the load job in
+    its checkpoint."""
+    if schedule.workload in SUMMARY_SCHEMAS:  # the users' jobs
+        return str(work / "ledger")
+    return ledger_root(work / "checkpoint")
 
 
 def dead_letter_table(table: str) -> str:

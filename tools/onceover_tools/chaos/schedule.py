@@ -39,8 +39,16 @@ dead-letter table in every mode, so it meets ``commit.after``, ``wire/uncommitte
 wire faults on FinalizeWriteStream and BatchCommitWriteStreams in buffered and
 committed mode too, and ``finalize.after`` (a dead-letter stream is finalized).
 
+Each keeps its ledger on a store (:data:`STORES`): ``posix``, this disk, where each
+job keeps it by default (the load job in its checkpoint, the users' jobs in a
+directory named by ``ledger`` or ``$ONCEOVER_LEDGER``); ``s3`` or ``gcs``, a bucket of
+its own on the session's local S3 or Cloud Storage
+(:mod:`onceover_tools.chaos.stores`), the checkpoint staying on this disk.
+
 The same seed draws the same schedules; a schedule's JSON re-runs it
-(``onceover chaos --replay FILE``).
+(``onceover chaos --replay FILE``). The store is drawn from a random stream of its
+own (:func:`draw_stores`), so a seed arms the same faults, in the same workloads and
+modes, as it did before schedules had a store.
 
 Fault kinds, each a string in reports:
 
@@ -101,7 +109,12 @@ WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     "bad_rows": EXACTLY_ONCE_MODES,
 }
 """The modes each workload's job takes; ``default`` is the load job's baseline only."""
+STORES = ("posix", "s3", "gcs")
+"""Where a schedule's ledger is: this disk, or a bucket on a local stand-in."""
+STORE_WEIGHTS = {"posix": 2, "s3": 1, "gcs": 1}
+"""How often draws take each store: half the schedules on disk, a quarter in each bucket."""
 SCHEMA_VERSION = 1
+"""A schedule without ``store`` (written before it had one) is a ``posix`` one."""
 
 ROWS = 3_000
 FILES = 6
@@ -248,6 +261,8 @@ class Schedule:
     workload: str = "load_files"
     racer_at_s: float | None = None
     """``racing_drivers``: seconds after each run starts that a second driver starts."""
+    store: str = "posix"
+    """Where the ledger is (:data:`STORES`)."""
     version: int = field(default=SCHEMA_VERSION)
 
     def __post_init__(self) -> None:
@@ -257,6 +272,8 @@ class Schedule:
             raise ValueError(
                 f"workload must be one of {', '.join(WORKLOADS)}, not {self.workload!r}"
             )
+        if self.store not in STORES:
+            raise ValueError(f"store must be one of {', '.join(STORES)}, not {self.store!r}")
         if self.mode not in (takes := WORKLOAD_MODES[self.workload]):
             raise ValueError(f"{self.workload} runs in {', '.join(takes[:-1])} or {takes[-1]} mode")
         if (self.workload == "racing_drivers") != (self.racer_at_s is not None):
@@ -448,11 +465,13 @@ def draw_schedules(
     rows: int = ROWS,
     faults_per_schedule: tuple[int, int] = (2, 4),
     workloads: Sequence[str] = ("load_files",),
+    stores: Sequence[str] = STORES,
 ) -> Iterator[Schedule]:
     """``count`` schedules from ``seed``: each (workload, mode) pair in turn (a workload
     skips the modes its job does not take: :data:`WORKLOAD_MODES`), fault kinds dealt
-    evenly."""
+    evenly, each schedule's store drawn from ``stores`` (:func:`draw_stores`)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
+    drawn_stores = draw_stores(seed, stores)
     # Kinds only some modes can meet are dealt more often there, so they are not much
     # rarer than the rest over a session that alternates modes (_weighted_kinds). One
     # deck per set of kinds: workloads that meet the same kinds in a mode share it.
@@ -465,7 +484,7 @@ def draw_schedules(
         racer_at_s = round(rng.uniform(*RACER_AT_S), 1) if workload == "racing_drivers" else None
         base = Schedule(
             seed=seed, index=index, mode=mode, faults=(), rows=rows, workload=workload,
-            racer_at_s=racer_at_s,
+            racer_at_s=racer_at_s, store=next(drawn_stores),
         )  # fmt: skip
         shape = Shape.for_schedule(base)
         faults: list[Fault] = []
@@ -480,6 +499,23 @@ def draw_schedules(
                 point = kind.split("/")[1]
                 taken.update(k for k in FAILPOINT_KINDS if k.split("/")[1] == point)
         yield replace(base, faults=tuple(faults))
+
+
+def draw_stores(seed: int, stores: Sequence[str] = STORES) -> Iterator[str]:
+    """The stores of ``seed``'s schedules, in order, drawn by :data:`STORE_WEIGHTS`.
+
+    A stream of their own (seeded with ``store:<seed>``), not the one faults are drawn
+    from: taking a store leaves every other draw of the seed as it was, and the stores
+    asked for do not change which faults a schedule arms.
+    """
+    unknown = [s for s in stores if s not in STORES]
+    if not stores or unknown:
+        raise ValueError(f"stores: give some of {', '.join(STORES)}, not {list(stores)}")
+    chosen = list(dict.fromkeys(stores))
+    weights = [STORE_WEIGHTS[s] for s in chosen]
+    rng = random.Random(f"store:{seed}")  # noqa: S311 - reproducible draws, not secrets
+    while True:
+        yield rng.choices(chosen, weights)[0]
 
 
 def _weighted_kinds(mode: str, modes: Sequence[str], workload: str = "load_files") -> list[str]:

@@ -1,6 +1,8 @@
 """A chaos session: schedules run in lanes on one local BigQuery, a report after each.
 
-Each lane has a control plane of its own and runs its schedules one after another;
+Each lane has a control plane of its own and runs its schedules one after another
+(the lanes share the object-store stand-ins, started for the first schedule whose
+ledger is in a bucket);
 ``parallel`` lanes run side by side (a Spark job spends much of its time in one
 single-threaded Python process, so two lanes nearly double the rate on two cores).
 The report is rewritten after every schedule, so a session stopped part-way still
@@ -29,6 +31,7 @@ from onceover_tools.chaos.runner import (
     run_schedule,
 )
 from onceover_tools.chaos.schedule import Schedule
+from onceover_tools.chaos.stores import StandIns
 from onceover_tools.spark_cluster import SparkCluster
 
 
@@ -48,12 +51,10 @@ def run_session(
     results: dict[int, ScheduleResult] = {}
     lock = threading.Lock()
     lanes: queue.Queue[ChaosStack] = queue.Queue()
-    cluster: SparkCluster | None = None
-    if any(schedule.workload == "cluster" for schedule in schedules):
-        print("Starting a standalone Spark cluster (a master, two workers)...", file=out)
-        cluster = start_cluster(report_dir / "work" / "cluster")
+    cluster = _cluster_for(schedules, report_dir / "work" / "cluster", out)
+    stores = StandIns(report_dir / "work")  # started only for a schedule in a bucket
     stacks = [
-        ChaosStack(bigquery, report_dir / "work", tokens, lane, cluster)
+        ChaosStack(bigquery, report_dir / "work", tokens, lane, cluster=cluster, stores=stores)
         for lane in range(max(1, min(parallel, len(schedules))))
     ]
     width = len(str(len(schedules)))
@@ -68,7 +69,7 @@ def run_session(
         try:
             say(
                 f"[{number:>{width}}/{len(schedules)}] {schedule.name} {schedule.workload} "
-                f"{schedule.mode}: "
+                f"{schedule.mode} ({schedule.store}): "
                 + ("; ".join(f.describe for f in schedule.faults) or "no faults")
             )
             try:
@@ -111,9 +112,18 @@ def run_session(
     finally:
         for stack in stacks:
             stack.stop()
+        stores.stop()
         if cluster is not None:
             cluster.stop()
     return [results[n] for n in sorted(results)]
+
+
+def _cluster_for(schedules: Sequence[Schedule], work: Path, out: TextIO) -> SparkCluster | None:
+    """A standalone cluster started for the session's ``cluster`` schedules, if any."""
+    if not any(schedule.workload == "cluster" for schedule in schedules):
+        return None
+    print("Starting a standalone Spark cluster (a master, two workers)...", file=out)
+    return start_cluster(work)
 
 
 def _print_violation(result: ScheduleResult, out: TextIO) -> None:

@@ -16,6 +16,11 @@ the run and the table (``run_id``, ``table``), exactly the bad keys, each once (
 same aggregates over its ``key`` column, cast to an integer), each naming the column
 at fault, and nothing of any other run or table.
 
+The ledger must be where the schedule's store puts it (:mod:`onceover_tools.chaos.stores`),
+so the schedule tested what it names: read there (:mod:`onceover.ledger_files`, a path or
+a bucket's URL alike), it holds the table's writes committed, their rows adding up to the
+rows BigQuery must hold; a ledger in a bucket leaves none of its records on this disk.
+
 The control plane must say the run ``succeeded`` with ``rows_committed`` equal to the
 source's rows. Its events may arrive a little after the job exits (spooled during an
 outage), so it is asked until it agrees or a deadline passes.
@@ -32,6 +37,8 @@ import httpx
 from google.cloud import bigquery
 
 from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
+from onceover.ledger_files import safe_name, scope_records, scope_summaries, scopes
+from onceover.ledger_store import join
 
 BUCKETS = 64
 CONTROL_PLANE_DEADLINE_S = 30.0
@@ -276,6 +283,58 @@ def summary_problems(client: bigquery.Client, table: str, group: str, rows: int)
         problems.append(f"the summary {table} holds {n} rows for {d} {group}s: some twice")
     if s != rows:
         problems.append(f"the summary {table} counts {s:,} orders, expected {rows:,}")
+    return problems
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """What a ledger holds committed for one table, over every scope (query, run) in it."""
+
+    where: str
+    scopes: int
+    writes: int
+    """Committed batches and writes (a record each), pruned ones included."""
+    rows: int
+
+
+def ledger_view(root: str, table: str) -> LedgerView:
+    """Read the ledger at ``root`` (a path or a URL): the committed writes to ``table``
+    and their rows, the pruned ones counted from their summaries (onceover.ledger_files)."""
+    found = scopes(root)
+    writes = rows = 0
+    for scope in found:
+        records = scope_records(root, scope)  # before the summaries, as ScopeTotals reads
+        summaries = scope_summaries(root, scope)
+        directory = join(safe_name(scope), safe_name(table))
+        for key, summary in summaries.items():
+            if key == directory or key.startswith(f"{directory}/"):
+                writes, rows = writes + summary.batches, rows + summary.rows
+        for record in records:
+            if not record.committed or record.table != table:
+                continue
+            key = join(directory, "writes", safe_name(record.write)) if record.write else directory
+            pruned = summaries.get(key)
+            if pruned is None or not pruned.covers(record.batch_id):
+                writes, rows = writes + 1, rows + record.expected_rows
+    return LedgerView(root, len(found), writes, rows)
+
+
+def ledger_problems(view: LedgerView, rows: int, *, not_at: str | None = None) -> list[str]:
+    """What is wrong with where the ledger was: none at ``view.where``, or one whose
+    committed rows are not ``rows``, or (``not_at``: where the job keeps it when told
+    nothing) records on this disk where the schedule put them in a bucket."""
+    problems = []
+    if view.writes == 0:
+        problems.append(f"the ledger at {view.where} holds no committed write")
+    elif view.rows != rows:
+        problems.append(
+            f"the ledger at {view.where} holds {view.rows:,} rows committed, expected {rows:,}"
+        )
+    if not_at is not None and (stray := scopes(not_at)):
+        problems.append(
+            f"the ledger was written on this disk ({not_at}: {', '.join(stray)}), "
+            f"not only at {view.where}"
+        )
     return problems
 
 
