@@ -184,6 +184,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     from onceover_tools.chaos.report import Session
     from onceover_tools.chaos.schedule import (
         DEFAULT_MODES,
+        STORES,
         WORKLOADS,
         draw_schedules,
         load_schedule,
@@ -211,7 +212,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             schedules = list(
                 draw_schedules(
                     args.seed, args.schedules, modes=modes, rows=args.rows,
-                    workloads=workloads,
+                    workloads=workloads, stores=args.stores or STORES,
                 )
             )  # fmt: skip
         except ValueError as exc:
@@ -391,6 +392,10 @@ def _add_chaos_parser(commands: Any) -> None:
     chaos.add_argument("--workloads", type=_workloads, default=None,
                        help="jobs, taken in turn with the modes (default all six; each "
                             "skips the modes its job does not take)")  # fmt: skip
+    chaos.add_argument("--stores", type=_stores, default=None,
+                       help="where the schedules' ledgers are, drawn per schedule "
+                            "(default posix,s3,gcs: half on a disk, a quarter in each "
+                            "local bucket)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
                        help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
     chosen = chaos.add_mutually_exclusive_group()
@@ -411,6 +416,12 @@ def _workloads(value: str) -> list[str]:
     from onceover_tools.chaos.schedule import WORKLOADS
 
     return _comma_separated(value, WORKLOADS, "workloads")
+
+
+def _stores(value: str) -> list[str]:
+    from onceover_tools.chaos.schedule import STORES
+
+    return _comma_separated(value, STORES, "stores")
 
 
 def _modes(value: str) -> list[str]:
