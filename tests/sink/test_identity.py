@@ -1,18 +1,21 @@
-"""Write identities without Spark: local properties read, ordinals counted, records filed
-under their write, the old layout still read, the shared-ledger probe."""
+"""Write identities without Spark: local properties read, ordinals counted (and agreed on
+by racing tasks), records filed under their write, the old layout still read, the
+shared-ledger probe; every ledger test on every store (the ``ledger_root`` fixture)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import threading
+from collections.abc import Callable
 
 import pytest
 from onceover_jobs.sink.errors import LedgerNotSharedError
-from onceover_jobs.sink.ledger.identity import SparkCall, WriteIdentity
+from onceover_jobs.sink.ledger.identity import OrdinalRegistry, SparkCall, WriteIdentity
 from onceover_jobs.sink.ledger.leases import check_probe, leave_probe
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.ledger.writes import write_replacing
 
-from onceover.ledger_files import BatchRecord, scope_records, scopes
+from onceover.ledger_files import BatchRecord, read_payload, scope_records, scopes
+from onceover.ledger_store import join, under
 
 SESSION = "spark-session-23859882-1bdc-4064-aa48-bf8074e3919d"
 
@@ -46,9 +49,9 @@ def test_spark_local_properties_tell_foreach_batch_from_a_batch_write() -> None:
 
 
 def test_ordinals_count_writes_and_a_failed_write_hands_its_ordinal_to_the_retry(
-    tmp_path: Path,
+    ledger_root: str,
 ) -> None:
-    ledger = Ledger(tmp_path, "run-1", "p.d.t")
+    ledger = Ledger(ledger_root, "run-1", "p.d.t")
     committed: set[int] = set()
     registry = ledger.registry(None, SESSION)
     assert registry.ordinal("5", committed.__contains__) == 0
@@ -58,39 +61,111 @@ def test_ordinals_count_writes_and_a_failed_write_hands_its_ordinal_to_the_retry
     committed.add(0)
     assert registry.ordinal("8", committed.__contains__) == 0  # its own, once committed
     assert registry.ordinal("11", committed.__contains__) == 1
+    assert _registered(registry) == {0: "8", 1: "11"}
     # a new session (a re-run) counts from 0 again
     assert ledger.registry(None, "spark-session-other").ordinal("5", committed.__contains__) == 0
 
 
-def test_each_write_has_records_of_its_own_and_the_old_layout_is_still_read(
-    tmp_path: Path,
+def _registered(registry: OrdinalRegistry) -> dict[int, str]:
+    """Each ordinal's execution, as the registry holds them."""
+    found: dict[int, str] = {}
+    for name in registry.store.list(registry.directory).files:
+        payload = read_payload(registry.store, join(registry.directory, name))
+        assert payload is not None
+        found[int(name.removesuffix(".json"))] = str(payload["execution"])
+    return found
+
+
+TASKS = 4
+"""Tasks of one write racing to register it (a write's partitions start at once)."""
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [({}, 0), ({"5": True}, 1), ({"5": False}, 0)],
+    ids=["first-write", "after-a-committed-write", "retrying-a-failed-write"],
+)
+def test_racing_tasks_of_one_write_agree_on_one_ordinal(
+    ledger_root: str,
+    monkeypatch: pytest.MonkeyPatch,
+    before: dict[str, bool],
+    expected: int,
 ) -> None:
-    first = Ledger.of(tmp_path, WriteIdentity("batch", "run-1", "p.d.t", None, "0"))
-    second = Ledger.of(tmp_path, WriteIdentity("batch", "run-1", "p.d.t", None, "1"))
-    other = Ledger.of(tmp_path, WriteIdentity("batch", "run-1", "p.d.other", None, "0"))
+    """Every task reads the registry before any writes it (held at a barrier), so all of
+    them write the same ordinal at once: one create (or, taking over a failed write's
+    ordinal, one replace) takes, and the others' are refused by the store and read back
+    as theirs (the same execution's bytes), so all agree on one, registered once."""
+    registry = Ledger(ledger_root, "run-1", "p.d.t").registry(None, SESSION)
+    committed = {k for k, (_, done) in enumerate(before.items()) if done}
+    for execution in before:
+        registry.ordinal(execution, committed.__contains__)
+    all_read = threading.Barrier(TASKS, timeout=30)
+    first_reads: set[str] = set()
+    scan: Callable[[OrdinalRegistry, str], tuple[int, bool] | None] = OrdinalRegistry._last_or_own
+
+    def scan_then_wait(self: OrdinalRegistry, execution: str) -> tuple[int, bool] | None:
+        found = scan(self, execution)
+        me = threading.current_thread().name
+        if me not in first_reads:
+            first_reads.add(me)
+            all_read.wait()  # no task writes before every task has looked
+        return found
+
+    monkeypatch.setattr(OrdinalRegistry, "_last_or_own", scan_then_wait)
+    ordinals: dict[str, int | BaseException] = {}
+
+    def task(name: str) -> None:
+        try:
+            ordinals[name] = registry.ordinal("9", committed.__contains__)
+        except BaseException as exc:  # recorded for the assertions below
+            ordinals[name] = exc
+
+    tasks = [
+        threading.Thread(target=task, args=(f"task-{n}",), name=f"task-{n}") for n in range(TASKS)
+    ]
+    for thread in tasks:
+        thread.start()
+    for thread in tasks:
+        thread.join(60)
+    assert ordinals == {f"task-{n}": expected for n in range(TASKS)}
+    kept = {k: e for k, e in enumerate(before) if k != expected}
+    assert _registered(registry) == {**kept, expected: "9"}
+
+
+def test_each_write_has_records_of_its_own_and_the_old_layout_is_still_read(
+    ledger_root: str,
+) -> None:
+    first = Ledger.of(ledger_root, WriteIdentity("batch", "run-1", "p.d.t", None, "0"))
+    second = Ledger.of(ledger_root, WriteIdentity("batch", "run-1", "p.d.t", None, "1"))
+    other = Ledger.of(ledger_root, WriteIdentity("batch", "run-1", "p.d.other", None, "0"))
     first.write_intent(record(None))
     assert second.batch(None) is None
     assert other.batch(None) is None
-    assert [(r.table, r.write) for r in scope_records(tmp_path, "run-1")] == [("p.d.t", "0")]
+    assert [(r.table, r.write) for r in scope_records(ledger_root, "run-1")] == [("p.d.t", "0")]
 
     # Before write identities: <root>/<query>/batch-<id>.json, one table per query.
     write_replacing(
-        tmp_path / "q-old" / "batch-4.json",
+        first.store,
+        "q-old/batch-4.json",
         {k: v for k, v in record(4).__dict__.items() if k not in ("write",)} | {"streams": []},
     )
-    streaming = Ledger(tmp_path, "q-old", "p.d.t")
+    streaming = Ledger(ledger_root, "q-old", "p.d.t")
     legacy = streaming.batch(4)
     assert legacy is not None
     assert legacy.batch_id == 4
     assert [r.batch_id for r in streaming.batches()] == [4]
-    assert Ledger(tmp_path, "q-old", "p.d.other").batch(4) is None
-    assert scopes(tmp_path) == ["q-old", "run-1"]
+    assert Ledger(ledger_root, "q-old", "p.d.other").batch(4) is None
+    assert scopes(ledger_root) == ["q-old", "run-1"]
 
 
-def test_a_task_that_cannot_see_the_drivers_ledger_refuses_to_write(tmp_path: Path) -> None:
-    driver, executor = tmp_path / "driver", tmp_path / "executor"
+def test_a_task_that_cannot_see_the_drivers_ledger_refuses_to_write(ledger_root: str) -> None:
+    driver, executor = under(ledger_root, "driver"), under(ledger_root, "executor")
     probe = leave_probe(driver)
     check_probe(driver, probe, "partition 0")
     with pytest.raises(LedgerNotSharedError, match="partition 3 cannot see the ledger") as no:
         check_probe(executor, probe, "partition 3")
-    assert "storage the driver and every executor mount" in str(no.value)
+    message = str(no.value)
+    assert f"the ledger the driver writes at {executor}" in message
+    assert f"the driver's probe .shared/{probe} is not there" in message
+    assert "a disk the driver and every executor mount at the same path" in message
+    assert "nothing was written" in message
