@@ -289,3 +289,29 @@ def test_the_environment_is_what_google_cloud_storage_reads(
     bucket.blob(KEY).upload_from_string(b"via the environment", if_generation_match=0)
 
     assert read(bucket) == b"via the environment"
+
+
+# -- flat_write_cost ------------------------------------------------------------------
+
+
+def test_in_memory_a_write_rewrites_no_metadata_file() -> None:
+    """Cloud Storage's writes do not slow down as a bucket fills. The stand-in serialises
+    every object's metadata after each write, in memory too; patched, it does not (the
+    data lives in its dicts), and a server on a disk still does."""
+    from gcp_storage_emulator.storage import Storage
+    from onceover_tools.localstores.patches.flat_write_cost import skip_in_memory
+
+    class Patched(Storage):  # type: ignore[misc]
+        _write_config_to_file = skip_in_memory(Storage._write_config_to_file)
+
+    def written(storage: Storage) -> bool:
+        storage.create_bucket("b", {"name": "b"})
+        storage.create_file("b", "k", b"1", {"name": "k", "bucket": "b"})
+        try:
+            storage._store.read_bytes(".meta")
+        except FileNotFoundError:
+            return False
+        return True
+
+    assert written(Storage(use_memory_fs=True))  # without the patch: rewritten each time
+    assert not written(Patched(use_memory_fs=True))

@@ -19,6 +19,8 @@ order of :data:`PATCHES`.
 ``generation_preconditions``
     ``ifGenerationMatch`` / ``ifGenerationNotMatch`` (and ``x-goog-if-generation-match``)
     are enforced: 412 Precondition Failed, 304 Not Modified.
+``flat_write_cost``
+    a write costs the same however many objects the server holds.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Protocol
 
 from onceover_tools.localstores.errors import LocalStoreError
 from onceover_tools.localstores.patches import (
+    flat_write_cost,
     generation_headers,
     generation_preconditions,
     increasing_generations,
@@ -48,6 +51,7 @@ class Patch(Protocol):
 
 
 PATCHES: tuple[Patch, ...] = (
+    flat_write_cost,
     increasing_generations,
     generation_headers,
     selected_generation,
