@@ -177,17 +177,43 @@ class ObjectStore(LedgerStore):
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-        try:
-            result = self._call("put", key, lambda: obstore.put(self.client, key, data, mode=mode))
-        except (AlreadyExistsError, PreconditionError):
-            return self.ours_after_all(key, data)
-        except FileNotFoundError as exc:
-            if isinstance(mode, dict):
-                return self.ours_after_all(key, data)  # the object is gone since it was read
-            raise LedgerStoreError(self.where(key), exc) from exc  # no such bucket
-        except Exception as exc:
-            raise LedgerStoreError(self.where(key), exc) from exc
-        return _version(result)
+        deadline = time.monotonic() + retry_timeout_s()
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                result = self._call(
+                    "put", key, lambda: obstore.put(self.client, key, data, mode=mode)
+                )
+                return _version(result)
+            except (AlreadyExistsError, PreconditionError) as exc:
+                if not _conflict(exc):  # refused by its condition
+                    return self.ours_after_all(key, data)
+                refused: Exception = exc
+            except FileNotFoundError as exc:
+                if isinstance(mode, dict):
+                    return self.ours_after_all(key, data)  # gone since it was read
+                raise LedgerStoreError(self.where(key), exc) from exc  # no such bucket
+            except Exception as exc:
+                if not _conflict(exc):
+                    raise LedgerStoreError(self.where(key), exc) from exc
+                refused = exc
+            # S3 answers 409 ConditionalRequestConflict to a conditional write racing
+            # another on the key, and documents the fix: retry it (it then wins, or is
+            # refused by its condition like any other loser). The client raises it as
+            # "already exists", naming the 409 and S3's code.
+            if time.monotonic() >= deadline:
+                raise LedgerStoreError(self.where(key), refused)
+            time.sleep(min(CONFLICT_BACKOFF_S * 2**attempt, 1.0))
+        raise LedgerStoreError(self.where(key), "kept answering 409 ConditionalRequestConflict")
+
+
+CONFLICT_RETRIES = 8
+CONFLICT_BACKOFF_S = 0.05
+
+
+def _conflict(exc: Exception) -> bool:
+    """S3's answer to concurrent conditional writes on one key (409 Conflict)."""
+    text = str(exc)
+    return "ConditionalRequestConflict" in text or "409 Conflict" in text
 
 
 def _version(meta: Any) -> str:

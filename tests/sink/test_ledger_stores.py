@@ -11,6 +11,7 @@ and a store an executor cannot reach (named, with the cause).
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from onceover_jobs.sink.errors import ConcurrentDriverError, LedgerNotSharedError
 from onceover_jobs.sink.ledger import leases
@@ -239,3 +241,71 @@ def test_a_bucket_that_does_not_exist_is_an_error_naming_it(
     assert f"the ledger at {url}" in str(refused.value)
     if kind == "s3":
         assert "NoSuchBucket" in str(refused.value)  # the store's own words, on one line
+
+
+class _ConflictingS3(http.server.BaseHTTPRequestHandler):
+    """In front of the S3 stand-in: answers the first ``conflicts`` conditional PUTs with
+    409 ConditionalRequestConflict, as S3 does to a conditional write racing another on
+    the key ("On a 409 failure you should retry the upload": the PutObject reference);
+    forwards everything else."""
+
+    upstream = ""
+    conflicts = 0
+    answered_409 = 0
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        conditional = "If-None-Match" in self.headers or "If-Match" in self.headers
+        cls = type(self)
+        if self.command == "PUT" and conditional and cls.answered_409 < cls.conflicts:
+            cls.answered_409 += 1
+            payload = (
+                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict'
+                b"</Code><Message>A conflicting operation occurred.</Message></Error>"
+            )
+            self.send_response(409)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        answer = httpx.request(
+            self.command, f"{cls.upstream}{self.path}", headers=headers, content=body
+        )
+        self.send_response(answer.status_code)
+        for name, value in answer.headers.items():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward  # noqa: N815 - http.server names them
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_conditional_write_s3_answers_409_to_is_retried_and_takes(
+    local_s3: LocalS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in local_s3.environment().items():
+        monkeypatch.setenv(name, value)
+    _ConflictingS3.upstream = local_s3.environment()["AWS_ENDPOINT_URL"]
+    _ConflictingS3.conflicts, _ConflictingS3.answered_409 = 2, 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ConflictingS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        from onceover.ledger_store.objects import S3LedgerStore
+
+        store = S3LedgerStore(f"{s3_bucket}/ledger")
+        version = store.create("q/t/batch-1.json", b"intent")
+        assert version is not None  # taken, after two 409s
+        assert _ConflictingS3.answered_409 == 2
+        assert store.create("q/t/batch-1.json", b"another") is None
+        assert store.read("q/t/batch-1.json") == Stored(b"intent", version)
+    finally:
+        server.shutdown()
+        server.server_close()
