@@ -21,8 +21,10 @@ Keys are ``/``-separated paths relative to the store's root, never starting with
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -78,6 +80,15 @@ class RequestCounts:
         with self._lock:
             self._counts[kind] += count
             self._seconds[kind] += seconds
+
+    @contextmanager
+    def timed(self, kind: str) -> Iterator[None]:
+        """Count one request of ``kind`` and the time spent in it."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(kind, time.perf_counter() - started)
 
     def snapshot(self) -> dict[str, tuple[int, float]]:
         """Each kind's (requests, seconds spent in them) so far."""

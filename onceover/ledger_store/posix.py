@@ -4,7 +4,9 @@ Filestore) for a cluster. The files are what the ledger has always written.
 A write is a temporary file beside its target, fsynced as :class:`Sync` says, then
 renamed over it (a replace) or hard-linked to it (a create: the link fails if another
 writer created it first), then the directory fsynced. A crash leaves the old file or
-the new one, never half of one. A compare-and-swap holds an exclusive ``flock`` on a
+the new one, never half of one. Each read, listing, write and removal is counted as an
+object store's request would be (:class:`onceover.ledger_store.base.RequestCounts`). A
+compare-and-swap holds an exclusive ``flock`` on a
 lock file beside its target while it compares and renames; the ledger only swaps files
 no hot path writes (a driver's claim, a retention summary).
 
@@ -57,6 +59,10 @@ class PosixStore(LedgerStore):
         return self.root / key if key else self.root
 
     def read(self, key: str) -> Stored | None:
+        with self.requests.timed("get"):
+            return self._read(key)
+
+    def _read(self, key: str) -> Stored | None:
         path = self.path(key)
         try:
             with open(path, "rb") as handle:
@@ -71,9 +77,14 @@ class PosixStore(LedgerStore):
         return Stored(data, version)
 
     def exists(self, key: str) -> bool:
-        return self.path(key).is_file()
+        with self.requests.timed("head"):
+            return self.path(key).is_file()
 
     def list(self, prefix: str) -> Listing:
+        with self.requests.timed("list"):
+            return self._list(prefix)
+
+    def _list(self, prefix: str) -> Listing:
         files: dict[str, str] = {}
         folders: list[str] = []
         try:
@@ -123,7 +134,8 @@ class PosixStore(LedgerStore):
 
     def delete(self, key: str) -> None:
         try:
-            self.path(key).unlink(missing_ok=True)
+            with self.requests.timed("delete"):
+                self.path(key).unlink(missing_ok=True)
         except OSError as exc:
             raise LedgerStoreError(self.where(key), exc) from exc
 
@@ -151,6 +163,10 @@ class PosixStore(LedgerStore):
             raise LedgerStoreError(self.where(prefix), exc) from exc
 
     def _write(self, key: str, data: bytes, *, exclusive: bool, sync: Sync) -> str | None:
+        with self.requests.timed("put"):
+            return self._write_file(key, data, exclusive=exclusive, sync=sync)
+
+    def _write_file(self, key: str, data: bytes, *, exclusive: bool, sync: Sync) -> str | None:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 import pytest
 from onceover_jobs.sink.errors import LedgerNotSharedError
+from onceover_jobs.sink.ledger import leases
 from onceover_jobs.sink.ledger.identity import OrdinalRegistry, SparkCall, WriteIdentity
-from onceover_jobs.sink.ledger.leases import check_probe, leave_probe
+from onceover_jobs.sink.ledger.leases import SHARED_PROBES, check_probe, leave_probe
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.ledger.writes import write_replacing
 
 from onceover.ledger_files import BatchRecord, read_payload, scope_records, scopes
-from onceover.ledger_store import join, under
+from onceover.ledger_store import join, open_store, under
 
 SESSION = "spark-session-23859882-1bdc-4064-aa48-bf8074e3919d"
 
@@ -169,3 +170,38 @@ def test_a_task_that_cannot_see_the_drivers_ledger_refuses_to_write(ledger_root:
     assert f"the driver's probe .shared/{probe} is not there" in message
     assert "a disk the driver and every executor mount at the same path" in message
     assert "nothing was written" in message
+
+
+def _probes(root: str) -> list[str]:
+    return sorted(open_store(root).list(SHARED_PROBES).files)
+
+
+def test_one_probe_serves_a_drivers_writes_and_old_ones_are_removed(
+    ledger_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query on a 1-second trigger asks for a probe every micro-batch: it is left once
+    and looked up after (a read, not a write), and the first a driver process leaves
+    removes those left more than a week ago."""
+    store = open_store(ledger_root)
+    now = 1_800_000_000
+    monkeypatch.setattr("onceover_jobs.sink.ledger.leases.time.time", lambda: float(now))
+    week = leases.PROBE_KEEP_S
+    stale, recent = f"{now - week - 60}-{'a' * 32}", f"{now - week + 3600}-{'b' * 32}"
+    for name in (stale, recent, "c" * 32):  # a name from before probes were dated: kept
+        store.put(join(SHARED_PROBES, name), b"{}")
+
+    first = leave_probe(ledger_root)
+    assert _probes(ledger_root) == sorted([first, recent, "c" * 32])
+    before = {kind: n for kind, (n, _) in store.requests.snapshot().items()}
+    assert [leave_probe(ledger_root) for _ in range(3)] == [first] * 3
+    after = {kind: n for kind, (n, _) in store.requests.snapshot().items()}
+    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {"head": 3}
+    check_probe(ledger_root, first, "partition 0")
+
+    store.delete(join(SHARED_PROBES, first))  # removed by hand: a new one, not a failure
+    second = leave_probe(ledger_root)
+    assert second != first
+    now += leases.PROBE_REFRESH_S  # a day on: a new one, the old one kept a week for
+    third = leave_probe(ledger_root)  # writes that still carry it
+    assert third != second
+    assert _probes(ledger_root) == sorted([second, third, recent, "c" * 32])

@@ -64,3 +64,62 @@ def test_a_reset_checkpoint_is_named_with_its_fix(ledger_root: str, reset: str) 
     assert f"the ledger ({ledger.where})" in message
     assert "batches up to 1 of query q" in message
     assert "new checkpointLocation" in message
+
+
+def _requests(*roots: str) -> int:
+    """Requests the stores under ``roots`` made so far, of every kind."""
+    return sum(n for root in roots for n, _ in open_store(root).requests.snapshot().values())
+
+
+def test_a_running_query_costs_the_same_few_requests_however_many_batches_are_stored(
+    ledger_root: str,
+) -> None:
+    """Item 6 of the ledger-store work: flat in the batches already stored. A query's
+    first check in a process compares the whole ledger; every next batch only itself."""
+    costs: dict[int, list[int]] = {}
+    for stored in (3, 30):
+        checkpoint = f"{ledger_root}/stored-{stored}"
+        root = ledger_in(checkpoint)
+        ledger = Ledger(root, "q", "p.d.t")
+        for batch in range(stored):
+            _entry(checkpoint, batch, f'{{"batch": {batch}}}')
+            _committed(ledger, checkpoint, batch)
+        costs[stored] = []
+        for batch in range(stored, stored + 3):
+            _entry(checkpoint, batch, f'{{"batch": {batch}}}')  # Spark logs it, then asks
+            before = _requests(checkpoint, root)
+            check_not_reset(ledger, checkpoint)
+            check_not_reset(ledger, checkpoint)  # PySpark asks for the writer twice
+            costs[stored].append(_requests(checkpoint, root) - before)
+            _committed(ledger, checkpoint, batch)
+    first, *steady = costs[30]
+    assert steady == costs[3][1:], costs  # the same count at 3 and at 30 stored
+    assert max(steady) <= 12, costs
+    assert first > 3 * max(steady), costs  # the first compares every record, once
+
+
+@pytest.mark.parametrize("reset", ["emptied", "behind", "rewritten", "rewound"])
+def test_a_reset_is_refused_where_this_process_watched_the_query_run(
+    ledger_root: str, reset: str
+) -> None:
+    """A notebook's query stopped, its checkpoint reset, started again in the same Spark
+    session: the worker that checked its last batch is the one asked again."""
+    checkpoint = ledger_root
+    ledger = Ledger(ledger_in(checkpoint), "q", "p.d.t")
+    for batch in (0, 1):
+        _entry(checkpoint, batch, f'{{"batch": {batch}}}')
+        check_not_reset(ledger, checkpoint)
+        _committed(ledger, checkpoint, batch)
+    for batch in (0, 1):
+        open_store(checkpoint).delete(f"offsets/{batch}")
+    if reset == "behind":
+        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
+    if reset == "rewritten":
+        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
+        _entry(checkpoint, 1, '{"batch": 1, "new": true}')
+    if reset == "rewound":  # Spark's log kept to batch 0, batch 1 planned again anew
+        _entry(checkpoint, 0, '{"batch": 0}')
+        _entry(checkpoint, 1, '{"batch": 1, "new": true}')
+    with pytest.raises(CheckpointResetError, match="was reset") as refused:
+        check_not_reset(ledger, checkpoint)
+    assert "batches up to 1 of query q" in str(refused.value)

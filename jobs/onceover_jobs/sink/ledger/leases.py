@@ -19,6 +19,7 @@ only while the driver that wrote them lives (:class:`onceover_jobs.sink.ledger.w
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from datetime import UTC, datetime
@@ -32,8 +33,18 @@ from onceover_jobs.sink.ledger.writes import Sync, write_swapping
 
 SHARED_PROBES = ".shared"
 CLAIM_RACES = 5
+PROBE_REFRESH_S = 24 * 3600
+"""A probe this process left is used for its writes this long, then a new one is left."""
+PROBE_KEEP_S = 7 * 24 * 3600
+"""Probes older than this are removed by the next driver process that leaves one: none
+is in use (a driver leaves a new one after PROBE_REFRESH_S), and a query on a 1-second
+trigger would otherwise leave thousands an hour."""
 _checked: set[str] = set()
 """Stores this process proved honour a create-if-absent (once a process, not a write)."""
+_left: dict[str, tuple[str, float]] = {}
+"""The probe this process left in each store (by URL), and when."""
+
+logger = logging.getLogger(__name__)
 
 # -- proof that the executors see the driver's ledger ----------------------------------
 
@@ -41,9 +52,19 @@ _checked: set[str] = set()
 def leave_probe(root: StoreLike) -> str:
     """On the driver, before any task: a file the tasks must find where the driver left
     it. Returns its name, which travels to the tasks in the job. Refuses storage that
-    cannot hold a ledger (the module's docstring), before anything else is written."""
+    cannot hold a ledger (the module's docstring), before anything else is written.
+
+    One probe serves this process's writes for a day (a micro-batch asks only whether it
+    is still there: a read, where a new one was a write); the first one a process leaves
+    removes those older than a week, so ``.shared/`` holds a few per driver, not one per
+    micro-batch."""
     store = open_store(root)
-    name = uuid.uuid4().hex
+    now = time.time()
+    kept = _left.get(store.url)
+    fresh = kept is not None and now - kept[1] < PROBE_REFRESH_S
+    if kept is not None and fresh and store.exists(join(SHARED_PROBES, kept[0])):
+        return kept[0]
+    name = f"{int(now)}-{uuid.uuid4().hex}"
     key = join(SHARED_PROBES, name)
     # Seen by this write's tasks, or by none: no fsync (ledger_writes).
     if store.create(key, encode_payload({"probe": name}), sync=Sync.NONE) is None:
@@ -51,7 +72,23 @@ def leave_probe(root: StoreLike) -> str:
     if store.url not in _checked:
         _check_conditional_writes(store, key, name)
         _checked.add(store.url)
+    if kept is None:
+        _remove_old_probes(store, now)
+    _left[store.url] = (name, now)
     return name
+
+
+def _remove_old_probes(store: LedgerStore, now: float) -> None:
+    """Remove the probes left more than PROBE_KEEP_S ago (their names start with the
+    second they were left; a name without one is left alone). Best effort: a store that
+    lets this driver write but not delete keeps them, and the write goes on."""
+    try:
+        for name in store.list(SHARED_PROBES).files:
+            left_at, _, rest = name.partition("-")
+            if rest and left_at.isdigit() and now - int(left_at) > PROBE_KEEP_S:
+                store.delete(join(SHARED_PROBES, name))
+    except LedgerStoreError as exc:
+        logger.warning("old probes in %s were not removed: %s", store.where(SHARED_PROBES), exc)
 
 
 def _check_conditional_writes(store: LedgerStore, key: str, name: str) -> None:

@@ -51,9 +51,54 @@ def latest_batch(checkpoint: StoreLike) -> int | None:
     return max((int(name) for name in names if name.isdigit()), default=None)
 
 
+_checked_through: dict[tuple[str, str, str], int] = {}
+"""The batch id each (ledger, checkpoint, query) was last found not reset at, in this
+process. Spark plans a running query's micro-batches in long-lived Python workers, so a
+worker that checked batch ``b`` and is asked about ``b`` or ``b + 1`` is watching the
+query run on. A reset since would make Spark plan a batch id the ledger already holds:
+its record then names another offsets entry, or its number was pruned already; both are
+seen by looking at that batch alone."""
+
+
 def check_not_reset(ledger: Ledger, checkpoint: StoreLike) -> None:
     """Raise :class:`CheckpointResetError` when the ledger holds batches that Spark's
     offsets log no longer accounts for; checked before a query writes anything.
+
+    Spark logs the batch it plans (the log's newest entry, ``latest``) before it asks the
+    sink for a writer. Where this process last checked ``latest - 1`` or ``latest`` of
+    this query, only that batch is looked at (:func:`_check_next_batch`): a few requests
+    a micro-batch however many batches the ledger holds. Anywhere else (a query's first
+    batch in this process, or Spark's log behind or beyond what this process saw: a
+    restart, a reset, a checkpoint rewound) the whole ledger is compared with the log
+    (:func:`_check_whole_ledger`), once."""
+    url = open_store(checkpoint).url
+    memo = (ledger.where, url, ledger.query_id)
+    latest = latest_batch(checkpoint)
+    seen = _checked_through.get(memo)
+    if latest is not None and seen is not None and latest - 1 <= seen <= latest:
+        _check_next_batch(ledger, checkpoint, latest)
+    else:
+        _check_whole_ledger(ledger, checkpoint, latest)
+    if latest is not None:
+        _checked_through[memo] = latest
+
+
+def _check_next_batch(ledger: Ledger, checkpoint: StoreLike, latest: int) -> None:
+    """Batch ``latest`` alone: a record of it must come from the entry Spark logged now
+    (else it names other data than the ledger's), and no batch at or above it may be
+    pruned already (the ledger went past it before Spark's log was rewound: the whole
+    ledger is compared then, which names how far it went)."""
+    pruned = read_summary(ledger.store, ledger.directory)
+    if pruned is not None and pruned.highest is not None and pruned.highest >= latest:
+        _check_whole_ledger(ledger, checkpoint, latest)
+        return
+    record = ledger.batch(latest)
+    if record is not None:
+        check_same_offsets(record, ledger, checkpoint)
+
+
+def _check_whole_ledger(ledger: Ledger, checkpoint: StoreLike, latest: int | None) -> None:
+    """Every record the ledger holds against Spark's log.
 
     A pruned ledger (:mod:`onceover_jobs.sink.ledger.retention`) keeps only its newest batches,
     as Spark keeps only its newest entries: how far it went is the newest of its records
@@ -67,7 +112,6 @@ def check_not_reset(ledger: Ledger, checkpoint: StoreLike) -> None:
     if not numbered:
         return
     newest = max(numbered)
-    latest = latest_batch(checkpoint)
     if latest is None or latest < newest:
         have = "no entries" if latest is None else f"entries up to batch {latest}"
         raise CheckpointResetError(
