@@ -608,3 +608,32 @@ def test_starting_in_process_leaves_the_host_logging_alone() -> None:
 )
 def test_every_patch_is_installed_once(name: str) -> None:
     assert patches.install().count(name) == 1
+
+
+# -- range_partitioning ------------------------------------------------------------
+
+
+def test_a_table_created_with_integer_range_partitioning_answers_it(
+    rest: bigquery.Client, dataset: str
+) -> None:
+    """``tables.insert`` takes ``rangePartitioning`` (field; range start, end, interval)
+    and ``tables.get`` answers it (the Table resource); an update without it keeps it."""
+    table = bigquery.Table(
+        f"{dataset}.ranged",
+        schema=[bigquery.SchemaField("id", "INT64"), bigquery.SchemaField("v", "STRING")],
+    )
+    table.range_partitioning = bigquery.RangePartitioning(
+        field="id", range_=bigquery.PartitionRange(start=0, end=1_000, interval=100)
+    )
+    rest.create_table(table)
+    got = rest.get_table(table.reference).range_partitioning
+    assert got is not None
+    assert (got.field, got.range_.start, got.range_.end, got.range_.interval) == ("id", 0, 1_000, 100)
+    fetched = rest.get_table(table.reference)
+    fetched.description = "orders by id"
+    rest.update_table(fetched, ["description"])
+    kept = rest.get_table(table.reference).range_partitioning
+    assert kept is not None
+    assert kept.field == "id"
+    plain = rest.create_table(bigquery.Table(f"{dataset}.plain", schema=table.schema))
+    assert rest.get_table(plain.reference).range_partitioning is None

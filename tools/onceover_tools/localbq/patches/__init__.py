@@ -31,6 +31,8 @@ of :data:`PATCHES`.
     many AppendRows connections are served at once (not 6 on 2 cores).
 ``one_duckdb_user_at_a_time``
     queries and appends run at once without deadlocking the server.
+``range_partitioning``
+    a table created with integer-range partitioning keeps it (``tables.get`` answers it).
 
 The next five enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
 ``row_errors`` take one setting each from the same place. Their values live in
@@ -71,6 +73,7 @@ from onceover_tools.localbq.patches import (
     no_snapshot_per_write,
     one_duckdb_user_at_a_time,
     optional_spatial,
+    range_partitioning,
     record_columns,
     row_errors,
     sticky_write_stream,
@@ -106,6 +109,7 @@ PATCHES: tuple[Patch, ...] = (
     wide_proto_rows,
     append_rows_pool,
     one_duckdb_user_at_a_time,
+    range_partitioning,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
     create_stream_quota,
