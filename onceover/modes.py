@@ -126,6 +126,9 @@ TRAITS: dict[Mode, ModeTraits] = {
 MODES: tuple[Mode, ...] = tuple(TRAITS)
 EXACTLY_ONCE_MODES: tuple[Mode, ...] = tuple(m for m, t in TRAITS.items() if t.exactly_once)
 """The modes that write each row once whatever fails (``default`` is the baseline)."""
+AT_LEAST_ONCE_MODE: Mode = next(m for m, t in TRAITS.items() if not t.exactly_once)
+"""The at-least-once baseline: what the spark-bigquery-connector's
+``writeAtLeastOnce=true`` asks for."""
 STREAMING_DEFAULT_MODE: Mode = "buffered"
 """``writeStream``'s mode when none is given."""
 BATCH_DEFAULT_MODE: Mode = "pending"

@@ -628,7 +628,8 @@ def test_a_table_created_with_integer_range_partitioning_answers_it(
     rest.create_table(table)
     got = rest.get_table(table.reference).range_partitioning
     assert got is not None
-    assert (got.field, got.range_.start, got.range_.end, got.range_.interval) == ("id", 0, 1_000, 100)
+    assert got.field == "id"
+    assert (got.range_.start, got.range_.end, got.range_.interval) == (0, 1_000, 100)
     fetched = rest.get_table(table.reference)
     fetched.description = "orders by id"
     rest.update_table(fetched, ["description"])
@@ -637,3 +638,18 @@ def test_a_table_created_with_integer_range_partitioning_answers_it(
     assert kept.field == "id"
     plain = rest.create_table(bigquery.Table(f"{dataset}.plain", schema=table.schema))
     assert rest.get_table(plain.reference).range_partitioning is None
+
+
+# -- missing_dataset ---------------------------------------------------------------
+
+
+def test_a_table_inserted_into_a_missing_dataset_is_not_found(rest: bigquery.Client) -> None:
+    """``tables.insert`` into a dataset that does not exist: 404 notFound, naming the
+    dataset, at once (a 500 would be retried by the client for its whole deadline)."""
+    from google.api_core.retry import Retry
+
+    table = bigquery.Table(
+        f"{rest.project}.no_such_dataset.orders", schema=[bigquery.SchemaField("id", "INT64")]
+    )
+    with pytest.raises(exceptions.NotFound, match="no_such_dataset"):
+        rest.create_table(table, retry=Retry(timeout=5))

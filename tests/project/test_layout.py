@@ -74,6 +74,7 @@ SINK_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("reporting", frozenset({"reporting/"})),
     ("job", frozenset({"job/"})),
     ("ledger", frozenset({"ledger/"})),
+    ("table", frozenset({"table/"})),
     ("rows", frozenset({"rows/"})),
     ("wire", frozenset({"wire/"})),
     ("base", frozenset({"errors", "failpoints", "driver"})),

@@ -1,10 +1,10 @@
 """Which write is which, as a user's own script writes them on the shared Spark session:
 foreachBatch replayed after its writes committed, several writes under one run id, a
-re-run, a batch write with no identity. Judged by counting rows and keys in BigQuery."""
+re-run (a batch write without run_id: tests/sink/test_connector_writes.py). Judged by
+counting rows and keys in BigQuery."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -126,17 +126,3 @@ def test_one_run_id_writes_two_tables_and_one_table_twice(
         (detail, "1", 1_000),
         (summary, "0", 1),
     }
-
-
-@pytest.mark.parametrize("mode", ["pending", "committed"])
-def test_a_batch_write_without_a_run_id_is_refused_before_a_row_is_written(
-    spark: SparkSession, rest: bigquery.Client, dataset: str, mode: str
-) -> None:
-    detail, _ = tables(rest, dataset)
-    orders = spark.range(100, numPartitions=2).selectExpr("id AS event_id")
-    with pytest.raises(Exception, match=re.escape("onceover option 'run_id': required")) as no:
-        save(orders, detail, mode=mode)
-    assert "a re-run of the job after a failure past the commit writes every row again" in str(
-        no.value
-    )
-    assert counted(rest, detail) == (0, 0)

@@ -34,6 +34,7 @@ and stages rows (:mod:`onceover_jobs.sink.protocol.task`); ``commit()`` makes a 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class OnceoverCommitMessage(WriterCommitMessage):
@@ -80,7 +83,8 @@ def prepare_job(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from onceover_jobs.sink.modes.staging import encoder_for
-    from onceover_jobs.sink.rows.schema import load_table_schema, plan_write
+    from onceover_jobs.sink.rows.schema import plan_write
+    from onceover_jobs.sink.table.creation import ensure_table
     from onceover_jobs.sink.wire.requests import request_budget
 
     failpoints.check_environment()
@@ -93,6 +97,8 @@ def prepare_job(
     options = parse_options(
         raw_options, default_project=config.resolved_project(), streaming=streaming
     )
+    for note in options.ignored:  # a connector option that steers nothing here
+        logger.warning("onceover: %s", note)
     # Read here, on the driver's side where the commits run too, so a wrong file
     # fails the write before a row, not its commit.
     lineage = resolve_lineage({key.lower(): value for key, value in raw_options.items()})
@@ -101,7 +107,12 @@ def prepare_job(
         name.lower() for name in arrow_schema.names
     }:
         raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
-    fields = load_table_schema(config, options.table)
+    written = arrow_schema
+    if options.stamp:
+        from onceover_jobs.sink.rows.stamp import with_stamp_fields
+
+        written = with_stamp_fields(arrow_schema)  # a table created for it has them
+    fields = ensure_table(config, options.table, options.creation, written)
     if options.dead_letter is not None:
         from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
@@ -162,6 +173,13 @@ PLANNED_FIRST = (
 )
 
 
+ONCE_PER_SAVE = (
+    "onceover: the write to %s committed once, atomically, as run %s (an id made for this "
+    "save()): a re-run of this script writes its rows again. Give the write "
+    ".option('run_id', 'a-stable-id') to make a re-run write nothing"
+)
+
+
 ABORTED = (
     "Spark aborted the write (a task, the job or its commit failed); the driver's log says why"
 )
@@ -174,6 +192,12 @@ def _write(job: SinkJob, iterator: Iterator[pa.RecordBatch]) -> OnceoverCommitMe
 
     # Spark tells executors the micro-batch id through a local property.
     return OnceoverCommitMessage(write_partition(job, iterator, current_task(None)))
+
+
+def _made_for_this_save(job: SinkJob) -> bool:
+    """A batch write given no run_id: its run id is this save()'s own."""
+    write = job.write
+    return isinstance(write, WriteIdentity) and write.kind == "batch" and not job.options.run_id
 
 
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[TaskResult | None]:
@@ -193,6 +217,8 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         record = None
         if job is not None:  # else no task ran: nothing was written
             record = BatchCommitter(job, None).commit(results)
+            if _made_for_this_save(job):
+                logger.warning(ONCE_PER_SAVE, job.table, job.run_id)
         RunReport(job or self.job, None).committed()
         LineageReport(job or self.job, None).committed(record)
 

@@ -4,7 +4,10 @@
 option                      default     meaning
 ==========================  ==========  ===============================================
 ``table``                   (required)  ``project.dataset.table`` (or ``dataset.table``
-                                        in the configured project); must exist
+                                        in the configured project), or
+                                        ``save("dataset.table")``; created from the
+                                        DataFrame when missing (``createDisposition``:
+                                        onceover_jobs.sink.table.creation)
 ``mode``                    see below   ``pending`` (exactly-once, visible per batch,
                                         atomically), ``buffered`` (exactly-once,
                                         visible per batch, streams kept from batch
@@ -77,6 +80,9 @@ option                      default     meaning
                                         if you changed it
                                         (``$ONCEOVER_LEDGER_KEEP_BATCHES`` overrides)
 ==========================  ==========  ===============================================
+
+The spark-bigquery-connector's write options are read too, before these
+(:mod:`onceover_jobs.sink.job.connector_options`).
 """
 
 from __future__ import annotations
@@ -84,7 +90,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -96,9 +102,11 @@ from onceover.identifiers import COLUMN_NAME_RE
 from onceover.ledger_store import check_location
 from onceover.modes import BATCH_DEFAULT_MODE, MODES, STREAMING_DEFAULT_MODE, Mode
 from onceover_jobs.sink.errors import SinkOptionError
+from onceover_jobs.sink.job.connector_options import translate
 from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
 from onceover_jobs.sink.ledger.retention import DEFAULT_KEEP, how_many_to_keep
+from onceover_jobs.sink.table.creation import TableCreation, is_creation_option, table_creation
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -184,6 +192,12 @@ class SinkOptions:
     ledger_keep_batches: int = DEFAULT_KEEP
     """Committed batches the ledger keeps per write (onceover_jobs.sink.ledger.retention): as
     many as Spark keeps of its own logs (spark.sql.streaming.minBatchesToRetain)."""
+    creation: TableCreation = field(default_factory=TableCreation)
+    """What the write may do about a missing table (createDisposition, partitioning, ...:
+    onceover_jobs.sink.table.creation)."""
+    ignored: tuple[str, ...] = ()
+    """A note for each of the connector's options given and ignored here
+    (onceover_jobs.sink.job.connector_options), logged by the driver."""
 
     @property
     def project(self) -> str:
@@ -291,14 +305,18 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
     raw: Mapping[str, str], *, default_project: str | None, streaming: bool
 ) -> SinkOptions:
     """Validate the writer's options; a bad one raises :class:`SinkOptionError` naming it."""
-    options = {key.lower(): value for key, value in raw.items()}
-    unknown = sorted(set(options) - KNOWN)
+    # The connector's spelling first (save(path), writeAtLeastOnce, ...): a job moved
+    # from format("bigquery") keeps its options.
+    options, ignored = translate({key.lower(): value for key, value in raw.items()})
+    unknown = sorted(key for key in set(options) - KNOWN if not is_creation_option(key))
     if unknown:
         raise SinkOptionError(unknown[0], f"unknown option; known: {', '.join(sorted(KNOWN))}")
 
     table_text = options.get("table", "").strip()
     if not table_text:
-        raise SinkOptionError("table", "required: project.dataset.table")
+        raise SinkOptionError(
+            "table", 'required: save("dataset.table"), or .option("table", "project.dataset.table")'
+        )
     match = _TABLE_RE.match(table_text)
     if not match:
         raise SinkOptionError("table", f"{table_text!r} is not project.dataset.table")
@@ -383,4 +401,6 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         retry_deadline_s=deadline,
         driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
+        ignored=tuple(ignored),
+        creation=table_creation(options),
     )

@@ -8,7 +8,6 @@ they agree: the ordinal comes from the ledger's registry, which every executor s
 
 from __future__ import annotations
 
-from onceover.modes import traits_of
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.identity import SparkCall, WriteIdentity, write_id_name
@@ -27,16 +26,9 @@ def resolve_write(job: SinkJob, call: SparkCall, where: str) -> SinkJob:
         assert call.query_id is not None
         kind, scope, batch_id = "foreachBatch", call.query_id, call.batch_id
     else:
-        if options.run_id is None and traits_of(options.mode).exactly_once:
-            raise SinkOptionError(
-                "run_id",
-                "required for a batch write in mode "
-                f"{options.mode!r}: without it a re-run of the job after a failure past "
-                "the commit writes every row again. Give the run a stable id, e.g. "
-                ".option('run_id', 'usage-2026-11-24') (a re-run with it writes nothing "
-                "again), or write inside foreachBatch, or use mode 'default' "
-                "(at-least-once); nothing was written",
-            )
+        # Without a run_id the id is this save()'s own (made on the driver): its tasks'
+        # retries write once, its commit is atomic, and a re-run is another run (the
+        # connector's behaviour; the driver's log says how run_id makes it idempotent).
         kind, scope, batch_id = "batch", job.run_id, None
     if options.write_id is not None:
         write = write_id_name(options.write_id)

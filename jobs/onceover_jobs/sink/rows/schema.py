@@ -128,7 +128,7 @@ def load_table_schema(config: BigQueryConfig, table_id: str) -> list[SchemaField
     from google.api_core.exceptions import NotFound
 
     try:
-        table = _rest_client(config).get_table(table_id)
+        table = rest_client(config).get_table(table_id)
     except NotFound as exc:
         raise TableNotFoundError(
             f"table {table_id} does not exist ({exc.message}); create it first, for "
@@ -140,7 +140,7 @@ def load_table_schema(config: BigQueryConfig, table_id: str) -> list[SchemaField
 _rest_clients: dict[tuple[int, BigQueryConfig], bigquery.Client] = {}
 
 
-def _rest_client(config: BigQueryConfig) -> bigquery.Client:
+def rest_client(config: BigQueryConfig) -> bigquery.Client:
     """The REST client of this process for ``config``, kept: the driver plans each write
     in a Python worker Spark reuses, and a client made per write paid its credentials and
     a new connection every time (docs/journal/profiling.md). Keyed by the process, so a forked

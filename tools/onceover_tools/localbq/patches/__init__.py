@@ -31,6 +31,8 @@ of :data:`PATCHES`.
     many AppendRows connections are served at once (not 6 on 2 cores).
 ``one_duckdb_user_at_a_time``
     queries and appends run at once without deadlocking the server.
+``missing_dataset``
+    a table inserted into a dataset that does not exist is NOT_FOUND (not a 500 retried).
 ``range_partitioning``
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
 
@@ -70,6 +72,7 @@ from onceover_tools.localbq.patches import (
     create_stream_quota,
     keep_host_logging,
     linear_column_alignment,
+    missing_dataset,
     no_snapshot_per_write,
     one_duckdb_user_at_a_time,
     optional_spatial,
@@ -109,6 +112,7 @@ PATCHES: tuple[Patch, ...] = (
     wide_proto_rows,
     append_rows_pool,
     one_duckdb_user_at_a_time,
+    missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,

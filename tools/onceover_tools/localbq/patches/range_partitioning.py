@@ -32,6 +32,7 @@ def apply() -> None:
         ) -> Any:  # fmt: skip
             meta = original(project_id, dataset_id, body, clock, existing)
             block = body.get("rangePartitioning")
+            kept: Any
             if isinstance(block, dict) and block.get("field"):
                 bounds = block.get("range") or {}
                 kept = RangePartitioning(

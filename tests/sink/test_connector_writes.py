@@ -1,0 +1,110 @@
+"""The spark-bigquery-connector README's write examples (0.45, "Writing data to
+BigQuery") as a user's own script writes them, with only ``format("bigquery")`` changed
+to ``format("onceover")``, on the shared Spark session. Judged by what BigQuery holds."""
+
+from __future__ import annotations
+
+import pytest
+from google.cloud import bigquery
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - as PySpark's own docs import it
+
+from tests.sink.test_streaming import counted
+
+pytestmark = pytest.mark.spark
+
+ROWS = 600
+
+
+def orders(spark: SparkSession) -> DataFrame:
+    return spark.range(ROWS, numPartitions=3).selectExpr(
+        "id AS event_id",
+        "CAST(DATE '2026-11-01' + CAST(id % 30 AS INT) AS DATE) AS day",
+        "IF(id % 2 = 0, 'EUR', 'USD') AS currency",
+        "CAST(id AS DOUBLE) / 10 AS amount",
+    )
+
+
+def test_the_readmes_direct_write_into_a_table_the_write_creates(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """``.option("writeMethod", "direct").save("dataset.table")``, the table missing:
+    created from the DataFrame (partitioned and clustered as the options say), every row
+    once; the same save() again is another run and writes again (no run_id), once."""
+    table = f"{dataset}.orders"
+    df = orders(spark)
+    (
+        df.write.format("onceover")
+        .option("writeMethod", "direct")
+        .option("partitionField", "day")
+        .option("clusteredFields", "currency")
+        .mode("append")
+        .save(table)
+    )
+    assert counted(rest, table) == (ROWS, ROWS)
+    created = rest.get_table(table)
+    assert created.time_partitioning is not None
+    assert created.time_partitioning.field == "day"
+    assert created.clustering_fields == ["currency"]
+
+    df.write.format("onceover").option("writeMethod", "direct").mode("append").save(table)
+    assert counted(rest, table) == (2 * ROWS, ROWS)  # a re-run without run_id: again
+
+
+def test_a_save_without_run_id_whose_task_failed_and_was_retried_writes_each_row_once(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """The connector commits such a save atomically; so does the sink: the id made for
+    this save() keeps its tasks' retries exact (local[2,4] retries a failed task)."""
+    table = f"{dataset}.orders"
+    last = ROWS - 1
+
+    @F.udf("long", useArrow=False)  # no pandas here: a plain Python UDF
+    def fails_once_late(event_id: int) -> int:
+        from pyspark import TaskContext
+
+        task = TaskContext.get()
+        if task is not None and task.attemptNumber() == 0 and event_id == last:
+            raise RuntimeError("injected: the task's last row, first attempt")
+        return event_id
+
+    df = orders(spark).withColumn("event_id", fails_once_late("event_id"))
+    # Small Arrow batches: the task hands the sink some before its last row fails.
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") or "10000"
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+    try:
+        df.write.format("onceover").mode("append").save(table)
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    assert counted(rest, table) == (ROWS, ROWS)
+
+
+def test_the_readmes_at_least_once_write_and_an_indirect_bucket_set_for_it(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """``writeAtLeastOnce=true`` (the ``_default`` stream) with ``temporaryGcsBucket``
+    left in from the connector's indirect method: the bucket is ignored, every row lands."""
+    table = f"{dataset}.orders"
+    (
+        orders(spark)
+        .write.format("onceover")
+        .option("writeAtLeastOnce", "true")
+        .option("temporaryGcsBucket", "some-bucket")
+        .option("table", table)
+        .mode("append")
+        .save()
+    )
+    rows, keys = counted(rest, table)
+    assert keys == ROWS
+    assert rows >= ROWS  # at least once: a retry may repeat rows, none is missing
+
+
+def test_the_connectors_indirect_write_is_refused_naming_the_option(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    table = f"{dataset}.orders"
+    writer = orders(spark).write.format("onceover").option("writeMethod", "indirect")
+    with pytest.raises(Exception, match="onceover option 'writeMethod'") as refused:
+        writer.mode("append").save(table)
+    assert "Storage Write API" in str(refused.value)
+    assert [t.table_id for t in rest.list_tables(dataset)] == []  # not even created
