@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from onceover_tools.bench.stream_economy.plan import PARTITIONS
 from onceover_tools.bench.stream_economy.report import say
 
 
-def _choices(choices: tuple[str, ...], what: str) -> object:
+def _choices(choices: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
     def parse(value: str) -> list[str]:
         chosen = [part.strip() for part in value.split(",") if part.strip()]
         if not chosen or any(part not in choices for part in chosen):

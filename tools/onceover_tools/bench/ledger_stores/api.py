@@ -84,7 +84,8 @@ class GcsApi(StoreApi):
     kinds: ClassVar[Mapping[str, str]] = {
         "upload": "upload (objects.insert)",
         "get_media": "GET object media (alt=media)",
-        "get_metadata": "GET metadata (objects.get, buckets.get)",
+        "get_metadata": "GET metadata (objects.get)",
+        "get_bucket": "GET bucket (buckets.get)",
         "list": "LIST (objects.list)",
         "delete": "DELETE (objects.delete)",
         OTHER: "other",
@@ -116,8 +117,9 @@ class GcsApi(StoreApi):
         objects = rest[:1] == ["o"]
         if uploading and method in ("POST", "PUT") and objects:
             return "upload"
-        if not rest:  # the bucket's own resource: its metadata (Class B)
-            return "get_metadata" if method == "GET" else OTHER
+        if not rest:  # the bucket's own resource (google-cloud-storage reads it before a
+            # fresh client's first upload)
+            return "get_bucket" if method == "GET" else OTHER
         kind = OTHER  # patches, rewrites, composes, ACLs, a bucket's other resources
         if objects and len(rest) == 1 and method == "GET":
             kind = "list"

@@ -94,6 +94,7 @@ GCS_STANDARD = PriceList(
         "other": GCS_CLASS_A,
         "get_media": GCS_CLASS_B,
         "get_metadata": GCS_CLASS_B,
+        "get_bucket": GCS_CLASS_B,
     },
     free=frozenset({"delete"}),
 )

@@ -90,6 +90,12 @@ def store_table(result: LedgerStores, store: str) -> list[str]:
 
         return shown
 
+    def per_batch(kind: str) -> Callable[[LedgerQuery], str]:
+        return lambda q: _cell(q.per_batch().get(kind), ",.1f")
+
+    def per_hour(tier: str) -> Callable[[LedgerQuery], str]:
+        return lambda q: _cell(q.per_hour_by_tier().get(tier), ",.0f")
+
     tiers = api.prices.tier_names
     rows = [
         ["micro-batches", *each(lambda q: f"{len(q.batches)}")],
@@ -100,8 +106,7 @@ def store_table(result: LedgerStores, store: str) -> list[str]:
          *each(lambda q: _cell(q.mean(q.late()), ",.1f"))],
         ["**last / first** (1.00: flat in the batches stored)",
          *each(lambda q: _cell(q.growth, ".2f"))],
-        *([f"  {label}, per micro-batch (last {first.window})",
-           *each(lambda q, k=kind: _cell(q.per_batch().get(k), ",.1f"))]
+        *([f"  {label}, per micro-batch (last {first.window})", *each(per_batch(kind))]
           for kind, label in api.kinds.items()),
         *([f"  {label}: upstream latency p50 / p95, ms", *each(latency(kind))]
           for kind, label in api.kinds.items()),
@@ -112,8 +117,7 @@ def store_table(result: LedgerStores, store: str) -> list[str]:
         [f"**requests per hour** ({BATCHES_PER_HOUR:,.0f} micro-batches at the last "
          f"{first.window}'s count)",
          *each(lambda q: _cell(sum(q.per_hour().values()), ",.0f"))],
-        *([f"  {tier}", *each(lambda q, t=tier: _cell(q.per_hour_by_tier().get(t), ",.0f"))]
-          for tier in tiers),
+        *([f"  {tier}", *each(per_hour(tier))] for tier in tiers),
         ["**$ per hour** at list price", *each(lambda q: _dollars(q.dollars_per_hour()))],
         [f"**$ per month** ({HOURS_PER_MONTH:g} h)",
          *each(lambda q: _dollars(q.dollars_per_month()))],
