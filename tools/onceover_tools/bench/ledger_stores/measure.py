@@ -93,8 +93,8 @@ def run_query(bench: Bench, store: Store, mode: str, batches: int) -> LedgerQuer
         files = bench.files(name, 0, batches)
         proxy = store.proxy
         spans: list[tuple[int, int]] = []
+        mark = proxy.mark() if proxy is not None else 0  # the query's start is its first batch's
         with bench.query(name, table_id, mode, options) as progress:
-            mark = proxy.mark() if proxy is not None else 0
             for done, path in enumerate(files, start=1):
                 bench.put(name, [path])
                 progress.wait_for(done, FIRST_BATCH_S if done == 1 else BATCH_S)
