@@ -363,7 +363,7 @@ def _add_bench_parser(commands: Any) -> None:
                             "(default 60; 12 with --quick or a smaller --rows)")  # fmt: skip
     bench.add_argument("--ledger-stores", type=_ledger_stores, default=None,
                        help="where the ledger-store bench keeps its ledgers (default "
-                            "s3,gcs,posix: posix is the disk, the reference)")  # fmt: skip
+                            "s3,gcs; add posix for the disk, the reference)")  # fmt: skip
     bench.add_argument("--ledger-modes", type=_ledger_modes, default=None,
                        help="sink modes of the ledger-store bench (default "
                             "pending,buffered,committed,default)")  # fmt: skip

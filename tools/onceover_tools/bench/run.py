@@ -82,8 +82,8 @@ class BenchPlan:
     """Rounds of plain ``pending`` and each monitored write; None: by the bench's size."""
     ledger_batches: int | None = None
     """Micro-batches per mode and store of the ledger-store bench; None: by the bench's size."""
-    ledger_stores: tuple[str, ...] = ls.STORES
-    """Where the ledger-store bench keeps the ledgers (the disk as the reference)."""
+    ledger_stores: tuple[str, ...] = ls.DEFAULT_STORES
+    """Where the ledger-store bench keeps the ledgers (``posix``, the disk, when asked)."""
     ledger_modes: tuple[str, ...] = ls.MODES
 
     @classmethod
@@ -101,7 +101,7 @@ class BenchPlan:
             soak_minutes=getattr(args, "soak_minutes", None),
             monitoring_rounds=getattr(args, "monitoring_rounds", None),
             ledger_batches=getattr(args, "ledger_batches", None),
-            ledger_stores=tuple(getattr(args, "ledger_stores", None) or ls.STORES),
+            ledger_stores=tuple(getattr(args, "ledger_stores", None) or ls.DEFAULT_STORES),
             ledger_modes=tuple(getattr(args, "ledger_modes", None) or ls.MODES),
         )
 

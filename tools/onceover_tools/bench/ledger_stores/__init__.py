@@ -2,7 +2,7 @@
 and store, their latency, and what they cost an hour at list price.
 
     .venv/bin/python -m onceover_tools.bench.ledger_stores [--batches 60]
-        [--stores s3,gcs,posix] [--modes pending,buffered,committed,default] [--out DIR]
+        [--stores s3,gcs[,posix]] [--modes pending,buffered,committed,default] [--out DIR]
 
 The query is a user's, as the stream economy's (:mod:`onceover_tools.bench.stream_economy`):
 JSON files read with ``maxFilesPerTrigger=1``, ``repartition(8, "event_id")``, a 1-second
@@ -10,7 +10,8 @@ JSON files read with ``maxFilesPerTrigger=1``, ``repartition(8, "event_id")``, a
 bucket on the S3 stand-in or on the Cloud Storage stand-in
 (:mod:`onceover_tools.localstores`), its checkpoint on the disk (Spark itself writes a
 checkpoint in a bucket only through Hadoop's connectors, which this bench's Spark does
-not ship). ``posix``: the ledger on the disk beside the checkpoint, the reference.
+not ship). ``posix`` (when asked for): the ledger on the disk beside the checkpoint, the
+reference.
 
 1. **Counted at the server**: a counting reverse proxy (:mod:`~.proxy`) in front of each
    stand-in, the endpoint variable every client reads pointed at it before Spark starts,
@@ -38,11 +39,18 @@ from __future__ import annotations
 
 from onceover_tools.bench.ledger_stores.figures import LedgerQuery, LedgerStores
 from onceover_tools.bench.ledger_stores.measure import measure, measure_in_child
-from onceover_tools.bench.ledger_stores.plan import BATCHES, MODES, QUICK_BATCHES, STORES
+from onceover_tools.bench.ledger_stores.plan import (
+    BATCHES,
+    DEFAULT_STORES,
+    MODES,
+    QUICK_BATCHES,
+    STORES,
+)
 from onceover_tools.bench.ledger_stores.report import goals, section
 
 __all__ = [
     "BATCHES",
+    "DEFAULT_STORES",
     "MODES",
     "QUICK_BATCHES",
     "STORES",

@@ -15,6 +15,7 @@ from onceover_tools.bench import ledger_stores
 from onceover_tools.bench.ledger_stores.measure import measure
 from onceover_tools.bench.ledger_stores.plan import (
     BATCHES,
+    DEFAULT_STORES,
     JSON_NAME,
     MARKDOWN_NAME,
     MODES,
@@ -45,8 +46,9 @@ def main() -> int:
     )
     parser.add_argument("--batches", type=int, default=BATCHES,
                         help="micro-batches per mode and store (default %(default)s)")  # fmt: skip
-    parser.add_argument("--stores", type=_choices(STORES, "stores"), default=list(STORES),
-                        help=f"default {','.join(STORES)}")  # fmt: skip
+    parser.add_argument("--stores", type=_choices(STORES, "stores"), default=list(DEFAULT_STORES),
+                        help=f"from {','.join(STORES)} (default {','.join(DEFAULT_STORES)}; "
+                             "posix: the disk, the reference)")  # fmt: skip
     parser.add_argument("--modes", type=_choices(MODES, "modes"), default=list(MODES),
                         help=f"default {','.join(MODES)}")  # fmt: skip
     parser.add_argument("--rows-per-batch", type=int, default=ROWS_PER_BATCH)

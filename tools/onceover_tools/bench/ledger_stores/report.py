@@ -161,7 +161,9 @@ def how(result: LedgerStores) -> str:
     return (
         f'A user\'s query (JSON files, one per micro-batch, `repartition({PARTITIONS}, "{KEY}")`, '
         f'trigger {TRIGGER}) into `format("onceover")`, its checkpoint on the disk and its '
-        "`ledger` option a bucket's URL on each stand-in; every process (the driver and "
+        "`ledger` option a bucket's URL on each stand-in (Spark writes a checkpoint in a "
+        "bucket only through Hadoop's connectors, which this Spark does not ship: Spark's "
+        "own checkpoint requests are not counted); every process (the driver and "
         "each Python worker) reaches the store through a counting proxy of the bench's, "
         "which classifies each request as the store's API names it and times it "
         "upstream. One query at a time, a bucket of its own; a file is put in only once "
