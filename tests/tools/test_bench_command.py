@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from onceover_tools.bench.ledger_stores.api import APIS
 from onceover_tools.bench.stream_economy import MODES, PARTITIONS
 from onceover_tools.bench.writers import CONTENDERS, MONITORING_ROUND
 
@@ -22,6 +23,9 @@ pytestmark = pytest.mark.spark
 
 ROWS = 2_000
 MICRO_BATCHES = 3  # each mode's first batch in turn, then one round of two each
+LEDGER_BATCHES = 3  # the first, then one batch in each window
+LEDGER_STORES = ("s3", "gcs")  # each API's counting; the disk's reference row costs a query
+LEDGER_MODES = ("pending",)
 EVENTS = 3_000
 TARGETS = (
     "pending / default",
@@ -43,6 +47,8 @@ TARGETS = (
     "sink time per micro-batch p95, `buffered` / `default`",
     "sink time per micro-batch p50, `committed` / `default`",
     "sink time per micro-batch p95, `committed` / `default`",
+    "ledger requests per micro-batch, last 1 / first 1 batches, `pending` on S3",
+    "ledger requests per micro-batch, last 1 / first 1 batches, `pending` on Cloud Storage",
 )
 
 
@@ -53,6 +59,8 @@ def test_the_bench_prints_and_writes_every_ratio(
     done = run_onceover(
         "bench", "--rows", str(ROWS), "--repeat", "1", "--events", str(EVENTS),
         "--micro-batches", str(MICRO_BATCHES), "--soak-minutes", "0.05",
+        "--ledger-batches", str(LEDGER_BATCHES), "--ledger-stores", ",".join(LEDGER_STORES),
+        "--ledger-modes", ",".join(LEDGER_MODES),
         "--databases", "sqlite", "--out", str(out),
         env=subprocess_env, timeout_s=900,
     )  # fmt: skip
@@ -87,6 +95,35 @@ def test_the_bench_prints_and_writes_every_ratio(
 
     _every_phase_of_the_starvation_bench_posted_every_event(document["starvation"], done.stdout)
     _every_mode_of_the_stream_economy_is_counted_and_its_streams_listed(document["stream_economy"])
+    _every_ledger_query_is_counted_and_its_requests_priced(document["ledger_stores"], markdown)
+
+
+def _every_ledger_query_is_counted_and_its_requests_priced(
+    ledgers: dict[str, Any], markdown: str
+) -> None:
+    assert ledgers["failed"] is None
+    assert (ledgers["stores"], ledgers["modes"]) == (list(LEDGER_STORES), list(LEDGER_MODES))
+    queries = {(q["store"], q["mode"]): q for q in ledgers["queries"]}
+    assert set(queries) == {(s, m) for s in LEDGER_STORES for m in LEDGER_MODES}
+    rows = ledgers["rows_per_batch"] * LEDGER_BATCHES
+    for (store, _), query in queries.items():
+        api = APIS[store]
+        assert query["failed"] is None
+        assert (query["counted"], query["distinct"], query["exact"]) == (rows, rows, True)
+        assert [b["batch_id"] for b in query["batches"]] == list(range(LEDGER_BATCHES))
+        # Every batch wrote its ledger through the proxy: the count is the server's.
+        assert all(sum(b["counts"].values()) > 0 for b in query["batches"])
+        assert set(query["per_batch"]["late_by_kind"]) == set(api.kinds)
+        assert query["per_batch"]["growth"] > 0
+        assert set(query["per_hour_by_tier"]) == set(api.prices.tier_names)
+        assert query["dollars_per_hour"] > 0
+        assert query["dollars_per_month"] == query["dollars_per_hour"] * 730
+        assert all(v["p50_ms"] > 0 for v in query["latency_ms"].values())
+        table = markdown.split(f"| {api.name} (", 1)[1].split("\n\n", 1)[0]
+        for label in api.kinds.values():
+            line = next(li for li in table.splitlines() if li.startswith(f"|   {label}, per"))
+            float(line.rstrip(" |").rsplit("| ", 1)[1])  # a number per kind
+        assert "| **$ per month** (730 h) | $" in table
 
 
 def _every_phase_of_the_starvation_bench_posted_every_event(

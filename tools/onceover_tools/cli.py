@@ -358,6 +358,15 @@ def _add_bench_parser(commands: Any) -> None:
                        help="how long the stream economy's soak of writeStream's default "
                             "runs, 0 skips it (default 5; 0 with --quick or a smaller "
                             "--rows)")  # fmt: skip
+    bench.add_argument("--ledger-batches", type=positive_number, default=None,
+                       help="micro-batches per mode and store of the ledger-store bench "
+                            "(default 60; 12 with --quick or a smaller --rows)")  # fmt: skip
+    bench.add_argument("--ledger-stores", type=_ledger_stores, default=None,
+                       help="where the ledger-store bench keeps its ledgers (default "
+                            "s3,gcs; add posix for the disk, the reference)")  # fmt: skip
+    bench.add_argument("--ledger-modes", type=_ledger_modes, default=None,
+                       help="sink modes of the ledger-store bench (default "
+                            "pending,buffered,committed,default)")  # fmt: skip
     bench.add_argument("--databases", type=_databases, default=list(DATABASES),
                        help="control-plane databases (default sqlite,postgresql)")  # fmt: skip
     bench.add_argument("--postgres-admin", default=POSTGRES_ADMIN,
@@ -374,6 +383,18 @@ def _databases(value: str) -> list[str]:
     from onceover_tools.bench.control_plane import DATABASES
 
     return _comma_separated(value, DATABASES, "databases")
+
+
+def _ledger_stores(value: str) -> list[str]:
+    from onceover_tools.bench.ledger_stores import STORES
+
+    return _comma_separated(value, STORES, "stores")
+
+
+def _ledger_modes(value: str) -> list[str]:
+    from onceover_tools.bench.ledger_stores import MODES
+
+    return _comma_separated(value, MODES, "modes")
 
 
 def _add_chaos_parser(commands: Any) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onceover_tools.bench import ledger_stores as ls
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
 from onceover_tools.bench.control_plane import (
@@ -185,6 +186,13 @@ def stream_economy_targets(result: se.Economy | None) -> list[Target]:
     if result is None:
         return []
     return [Target(g.name, g.value, g.goal, False, g.unit) for g in se.goals(result)]
+
+
+def ledger_store_targets(result: ls.LedgerStores | None) -> list[Target]:
+    """Each mode's ledger requests per micro-batch flat in the batches stored, per store."""
+    if result is None:
+        return []
+    return [Target(g.name, g.value, g.goal, False, g.unit) for g in ls.goals(result)]
 
 
 def stream_economy_section(result: se.Economy) -> list[str]:

@@ -7,6 +7,10 @@
    the stream economy (:mod:`onceover_tools.bench.stream_economy`, in a process of its own):
    the write streams a streaming query creates per hour in each mode, each mode's time
    per micro-batch, and (not with ``--quick``) a short soak of ``writeStream``'s default.
+   Then the ledger stores (:mod:`onceover_tools.bench.ledger_stores`, in a process of its
+   own): the object requests the same query's micro-batch makes of its ledger in an S3
+   and a Cloud Storage bucket, per mode, their latency, whether their count stays flat as
+   the ledger fills, and what they cost an hour at list price.
 2. The control plane (:mod:`onceover_tools.bench.control_plane`): events posted over HTTP to a
    real server on SQLite and on PostgreSQL while the dashboard's reads are timed, then
    read latencies with them all stored;
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from onceover_tools.bench import control_plane as cp
+from onceover_tools.bench import ledger_stores as ls
 from onceover_tools.bench import report
 from onceover_tools.bench import starvation as st
 from onceover_tools.bench import stream_economy as se
@@ -75,6 +80,11 @@ class BenchPlan:
     """How long the stream economy's soak runs (0: none); None: by the bench's size."""
     monitoring_rounds: int | None = None
     """Rounds of plain ``pending`` and each monitored write; None: by the bench's size."""
+    ledger_batches: int | None = None
+    """Micro-batches per mode and store of the ledger-store bench; None: by the bench's size."""
+    ledger_stores: tuple[str, ...] = ls.DEFAULT_STORES
+    """Where the ledger-store bench keeps the ledgers (``posix``, the disk, when asked)."""
+    ledger_modes: tuple[str, ...] = ls.MODES
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchPlan:
@@ -90,6 +100,9 @@ class BenchPlan:
             micro_batches=getattr(args, "micro_batches", None),
             soak_minutes=getattr(args, "soak_minutes", None),
             monitoring_rounds=getattr(args, "monitoring_rounds", None),
+            ledger_batches=getattr(args, "ledger_batches", None),
+            ledger_stores=tuple(getattr(args, "ledger_stores", None) or ls.DEFAULT_STORES),
+            ledger_modes=tuple(getattr(args, "ledger_modes", None) or ls.MODES),
         )
 
     @property
@@ -117,6 +130,12 @@ class BenchPlan:
         if self.micro_batches is not None:
             return self.micro_batches
         return FULL_ECONOMY_BATCHES if self.full_size else QUICK_ECONOMY_BATCHES
+
+    @property
+    def ledger_micro_batches(self) -> int:
+        if self.ledger_batches is not None:
+            return self.ledger_batches
+        return ls.BATCHES if self.full_size else ls.QUICK_BATCHES
 
     @property
     def economy_soak_minutes(self) -> float:
@@ -216,6 +235,13 @@ def measure_stream_economy(plan: BenchPlan, tmp: Path) -> se.Economy:
                                plan.economy_soak_minutes, say)  # fmt: skip
 
 
+def measure_ledger_stores(plan: BenchPlan, tmp: Path) -> ls.LedgerStores:
+    """In a process of its own: every process of its Spark session must reach the stores
+    through the bench's counting proxies, so its JVM starts with their endpoints."""
+    return ls.measure_in_child(tmp / "ledger-stores", plan.ledger_micro_batches,
+                               plan.ledger_stores, plan.ledger_modes, say)  # fmt: skip
+
+
 def _control_plane_json(figures: cp.Figures) -> dict[str, Any]:
     return {
         "database": figures.database,
@@ -243,6 +269,7 @@ def render(
     starvation: st.Starvation | None = None,
     *,
     economy: se.Economy | None = None,
+    ledgers: ls.LedgerStores | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The Markdown report and the JSON document of one bench."""
     by_size = {
@@ -251,6 +278,7 @@ def render(
     }
     shared = report.control_plane_targets(databases) + report.starvation_targets(starvation)
     streams = report.stream_economy_targets(economy)
+    ledger = report.ledger_store_targets(ledgers)
     lines = [
         "# Benchmarks",
         "",
@@ -263,7 +291,7 @@ def render(
         "",
         "## Targets",
         "",
-        *report.targets_section(by_size, streams + shared),
+        *report.targets_section(by_size, streams + ledger + shared),
         "",
         "## Figures",
         "",
@@ -272,6 +300,7 @@ def render(
         *report.monitoring_section(writers, plan.sizes),
         "",
         *([*report.stream_economy_section(economy), ""] if economy is not None else []),
+        *([*ls.section(ledgers), ""] if ledgers is not None else []),
         *report.control_plane_section(databases, plan.events),
         "",
         *([*report.starvation_section(starvation), ""] if starvation is not None else []),
@@ -286,10 +315,12 @@ def render(
         "control_plane": [_control_plane_json(db) for db in databases],
         "starvation": starvation.as_json() if starvation is not None else None,
         "stream_economy": economy.as_json() if economy is not None else None,
+        "ledger_stores": ledgers.as_json() if ledgers is not None else None,
         "targets": {
             **{str(size): [t.as_json() for t in targets] for size, targets in by_size.items()},
             "control_plane": [t.as_json() for t in shared],
             "stream_economy": [t.as_json() for t in streams],
+            "ledger_stores": [t.as_json() for t in ledger],
         },
     }
     return "\n".join(lines), document
@@ -305,7 +336,7 @@ def run_bench(plan: BenchPlan, command: str) -> int:
     }
     say(f"onceover bench: {header['machine']}")
     say(
-        f"[1/4] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) "
+        f"[1/5] writers at {plan.sizes[0]:,} and {plan.sizes[1]:,} rows, {plan.repeat} run(s) "
         f"each; {plan.rounds} rounds of `pending` and its monitored writes"
     )
     quiet_spark()
@@ -313,10 +344,15 @@ def run_bench(plan: BenchPlan, command: str) -> int:
     with tempfile.TemporaryDirectory(prefix="onceover-bench-") as tmp:
         writers = measure_writers(plan, Path(tmp))
         soak = f", a {plan.economy_soak_minutes:g}-min soak" if plan.economy_soak_minutes else ""
-        say(f"[2/4] stream economy: {plan.economy_batches} micro-batches per mode{soak}")
+        say(f"[2/5] stream economy: {plan.economy_batches} micro-batches per mode{soak}")
         economy = measure_stream_economy(plan, Path(tmp))
         say(
-            f"[3/4] control plane: {plan.events:,} events on {', '.join(plan.databases)}"
+            f"[3/5] ledger stores: {plan.ledger_micro_batches} micro-batches per mode and store "
+            f"({', '.join(plan.ledger_stores)}; {', '.join(plan.ledger_modes)})"
+        )
+        ledgers = measure_ledger_stores(plan, Path(tmp))
+        say(
+            f"[4/5] control plane: {plan.events:,} events on {', '.join(plan.databases)}"
             + (
                 " (PostgreSQL also with 2 server processes)"
                 if "postgresql" in plan.databases
@@ -325,16 +361,18 @@ def run_bench(plan: BenchPlan, command: str) -> int:
         )
         databases = measure_control_plane(plan, Path(tmp))
         say(
-            "[3/4] control plane in trouble: ingest quiet, with BigQuery hanging, and with "
+            "[4/5] control plane in trouble: ingest quiet, with BigQuery hanging, and with "
             f"/api/health flooded as well ({st.FLOOD} callers)"
         )
         starvation = measure_starvation(plan, Path(tmp))
-    markdown, document = render(plan, writers, databases, header, starvation, economy=economy)
-    say(f"[4/4] report ({time.perf_counter() - started:.0f} s in all)\n")
+    markdown, document = render(
+        plan, writers, databases, header, starvation, economy=economy, ledgers=ledgers
+    )
+    say(f"[5/5] report ({time.perf_counter() - started:.0f} s in all)\n")
     say(markdown)
     plan.out.mkdir(parents=True, exist_ok=True)
     plan.markdown_path.write_text(markdown)
     plan.json_path.write_text(json.dumps(document, indent=2) + "\n")
     say(f"written: {plan.markdown_path}, {plan.json_path}")
     failed = [f for f in writers if f.median is None] + [d for d in databases if d.failed]
-    return 1 if failed or starvation.failed or economy.any_failed else 0
+    return 1 if failed or starvation.failed or economy.any_failed or ledgers.any_failed else 0

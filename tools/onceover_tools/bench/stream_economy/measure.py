@@ -4,20 +4,16 @@ the warm-up, the modes interleaved, the soak; in this process or in a fresh one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from onceover_tools.bench.stream_economy.economy import Economy, default_mode
 from onceover_tools.bench.stream_economy.interleaved import run_modes, warm_up
 from onceover_tools.bench.stream_economy.plan import (
-    DATASET,
     JSON_NAME,
-    MASTER,
     MODES,
     PARTITIONS,
     ROWS_PER_BATCH,
@@ -26,23 +22,9 @@ from onceover_tools.bench.stream_economy.plan import (
     TRIGGER,
     WARMUP_BATCHES,
 )
-from onceover_tools.bench.stream_economy.process_tree import ProcessTree
 from onceover_tools.bench.stream_economy.report import say
-from onceover_tools.bench.stream_economy.session import Bench
+from onceover_tools.bench.stream_economy.session import bench_session
 from onceover_tools.bench.stream_economy.soak import run_soak
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-
-def _quiet_falling_behind(spark: SparkSession) -> None:
-    """Spark warns of every batch longer than the trigger; the trigger period is a figure
-    here, not a warning to print a thousand times in a soak."""
-    jvm: Any = spark.sparkContext._jvm
-    log4j = jvm.org.apache.logging.log4j
-    log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor", log4j.Level.ERROR
-    )
 
 
 def measure(
@@ -58,58 +40,28 @@ def measure(
     """Every figure, in this process: it starts Spark, so call it in a process whose JVM
     (if any) was started with this run's local BigQuery; :func:`measure_in_child` runs it
     in a fresh one."""
-    from onceover_jobs.sink.datasource import register
-    from onceover_jobs.spark import spark_session
-
-    from onceover.bigquery import bigquery_client
-    from onceover_tools.localbq import LocalBigQueryProcess
-
     result = Economy(batches=batches, rows_per_batch=rows_per_batch, segment=segment)
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell"
-    )
     try:
-        with LocalBigQueryProcess(log_path=tmp / "local-bigquery.log") as server:
-            config = server.config
-            os.environ.update(config.env())  # before the session: Python workers inherit it
-            client = bigquery_client(config)
-            project = config.resolved_project()
-            client.create_dataset(f"{project}.{DATASET}", exists_ok=True)
-            assert server.child.popen is not None
-            assert config.grpc_endpoint is not None
-            grpc_port = int(config.grpc_endpoint.rsplit(":", 1)[1])
-            tree = ProcessTree(server.child.popen.pid, grpc_port)
-            rest_url = str(config.rest_endpoint)
-            spark = spark_session("onceover-bench-stream-economy", MASTER)
-            try:
-                register(spark)
-                from onceover_tools.bench import handoff
-
-                handoff.register(spark)
-                _quiet_falling_behind(spark)
-                bench = Bench(
-                    spark, client=client, project=project, rest_url=rest_url, tree=tree,
-                    tmp=tmp, rows_per_batch=rows_per_batch,
-                )  # fmt: skip
-                warm_up(bench, warmup_batches)
+        with bench_session(
+            tmp, "onceover-bench-stream-economy", rows_per_batch=rows_per_batch
+        ) as bench:
+            warm_up(bench, warmup_batches)
+            say(
+                f"{batches} micro-batches of {rows_per_batch} rows per mode, "
+                f"{PARTITIONS} partitions, trigger {TRIGGER}; the modes and the floor "
+                f"(Spark's hand-off) interleaved: their first batches, then "
+                f"{result.rounds} rounds of {segment} micro-batches per mode in turn"
+            )
+            *result.modes, result.floor = run_modes(
+                bench, [(mode, mode) for mode in MODES], batches, segment,
+                result.round_loads, floor=True,
+            )  # fmt: skip
+            if soak_minutes > 0:
                 say(
-                    f"{batches} micro-batches of {rows_per_batch} rows per mode, "
-                    f"{PARTITIONS} partitions, trigger {TRIGGER}; the modes and the floor "
-                    f"(Spark's hand-off) interleaved: their first batches, then "
-                    f"{result.rounds} rounds of {segment} micro-batches per mode in turn"
+                    f"soak: the query with no mode option (`{default_mode()}`) for "
+                    f"{soak_minutes:g} min, sampled every {sample_s:g} s"
                 )
-                *result.modes, result.floor = run_modes(
-                    bench, [(mode, mode) for mode in MODES], batches, segment,
-                    result.round_loads, floor=True,
-                )  # fmt: skip
-                if soak_minutes > 0:
-                    say(
-                        f"soak: the query with no mode option (`{default_mode()}`) for "
-                        f"{soak_minutes:g} min, sampled every {sample_s:g} s"
-                    )
-                    result.soak = run_soak(bench, soak_minutes, sample_s)
-            finally:
-                spark.stop()
+                result.soak = run_soak(bench, soak_minutes, sample_s)
     except Exception as exc:
         result.failed = f"{type(exc).__name__}: {exc}"[:600]
         say(f"FAILED: {result.failed}")

@@ -1,17 +1,19 @@
 """The bench's set-up: one Spark session and one local BigQuery, and on them the user's
-query, its fresh table and its source files."""
+query, its fresh table and its source files. :func:`bench_session` starts both (the
+ledger-store bench, :mod:`onceover_tools.bench.ledger_stores`, runs its queries on one too)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from onceover_tools.bench.stream_economy.plan import (
     DATASET,
     KEY,
+    MASTER,
     PARTITIONS,
     SINK,
     SOURCE_SCHEMA,
@@ -40,6 +42,7 @@ class Bench:
         tree: ProcessTree,
         tmp: Path,
         rows_per_batch: int,
+        dataset: str = DATASET,
     ) -> None:
         self.spark = spark
         self.client = client
@@ -48,11 +51,12 @@ class Bench:
         self.tree = tree
         self.tmp = tmp
         self.rows_per_batch = rows_per_batch
+        self.dataset = dataset
 
     def fresh_table(self, name: str) -> str:
         from google.cloud import bigquery
 
-        table_id = f"{self.project}.{DATASET}.{name}"
+        table_id = f"{self.project}.{self.dataset}.{name}"
         self.client.delete_table(table_id, not_found_ok=True)
         from onceover_tools.chaos.runner import ORDER_SCHEMA
 
@@ -63,9 +67,17 @@ class Bench:
         """Where the floor's commits count the rows its writers were handed."""
         return self.tmp / name / "counted.jsonl"
 
-    def start(self, name: str, table_id: str, mode: str | None, sink: str = SINK) -> Progress:
+    def start(
+        self,
+        name: str,
+        table_id: str,
+        mode: str | None,
+        sink: str = SINK,
+        options: Mapping[str, str] | None = None,
+    ) -> Progress:
         """The user's query on ``<tmp>/<name>/source``, started: into the sink (table
-        ``table_id``, ``mode``), or into Spark's hand-off (the floor, ``sink`` its format)."""
+        ``table_id``, ``mode``, and any more of the sink's ``options``, such as where its
+        ledger is), or into Spark's hand-off (the floor, ``sink`` its format)."""
         source = self.tmp / name / "source"
         source.mkdir(parents=True, exist_ok=True)
         frame = (
@@ -85,6 +97,8 @@ class Bench:
             writer = writer.option("table", table_id)
         if mode is not None:
             writer = writer.option("mode", mode)
+        for option, value in (options or {}).items():
+            writer = writer.option(option, value)
         started = os.getloadavg()[0]
         progress = Progress(writer.start())
         progress.loads = (round(started, 2), round(started, 2))
@@ -100,9 +114,15 @@ class Bench:
             raise RuntimeError(f"the query failed: {progress.query.exception()}")
 
     @contextmanager
-    def query(self, name: str, table_id: str, mode: str | None) -> Iterator[Progress]:
+    def query(
+        self,
+        name: str,
+        table_id: str,
+        mode: str | None,
+        options: Mapping[str, str] | None = None,
+    ) -> Iterator[Progress]:
         """The user's query on ``<tmp>/<name>/source``, stopped when the block ends."""
-        progress = self.start(name, table_id, mode)
+        progress = self.start(name, table_id, mode, options=options)
         try:
             yield progress
         except BaseException:
@@ -126,3 +146,61 @@ class Bench:
         for path in files:
             path.replace(source / path.name)
         return source
+
+
+def _quiet_falling_behind(spark: SparkSession) -> None:
+    """Spark warns of every batch longer than the trigger; the trigger period is a figure
+    here, not a warning to print a thousand times in a soak."""
+    jvm: Any = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor", log4j.Level.ERROR
+    )
+
+
+@contextmanager
+def bench_session(
+    tmp: Path,
+    app_name: str,
+    *,
+    rows_per_batch: int,
+    dataset: str = DATASET,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[Bench]:
+    """A local BigQuery in a child process and a Spark session on it (``local[2]``, the
+    sink and Spark's hand-off registered), stopped when the block ends. ``environment``
+    is set beside the local BigQuery's before the session starts: its Python workers
+    inherit the driver's environment as the JVM started, never later changes. Call it in
+    a process with no JVM yet, or one started with this environment."""
+    from onceover_jobs.sink.datasource import register
+    from onceover_jobs.spark import spark_session
+
+    from onceover.bigquery import bigquery_client
+    from onceover_tools.bench import handoff
+    from onceover_tools.localbq import LocalBigQueryProcess
+
+    os.environ.setdefault(
+        "PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell"
+    )
+    with LocalBigQueryProcess(log_path=tmp / "local-bigquery.log") as server:
+        config = server.config
+        os.environ.update(config.env())
+        os.environ.update(environment or {})
+        client = bigquery_client(config)
+        project = config.resolved_project()
+        client.create_dataset(f"{project}.{dataset}", exists_ok=True)
+        assert server.child.popen is not None
+        assert config.grpc_endpoint is not None
+        grpc_port = int(config.grpc_endpoint.rsplit(":", 1)[1])
+        tree = ProcessTree(server.child.popen.pid, grpc_port)
+        spark = spark_session(app_name, MASTER)
+        try:
+            register(spark)
+            handoff.register(spark)
+            _quiet_falling_behind(spark)
+            yield Bench(
+                spark, client=client, project=project, rest_url=str(config.rest_endpoint),
+                tree=tree, tmp=tmp, rows_per_batch=rows_per_batch, dataset=dataset,
+            )  # fmt: skip
+        finally:
+            spark.stop()
