@@ -43,20 +43,34 @@ def test_a_checkpoint_that_accounts_for_every_batch_passes(ledger_root: str) -> 
     check_not_reset(ledger, checkpoint)
 
 
-@pytest.mark.parametrize("reset", ["emptied", "behind", "rewritten"])
-def test_a_reset_checkpoint_is_named_with_its_fix(ledger_root: str, reset: str) -> None:
+RESETS = {
+    "emptied": {},
+    "behind": {0: '{"batch": 0, "new": true}'},
+    "rewritten": {0: '{"batch": 0, "new": true}', 1: '{"batch": 1, "new": true}'},
+    # Spark's log kept to batch 0, batch 1 planned again anew.
+    "rewound": {0: '{"batch": 0}', 1: '{"batch": 1, "new": true}'},
+}
+
+
+@pytest.mark.parametrize("watched", [False, True])
+@pytest.mark.parametrize("reset", list(RESETS))
+def test_a_reset_checkpoint_is_named_with_its_fix(
+    ledger_root: str, reset: str, watched: bool
+) -> None:
+    """Refused whether this process checked the query's batches before (``watched``: a
+    notebook's query stopped, its checkpoint reset, started again in the same Spark
+    session, asking the worker that checked its last batch) or never did."""
     checkpoint = ledger_root
     ledger = Ledger(ledger_in(checkpoint), "q", "p.d.t")
     for batch in (0, 1):
         _entry(checkpoint, batch, f'{{"batch": {batch}}}')
+        if watched:
+            check_not_reset(ledger, checkpoint)
         _committed(ledger, checkpoint, batch)
     for batch in (0, 1):
         open_store(checkpoint).delete(f"offsets/{batch}")
-    if reset == "behind":
-        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
-    if reset == "rewritten":
-        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
-        _entry(checkpoint, 1, '{"batch": 1, "new": true}')
+    for batch, text in RESETS[reset].items():
+        _entry(checkpoint, batch, text)
     with pytest.raises(CheckpointResetError, match="was reset") as refused:
         check_not_reset(ledger, checkpoint)
     message = str(refused.value)
@@ -96,30 +110,3 @@ def test_a_running_query_costs_the_same_few_requests_however_many_batches_are_st
     assert steady == costs[3][1:], costs  # the same count at 3 and at 30 stored
     assert max(steady) <= 12, costs
     assert first > 3 * max(steady), costs  # the first compares every record, once
-
-
-@pytest.mark.parametrize("reset", ["emptied", "behind", "rewritten", "rewound"])
-def test_a_reset_is_refused_where_this_process_watched_the_query_run(
-    ledger_root: str, reset: str
-) -> None:
-    """A notebook's query stopped, its checkpoint reset, started again in the same Spark
-    session: the worker that checked its last batch is the one asked again."""
-    checkpoint = ledger_root
-    ledger = Ledger(ledger_in(checkpoint), "q", "p.d.t")
-    for batch in (0, 1):
-        _entry(checkpoint, batch, f'{{"batch": {batch}}}')
-        check_not_reset(ledger, checkpoint)
-        _committed(ledger, checkpoint, batch)
-    for batch in (0, 1):
-        open_store(checkpoint).delete(f"offsets/{batch}")
-    if reset == "behind":
-        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
-    if reset == "rewritten":
-        _entry(checkpoint, 0, '{"batch": 0, "new": true}')
-        _entry(checkpoint, 1, '{"batch": 1, "new": true}')
-    if reset == "rewound":  # Spark's log kept to batch 0, batch 1 planned again anew
-        _entry(checkpoint, 0, '{"batch": 0}')
-        _entry(checkpoint, 1, '{"batch": 1, "new": true}')
-    with pytest.raises(CheckpointResetError, match="was reset") as refused:
-        check_not_reset(ledger, checkpoint)
-    assert "batches up to 1 of query q" in str(refused.value)
