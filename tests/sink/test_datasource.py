@@ -115,9 +115,11 @@ def test_a_bad_option_fails_before_any_write_naming_it(
 def test_a_missing_table_and_a_schema_mismatch_name_what_is_wrong(
     spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
 ) -> None:
+    # A missing table is created unless the write says never to (createDisposition).
     with pytest.raises(Exception, match="does not exist") as missing:
-        write(frame(spark, 10), f"{dataset}.absent", tmp_path)
+        write(frame(spark, 10), f"{dataset}.absent", tmp_path, createDisposition="CREATE_NEVER")
     assert f"{dataset}.absent" in str(missing.value)
+    assert "createDisposition is CREATE_NEVER" in str(missing.value)
 
     table = f"{dataset}.strict"
     rest.create_table(

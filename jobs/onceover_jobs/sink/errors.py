@@ -77,7 +77,8 @@ class LineageConfigError(SinkError, ValueError):
 
 
 class TableNotFoundError(SinkError, ValueError):
-    """The target table does not exist (the sink never creates it behind the user's back)."""
+    """The target table does not exist and may not be created (``createDisposition`` is
+    ``CREATE_NEVER``), or its dataset does not exist (the sink never creates datasets)."""
 
 
 class SchemaMismatchError(SinkError, ValueError):
