@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -638,6 +639,44 @@ def test_a_table_created_with_integer_range_partitioning_answers_it(
     assert kept.field == "id"
     plain = rest.create_table(bigquery.Table(f"{dataset}.plain", schema=table.schema))
     assert rest.get_table(plain.reference).range_partitioning is None
+
+
+# -- duplicate_job_id --------------------------------------------------------------
+
+
+def test_a_job_inserted_again_under_its_id_is_refused_and_not_run_twice(
+    local_bigquery: LocalBigQuery, rest: bigquery.Client, dataset: str
+) -> None:
+    """ "If the BigQuery REST API receives a jobs.insert request for a job with the same
+    ID, the REST API fails because the job already exists" (Google's Python client, "Design
+    of query retries"): 409 ``duplicate``, and the second request's statement never runs.
+    Over raw REST: the client itself answers a Conflict by fetching the first job."""
+    import uuid
+
+    import requests
+
+    config = local_bigquery.config
+    rest.create_table(bigquery.Table(f"{dataset}.t", schema=[bigquery.SchemaField("id", "INT64")]))
+    job_id = f"once_{uuid.uuid4().hex}"
+    assert config.rest_endpoint is not None
+    url = f"{config.rest_endpoint.rstrip('/')}/bigquery/v2/projects/{config.project}/jobs"
+    body: dict[str, Any] = {
+        "jobReference": {"projectId": config.project, "jobId": job_id},
+        "configuration": {
+            "query": {"query": f"INSERT INTO `{dataset}.t` VALUES (1)", "useLegacySql": False}
+        },
+    }
+    first = requests.post(url, json=body, timeout=30)
+    assert first.status_code == 200, first.text
+    rest.get_job(job_id).result()
+    again = requests.post(url, json=body, timeout=30)
+    assert again.status_code == 409, again.text
+    error = again.json()["error"]
+    assert error["errors"][0]["reason"] == "duplicate"
+    assert job_id in error["message"]
+    (row,) = rest.query(f"SELECT COUNT(*) AS n FROM `{dataset}.t`").result()
+    assert row.n == 1  # the statement ran once
+    assert rest.get_job(job_id).state == "DONE"  # the first job's record is kept
 
 
 # -- missing_dataset ---------------------------------------------------------------

@@ -35,6 +35,8 @@ of :data:`PATCHES`.
     a table inserted into a dataset that does not exist is NOT_FOUND (not a 500 retried).
 ``range_partitioning``
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
+``duplicate_job_id``
+    a job inserted under an id already taken is refused (409 duplicate), not run again.
 
 The next five enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
 ``row_errors`` take one setting each from the same place. Their values live in
@@ -70,6 +72,7 @@ from onceover_tools.localbq.patches import (
     buffered_flush,
     commit_stream_limit,
     create_stream_quota,
+    duplicate_job_id,
     keep_host_logging,
     linear_column_alignment,
     missing_dataset,
@@ -114,6 +117,7 @@ PATCHES: tuple[Patch, ...] = (
     one_duckdb_user_at_a_time,
     missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
+    duplicate_job_id,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
     create_stream_quota,
