@@ -10,6 +10,7 @@ import pytest
 from google.cloud import bigquery
 from pyspark.sql import DataFrame, SparkSession
 
+from onceover.bigquery import BigQueryConfig
 from tests.helpers.receiver import TOKEN, Receiver
 from tests.helpers.writeapi import count
 
@@ -142,13 +143,27 @@ def test_a_missing_table_and_a_schema_mismatch_name_what_is_wrong(
     assert count(rest, table) == (0, 0)
 
 
-def test_overwrite_is_refused(
-    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+def test_complete_output_of_a_streaming_query_is_refused_naming_the_way_to_replace_rows(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Spark asks a stream writer to overwrite for complete output (the table replaced
+    every trigger): refused before a row, naming foreachBatch with mode("overwrite")."""
+    from onceover_jobs.sink.datasource import prepare_job
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    for name, value in bq_config.env().items():
+        monkeypatch.setenv(name, value)
     table = make_table(rest, dataset)
-    writer = frame(spark, 10).write.format("onceover").mode("overwrite")
-    with pytest.raises(Exception, match="only appends"):
-        writer.option("table", table).option("ledger", str(tmp_path)).save()
+    options = {"table": table, "checkpointLocation": str(tmp_path / "checkpoint")}
+    schema = StructType([StructField("id", LongType())])
+    with pytest.raises(ValueError, match="onceover option 'outputMode'") as refused:
+        prepare_job(options, schema, True, streaming=True)
+    assert "foreachBatch with mode('overwrite')" in str(refused.value)
+    assert count(rest, table) == (0, 0)
 
 
 STAMP_SCHEMA = [

@@ -12,17 +12,19 @@ The exactly-once protocol, read top to bottom:
    else its mode stages the rows (executor)
 5. ``onceover_jobs.sink.protocol.committer`` the driver's second phase: ledger intent →
    the mode publishes → ledger mark; a replay settles what it finds (invariants 3-6)
+6. ``onceover_jobs.sink.protocol.overwrite`` ``mode("overwrite")``: the rows staged
+   exactly once (5), then swapped in by one transaction whose job id the ledger holds
 
 Each write mode, behind one interface (what a mode *is*: ``onceover.modes``):
 
-6. ``onceover_jobs.sink.modes.base``         the interface: write, prepare, publish,
+7. ``onceover_jobs.sink.modes.base``         the interface: write, prepare, publish,
    settle, what an abort leaves
-7. ``onceover_jobs.sink.modes.staging``      what every mode's task does with a stream
-8. ``onceover_jobs.sink.modes.pending``      PENDING streams, one BatchCommit a batch
-9. ``onceover_jobs.sink.modes.buffered``     a BUFFERED stream a partition, flushed a batch
-10. ``onceover_jobs.sink.modes.committed``   a COMMITTED stream a partition, visible per
+8. ``onceover_jobs.sink.modes.staging``      what every mode's task does with a stream
+9. ``onceover_jobs.sink.modes.pending``      PENDING streams, one BatchCommit a batch
+10. ``onceover_jobs.sink.modes.buffered``     a BUFFERED stream a partition, flushed a batch
+11. ``onceover_jobs.sink.modes.committed``   a COMMITTED stream a partition, visible per
     append, retries found again in the ledger
-11. ``onceover_jobs.sink.modes.default``     ``_default``, at least once (the baseline)
+12. ``onceover_jobs.sink.modes.default``     ``_default``, at least once (the baseline)
 
 Below them, each a folder with its own reading order: ``reporting`` (events, the run's
 own events, OpenLineage), ``job`` (what the driver ships to every task), ``ledger`` (the

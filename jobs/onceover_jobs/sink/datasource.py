@@ -49,18 +49,21 @@ from pyspark.sql.datasource import (
 
 from onceover.bigquery import BigQueryConfig
 from onceover.ledger_store import open_store
+from onceover.modes import traits_of
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.errors import ConcurrentDriverError, SinkOptionError
+from onceover_jobs.sink.errors import ConcurrentDriverError, OverwriteError, SinkOptionError
 from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
-from onceover_jobs.sink.job.options import connection_options, parse_options
+from onceover_jobs.sink.job.options import SinkOptions, connection_options, parse_options
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob, streaming_query_id
 from onceover_jobs.sink.ledger.identity import UnresolvedWrite, WriteIdentity
 from onceover_jobs.sink.ledger.leases import claim_driver, leave_probe
 from onceover_jobs.sink.ledger.offsets_log import check_not_reset
 from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tasks
+from onceover_jobs.sink.protocol.overwrite import commit_overwrite
 from onceover_jobs.sink.reporting.lineage import LineageReport
 from onceover_jobs.sink.reporting.run_report import RunReport
+from onceover_jobs.sink.table.overwrite import Overwrite
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,9 +91,12 @@ def prepare_job(
     from onceover_jobs.sink.wire.requests import request_budget
 
     failpoints.check_environment()
-    if overwrite:
+    if overwrite and streaming:
         raise SinkOptionError(
-            "mode", "onceover only appends; overwrite (or complete output) is not supported"
+            "outputMode",
+            "a streaming query's micro-batches are appended, each exactly once; complete "
+            "output (the table replaced every trigger) is not supported: to replace rows from "
+            "a stream, write each micro-batch in foreachBatch with mode('overwrite')",
         )
     # The connection first: the default project may come from its credentials.
     config = replace(BigQueryConfig.from_env(), connection=connection_options(raw_options))
@@ -113,6 +119,7 @@ def prepare_job(
 
         written = with_stamp_fields(arrow_schema)  # a table created for it has them
     fields = ensure_table(config, options.table, options.creation, written)
+    replacing = _overwrite(config, options, fields) if overwrite else None
     if options.dead_letter is not None:
         from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
@@ -143,6 +150,7 @@ def prepare_job(
         probe=leave_probe(open_store(options.ledger, config.connection)),
         write=write,
         lineage=lineage,
+        overwrite=replacing,
     )
     # A writer schema that leaves no room for a row under the cap: refused here, before
     # any task creates a stream.
@@ -163,6 +171,26 @@ def prepare_job(
     elif options.run_id is not None:
         claim_driver(job.store, options.run_id, f"run {options.run_id}", options.driver_lease_s)
     return job
+
+
+def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) -> Overwrite:
+    """A ``mode("overwrite")`` write's staging table, made before any task writes to it;
+    what cannot be replaced is refused here, before a row is staged."""
+    from onceover_jobs.sink.rows.schema import rest_client
+    from onceover_jobs.sink.table.overwrite import create_staging, scope_of, staging_table_id
+
+    if traits_of(options.mode).publish != "batch_commit":
+        raise SinkOptionError(
+            "mode",
+            f"{options.mode!r} with mode('overwrite'): an overwrite stages its rows on "
+            "PENDING streams, committed at once, before it swaps them in; leave the mode "
+            "out. Nothing was written",
+        )
+    target = rest_client(config).get_table(options.table)
+    scope_of(target, dynamic=options.dynamic_overwrite)  # refused now, not after staging
+    staging = staging_table_id(options.table, options.run_id)
+    create_staging(config, staging, fields)
+    return Overwrite(staging, dynamic=options.dynamic_overwrite)
 
 
 PLANNED_FIRST = (
@@ -215,7 +243,16 @@ class OnceoverBatchWriter(DataSourceArrowWriter):
         results = _results(messages)
         job = written_by_tasks(self.job, results)
         record = None
-        if job is not None:  # else no task ran: nothing was written
+        if job is None and self.job.overwrite is not None:
+            raise OverwriteError(
+                f"Spark ran no task for the overwrite of {self.job.table} (a DataFrame of no "
+                "partitions), so which write it is cannot be told; nothing was replaced. To "
+                "empty the table, run TRUNCATE TABLE; to replace its rows with none, "
+                "repartition(1) the empty DataFrame first"
+            )
+        if job is not None and job.overwrite is not None:
+            record = commit_overwrite(job, results)
+        elif job is not None:  # else no task ran: nothing was written
             record = BatchCommitter(job, None).commit(results)
             if _made_for_this_save(job):
                 logger.warning(ONCE_PER_SAVE, job.table, job.run_id)

@@ -245,6 +245,10 @@ class ConcurrentDriverError(LedgerError, SinkError):
     or run id. Raised on the driver before any task writes a row."""
 
 
+class OverwriteError(SinkError):
+    """The transaction replacing a table's rows failed; it rolled back (old rows kept)."""
+
+
 class CommitLimitError(SinkError, ValueError):
     """A batch needs more than one ``BatchCommitWriteStreams`` takes (10,000 streams);
     refused before anything of it is committed (onceover_jobs.sink.wire.commit_limits)."""

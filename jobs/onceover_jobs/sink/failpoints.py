@@ -72,6 +72,9 @@ POINTS: dict[str, Point] = {
         Point("commit.after", True, True, "BatchCommit succeeded, ledger not yet marked"),
         Point("flush.between", True, False, "a buffered batch's first stream is flushed"),
         Point("flush.after", True, True, "FlushRows succeeded (buffered mode)"),
+        Point("overwrite.after_staged", True, False, "an overwrite's rows are staged"),
+        Point("overwrite.before_swap", True, False, "the swap is in the ledger, not asked for"),
+        Point("overwrite.after_swap", True, False, "the swap's job is done, not yet marked"),
     )
 }
 

@@ -128,11 +128,15 @@ sizing draws."""
 BAD_FRACTION = 0.005
 """``bad_rows``: the share of the source's rows BigQuery refuses (15 of 3,000)."""
 
+OVERWRITE_POINTS = frozenset(name for name in POINTS if name.startswith("overwrite."))
+"""The steps of a ``mode("overwrite")`` write, which no workload here runs yet (an
+overwrite workload is issue 54's seventh item); tests/sink/test_overwrite.py crashes at
+each of them."""
 FAILPOINT_KINDS = tuple(
     f"failpoint/{name}/{action}"
     for name, point in POINTS.items()
     for action in Action
-    if action is not Action.DROP or point.has_response
+    if (action is not Action.DROP or point.has_response) and name not in OVERWRITE_POINTS
 )
 WIRE_KINDS = (
     "wire/unavailable",

@@ -107,6 +107,7 @@ from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
 from onceover_jobs.sink.ledger.retention import DEFAULT_KEEP, how_many_to_keep
 from onceover_jobs.sink.table.creation import TableCreation, is_creation_option, table_creation
+from onceover_jobs.sink.table.overwrite import PARTITION_OVERWRITE_OPTIONS, dynamic_option
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -151,6 +152,7 @@ KNOWN = frozenset(
         "checkpointlocation",
         "path",
         "queryname",  # writeStream.queryName(...): Spark passes it to the sink
+        *PARTITION_OVERWRITE_OPTIONS,
         *CONNECTION_OPTIONS,
         *LINEAGE_OPTIONS,
     }
@@ -195,6 +197,9 @@ class SinkOptions:
     creation: TableCreation = field(default_factory=TableCreation)
     """What the write may do about a missing table (createDisposition, partitioning, ...:
     onceover_jobs.sink.table.creation)."""
+    dynamic_overwrite: bool = False
+    """``partitionOverwriteMode=dynamic``: a ``mode("overwrite")`` write replaces only
+    its rows' partitions (onceover_jobs.sink.table.overwrite)."""
     ignored: tuple[str, ...] = ()
     """A note for each of the connector's options given and ignored here
     (onceover_jobs.sink.job.connector_options), logged by the driver."""
@@ -403,4 +408,5 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
         ignored=tuple(ignored),
         creation=table_creation(options),
+        dynamic_overwrite=dynamic_option(options),
     )

@@ -13,6 +13,7 @@ from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.options import SinkOptions
 from onceover_jobs.sink.ledger.identity import UnresolvedWrite, WriteIdentity
 from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.table.overwrite import Overwrite
 from onceover_jobs.sink.wire.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -34,6 +35,9 @@ class SinkJob:
     """The file the driver left in the ledger for the tasks to find (ledger.leases.leave_probe)."""
     lineage: LineageConfig | None = None
     """Where OpenLineage events go (onceover_jobs.sink.job.lineage_config); None: nowhere."""
+    overwrite: Overwrite | None = None
+    """A ``mode("overwrite")`` write: its rows go to this staging table, then replace the
+    table's (onceover_jobs.sink.protocol.overwrite); None: an append."""
 
     def resolved_as(self, write: WriteIdentity) -> SinkJob:
         """This job as the write ``write``, which its tasks worked out."""
@@ -74,6 +78,9 @@ class SinkJob:
 
     @property
     def parent(self) -> str:
+        """Where the tasks' streams write: the table, or an overwrite's staging table."""
+        if self.overwrite is not None:
+            return table_parent(self.overwrite.staging)
         return table_parent(self.options.table)
 
     @property

@@ -1,0 +1,225 @@
+"""``mode("overwrite")``: the table's rows, or the DataFrame's partitions of them, replaced
+in one atomic step.
+
+BigQuery has no append that replaces. The sink stages the DataFrame's rows exactly once in
+a staging table beside the target (PENDING streams and one BatchCommitWriteStreams: the
+pending mode, unchanged), then swaps them in with one multi-statement transaction::
+
+    BEGIN TRANSACTION;
+    DELETE FROM target WHERE <scope>;    -- every row, or those of the staged partitions
+    INSERT INTO target (<columns>) SELECT <columns> FROM staging;
+    COMMIT TRANSACTION;
+
+A reader sees the old rows or the new ones: never a mix, never an empty table between.
+Not a copy job with ``WRITE_TRUNCATE``: a copy takes the source's schema (the target's
+descriptions and policy tags would go) and cannot replace only some partitions, and
+"streamed data can take up to 90 minutes to become available for copy operations"
+(BigQuery's DML page), where a query reads rows the moment their streams are committed.
+DML keeps the target's schema, description, policy tags, partitioning and clustering.
+
+The scope (:func:`scope_of`): the whole table (``partitionOverwriteMode`` static, Spark's
+default), or with ``dynamic`` only the partitions the staged rows fall in, by the
+target's own partitioning (time-unit or integer-range; the NULL partition and the
+integer range's ``__UNPARTITIONED__`` are partitions like any). The staging table
+expires after :data:`STAGING_LIFETIME_S` in case the driver never comes back; the
+protocol (:mod:`onceover_jobs.sink.protocol.overwrite`) drops it once the swap is
+recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from onceover_jobs.sink.errors import SinkOptionError
+
+if TYPE_CHECKING:
+    from google.cloud.bigquery import SchemaField, Table
+
+    from onceover.bigquery import BigQueryConfig
+
+logger = logging.getLogger(__name__)
+
+STAGING_PREFIX = "_onceover_staging_"
+STAGING_LIFETIME_S = 3 * 86_400
+"""How long a staging table outlives a driver that never came back to drop it: long
+enough for a resume over a weekend's outage, short enough not to pile up storage."""
+STAGING_LABEL = ("onceover", "staging")
+
+PARTITION_OVERWRITE_OPTIONS = ("partitionoverwritemode", "spark.sql.sources.partitionoverwritemode")
+"""Spark's per-write option and its session setting's name, as a write may give either."""
+
+ScopeKind = Literal["table", "partitions"]
+_TABLE_NAME_MAX = 1024
+_TRUNC = {"DATE": "DATE_TRUNC", "TIMESTAMP": "TIMESTAMP_TRUNC", "DATETIME": "DATETIME_TRUNC"}
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    """What the driver decided for a ``mode("overwrite")`` write, shipped to every task."""
+
+    staging: str
+    """The staging table this driver created (``project.dataset.table``): where its tasks
+    write. A replay finds the rows of an earlier attempt where its streams were."""
+    dynamic: bool = False
+    """``partitionOverwriteMode=dynamic``: only the staged rows' partitions are replaced."""
+
+
+@dataclass(frozen=True)
+class OverwriteScope:
+    """Which of the target's rows the staged rows replace."""
+
+    kind: ScopeKind
+    column: str | None = None
+    partition_of: str | None = None
+    """A SQL expression of ``{c}`` (the column, qualified) naming a row's partition."""
+
+    def describe(self) -> str:
+        if self.kind == "table":
+            return "every row of the table"
+        return f"the rows of the partitions (by {self.column}) the new rows fall in"
+
+    def where(self, target: str, staging: str) -> str:
+        """The DELETE's condition over ``target`` (aliased ``t``)."""
+        if self.kind == "table" or self.column is None or self.partition_of is None:
+            return "TRUE"
+        column = _quoted(self.column)
+        mine = self.partition_of.format(c=f"t.{column}")
+        theirs = self.partition_of.format(c=f"s.{column}")
+        return (
+            f"{mine} IN (SELECT DISTINCT {theirs} FROM {_ref(staging)} AS s "
+            f"WHERE s.{column} IS NOT NULL) OR (t.{column} IS NULL AND EXISTS "
+            f"(SELECT 1 FROM {_ref(staging)} AS s WHERE s.{column} IS NULL))"
+        )
+
+
+def dynamic_option(options: Mapping[str, str]) -> bool:
+    """Whether the write asks for dynamic partition overwrite (lower-case keys)."""
+    given = [(key, options[key]) for key in PARTITION_OVERWRITE_OPTIONS if key in options]
+    if not given:
+        return False
+    _, text = given[0]
+    value = text.strip().lower()
+    if value not in ("static", "dynamic"):
+        raise SinkOptionError("partitionOverwriteMode", f"{text!r} is not static or dynamic")
+    return value == "dynamic"
+
+
+def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
+    """What a write into ``table`` replaces; a dynamic overwrite of a table partitioned by
+    ingestion time is refused (the rows carry no partition to replace)."""
+    if not dynamic:
+        return OverwriteScope("table")
+    columns = {field.name: field.field_type for field in table.schema}
+    time = table.time_partitioning
+    if time is not None:
+        if time.field is None:
+            raise SinkOptionError(
+                "partitionOverwriteMode",
+                f"'dynamic': {table.full_table_id} is partitioned by ingestion time, so its "
+                "rows name no partition to replace; overwrite the whole table (leave the "
+                "option out), or partition the table by a column. Nothing was written",
+            )
+        kind = _standard(columns[time.field])
+        unit = (time.type_ or "DAY").upper()
+        return OverwriteScope(
+            "partitions", time.field, f"{_TRUNC[kind]}({{c}}, {unit})"
+        )  # fmt: skip
+    ranges = table.range_partitioning
+    if ranges is not None and ranges.field is not None:
+        start, end, step = ranges.range_.start, ranges.range_.end, ranges.range_.interval
+        return OverwriteScope(
+            "partitions",
+            ranges.field,
+            f"CASE WHEN {{c}} < {start} OR {{c}} >= {end} THEN NULL "
+            f"ELSE DIV({{c}} - {start}, {step}) END",
+        )
+    logger.warning(
+        "onceover: partitionOverwriteMode=dynamic, but %s is not partitioned: the whole "
+        "table is replaced (as Spark does for an unpartitioned table)",
+        table.full_table_id,
+    )
+    return OverwriteScope("table")
+
+
+def staging_table_id(target: str, run_id: str | None) -> str:
+    """The staging table of a write into ``target``: fixed by the run id, so every
+    attempt of a run stages in the same table; a write without one gets its own."""
+    project, dataset, table = target.split(".")
+    token = (
+        hashlib.sha256(f"{target}\n{run_id}".encode()).hexdigest()[:16]
+        if run_id
+        else uuid.uuid4().hex[:16]
+    )
+    room = _TABLE_NAME_MAX - len(STAGING_PREFIX) - len(token) - 1
+    return f"{project}.{dataset}.{STAGING_PREFIX}{table[:room]}_{token}"
+
+
+def table_of_stream(stream: str) -> str:
+    """``projects/p/datasets/d/tables/t/streams/s`` as ``p.d.t``."""
+    parts = stream.split("/")
+    return f"{parts[1]}.{parts[3]}.{parts[5]}"
+
+
+def create_staging(config: BigQueryConfig, staging: str, fields: Sequence[SchemaField]) -> None:
+    """The staging table, with the target's columns, expiring in case nobody drops it;
+    one already there (the same run's earlier attempt) is kept as it is."""
+    from google.api_core.exceptions import Conflict
+    from google.cloud.bigquery import Table
+
+    from onceover_jobs.sink.rows.schema import rest_client
+
+    table = Table(staging, schema=list(fields))
+    table.expires = datetime.now(UTC) + timedelta(seconds=STAGING_LIFETIME_S)
+    table.labels = dict([STAGING_LABEL])
+    table.description = "rows of a mode('overwrite') write, staged by Onceover; dropped after"
+    # One there already is an earlier attempt's of the same run: its rows may be the ones
+    # swapped, so it is kept as it is.
+    with suppress(Conflict):
+        rest_client(config).create_table(table)
+
+
+def drop_staging(config: BigQueryConfig, staging: str) -> None:
+    from onceover_jobs.sink.rows.schema import rest_client
+
+    if not table_name(staging).startswith(STAGING_PREFIX):  # never a user's table
+        raise ValueError(f"{staging} is not a staging table")
+    rest_client(config).delete_table(staging, not_found_ok=True)
+
+
+def table_name(table_id: str) -> str:
+    return table_id.rsplit(".", 1)[-1]
+
+
+def swap_script(target: str, staging: str, columns: Sequence[str], scope: OverwriteScope) -> str:
+    """The transaction that replaces ``scope`` of ``target`` with ``staging``'s rows."""
+    names = ", ".join(_quoted(c) for c in columns)
+    return (
+        "BEGIN TRANSACTION;\n"
+        f"DELETE FROM {_ref(target)} AS t WHERE {scope.where(target, staging)};\n"
+        f"INSERT INTO {_ref(target)} ({names}) SELECT {names} FROM {_ref(staging)};\n"
+        "COMMIT TRANSACTION;"
+    )
+
+
+def _standard(field_type: str) -> str:
+    kind = field_type.upper()
+    if kind not in _TRUNC:
+        raise SinkOptionError(
+            "partitionOverwriteMode", f"a table partitioned on a {kind} column is not supported"
+        )
+    return kind
+
+
+def _quoted(column: str) -> str:
+    return f"`{column}`"
+
+
+def _ref(table_id: str) -> str:
+    return f"`{table_id}`"

@@ -1,0 +1,254 @@
+"""``mode("overwrite")``: the table's rows (or the DataFrame's partitions of them) replaced
+atomically and exactly once, judged by what BigQuery holds.
+
+The first tests write as a user's own script does, on the shared Spark session; the fault
+tests run the tasks and the driver's commit in this process, as the other committer
+tests do, so a failure can be injected at each step of the overwrite and the next attempt
+of the same run watched as it finishes the work: the old rows or the new ones in between,
+never both, never half, and never a second swap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from google.api_core.exceptions import ServiceUnavailable
+from google.cloud import bigquery
+from onceover_jobs.sink import failpoints
+from onceover_jobs.sink.datasource import prepare_job
+from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.modes.staging import TaskContextInfo
+from onceover_jobs.sink.protocol.committer import written_by_tasks
+from onceover_jobs.sink.protocol.overwrite import commit_overwrite
+from onceover_jobs.sink.protocol.task import write_partition
+from onceover_jobs.sink.table.overwrite import STAGING_PREFIX
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
+
+from onceover.bigquery import BigQueryConfig
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = [
+    bigquery.SchemaField("id", "INT64", description="the order"),
+    bigquery.SchemaField("day", "DATE"),
+    bigquery.SchemaField("bucket", "INT64"),
+    bigquery.SchemaField("name", "STRING"),
+]
+SPARK_SCHEMA = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("day", DateType()),
+        StructField("bucket", LongType()),
+        StructField("name", StringType()),
+    ]
+)
+NEW = 300
+DAY = dt.date(2026, 11, 1)
+
+
+def _table(rest: bigquery.Client, dataset: str, partitioning: str | None = "day") -> str:
+    table = bigquery.Table(f"{dataset}.orders", schema=SCHEMA)
+    table.description = "orders, replaced every night"
+    if partitioning == "day":
+        table.time_partitioning = bigquery.TimePartitioning(field="day")
+    elif partitioning == "ingestion":
+        table.time_partitioning = bigquery.TimePartitioning()
+    elif partitioning == "range":
+        table.range_partitioning = bigquery.RangePartitioning(
+            field="bucket", range_=bigquery.PartitionRange(start=0, end=100, interval=10)
+        )
+    rest.create_table(table)
+    return f"{dataset}.orders"
+
+
+def _insert(
+    rest: bigquery.Client, table: str, rows: Sequence[tuple[int, str | None, int | None]]
+) -> None:
+    values = ", ".join(
+        f"({i}, {f'DATE {day!r}' if day else 'NULL'}, {'NULL' if b is None else b}, 'old')"
+        for i, day, b in rows
+    )
+    rest.query(f"INSERT INTO `{table}` (id, day, bucket, name) VALUES {values}").result()
+
+
+def _ids(rest: bigquery.Client, table: str) -> list[int]:
+    return sorted(r.id for r in rest.query(f"SELECT id FROM `{table}`").result())
+
+
+def _staging_tables(rest: bigquery.Client, dataset: str) -> list[str]:
+    return [t.table_id for t in rest.list_tables(dataset) if t.table_id.startswith(STAGING_PREFIX)]
+
+
+def _new_rows(spark: SparkSession, days: int = 3) -> DataFrame:
+    """NEW rows, ids 0..NEW-1, over ``days`` days from DAY (bucket: id % 50)."""
+    return spark.range(NEW, numPartitions=3).selectExpr(
+        "id",
+        f"DATE_ADD(DATE '{DAY}', CAST(id % {days} AS INT)) AS day",
+        "id % 50 AS bucket",
+        "CONCAT('new-', CAST(id AS STRING)) AS name",
+    )
+
+
+OLD = [(1000 + k, str(DAY + dt.timedelta(days=k % 5)), k * 30) for k in range(10)]
+"""Ten old rows on days DAY..DAY+4, in buckets 0, 30, ..., 270 (beyond the ranges)."""
+
+
+def test_an_overwrite_replaces_every_row_keeps_the_table_and_a_rerun_changes_nothing(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    # A re-run of the script is a new Spark session, whose first write to the table is the
+    # run's write 0 again; in this one session, write_id names the write instead.
+    write = (
+        _new_rows(spark).write.format("onceover")
+        .option("run_id", "nightly-1").option("write_id", "orders")
+    )  # fmt: skip
+
+    write.mode("overwrite").save(table)
+    assert _ids(rest, table) == list(range(NEW))
+    kept = rest.get_table(table)
+    assert kept.description == "orders, replaced every night"
+    assert kept.schema[0].description == "the order"
+    assert kept.time_partitioning is not None
+    assert kept.time_partitioning.field == "day"
+    assert _staging_tables(rest, dataset) == []  # dropped once the swap was recorded
+
+    _insert(rest, table, [(-1, None, None)])  # a row written since: a second swap drops it
+    write.mode("overwrite").save(table)  # the same run again
+    assert _ids(rest, table) == [-1, *range(NEW)]
+    assert _staging_tables(rest, dataset) == []
+
+
+def test_a_dynamic_overwrite_replaces_only_the_days_the_dataframe_has(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """Days DAY and DAY+1 and the NULL partition replaced; DAY+2..DAY+4 untouched."""
+    table = _table(rest, dataset)
+    _insert(rest, table, [*OLD, (2000, None, None)])
+    df = _new_rows(spark, days=2).unionByName(
+        spark.sql("SELECT 5000L AS id, CAST(NULL AS DATE) AS day, 0L AS bucket, 'n' AS name")
+    )
+    (
+        df.write.format("onceover")
+        .option("partitionOverwriteMode", "dynamic")
+        .mode("overwrite")
+        .save(table)
+    )
+    untouched = [i for i, day, _ in OLD if dt.date.fromisoformat(day) >= DAY + dt.timedelta(2)]
+    assert _ids(rest, table) == sorted([*untouched, *range(NEW), 5000])
+
+
+def test_a_dynamic_overwrite_of_integer_ranges_replaces_their_buckets_only(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """New rows in buckets 0..49 (ranges 0-9 .. 40-49): the old rows at 0 and 30 go, those
+    at 60 and 90 stay, and those beyond the ranges (__UNPARTITIONED__) stay, since no new
+    row falls there."""
+    table = _table(rest, dataset, partitioning="range")
+    _insert(rest, table, OLD)
+    (
+        _new_rows(spark)
+        .write.format("onceover")
+        .option("spark.sql.sources.partitionOverwriteMode", "DYNAMIC")
+        .mode("overwrite")
+        .save(table)
+    )
+    kept = [i for i, _, bucket in OLD if bucket >= 50]
+    assert _ids(rest, table) == sorted([*kept, *range(NEW)])
+
+
+def test_what_an_overwrite_cannot_do_is_refused_before_a_row_is_staged(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    table = _table(rest, dataset, partitioning="ingestion")
+    _insert(rest, table, OLD)
+    df = _new_rows(spark)
+    dynamic = df.write.format("onceover").option("partitionOverwriteMode", "dynamic")
+    with pytest.raises(Exception, match="onceover option 'partitionOverwriteMode'") as refused:
+        dynamic.mode("overwrite").save(table)
+    assert "ingestion time" in str(refused.value)
+    committed = df.write.format("onceover").option("mode", "committed")
+    with pytest.raises(Exception, match="onceover option 'mode'"):
+        committed.mode("overwrite").save(table)
+    wrong = df.write.format("onceover").option("partitionOverwriteMode", "sometimes")
+    with pytest.raises(Exception, match="'sometimes' is not static or dynamic"):
+        wrong.mode("overwrite").save(table)
+    assert _ids(rest, table) == [i for i, _, _ in OLD]  # untouched
+    assert _staging_tables(rest, dataset) == []
+
+
+# -- a failure at each step, then the next attempt of the same run -------------------
+
+
+@pytest.fixture
+def driver_env(bq_config: BigQueryConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in bq_config.env().items():
+        monkeypatch.setenv(name, value)
+    yield  # noqa: PT022 - monkeypatch undoes the variables after the test
+
+
+def _attempt(options: dict[str, str]) -> tuple[SinkJob, list[TaskResult | None]]:
+    """A driver plans the write and two tasks stage the NEW rows (as Spark would run them)."""
+    job = prepare_job(options, SPARK_SCHEMA, True, streaming=False)
+    half = NEW // 2
+    results: list[TaskResult | None] = []
+    for partition in range(2):
+        ids = list(range(partition * half, (partition + 1) * half))
+        batch = pa.record_batch(
+            [
+                pa.array(ids, pa.int64()),
+                pa.array([DAY] * len(ids), pa.date32()),
+                pa.array([i % 50 for i in ids], pa.int64()),
+                pa.array([f"new-{i}" for i in ids]),
+            ],
+            names=["id", "day", "bucket", "name"],
+        )
+        results.append(write_partition(job, [batch], TaskContextInfo(partition, 0, None)))
+    resolved = written_by_tasks(job, results)
+    assert resolved is not None
+    return resolved, results
+
+
+STEPS = ("commit.after", "overwrite.after_staged", "overwrite.before_swap", "overwrite.after_swap")
+
+
+@pytest.mark.parametrize("point", STEPS)
+def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
+    point: str,
+    driver_env: None,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    options = {"table": table, "run_id": "nightly-7", "write_id": "orders",
+               "ledger": str(tmp_path / "ledger")}  # fmt: skip
+
+    job, results = _attempt(options)
+    monkeypatch.setenv(failpoints.ENV, f"{point}=error@1")
+    failpoints.reset()
+    with pytest.raises(ServiceUnavailable, match=point):
+        commit_overwrite(job, results)
+    swapped = point == "overwrite.after_swap"
+    old = [i for i, _, _ in OLD]
+    assert _ids(rest, table) == (list(range(NEW)) if swapped else old)  # never both, never half
+    _insert(rest, table, [(-1, None, None)])  # a second swap would take this row away
+
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    job, results = _attempt(options)
+    if point != "commit.after":  # staged already: the tasks write nothing again
+        assert all(r is not None and r.skipped for r in results), results
+    commit_overwrite(job, results)
+    # Not swapped yet: the next attempt's swap replaces every row, the one since too.
+    assert _ids(rest, table) == ([-1] if swapped else []) + list(range(NEW))
+    assert _staging_tables(rest, dataset) == []
