@@ -22,11 +22,12 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.datasource import prepare_job
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
+from onceover_jobs.sink.ledger.swaps import read_swap
 from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import written_by_tasks
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
 from onceover_jobs.sink.protocol.task import write_partition
-from onceover_jobs.sink.table.overwrite import STAGING_PREFIX
+from onceover_jobs.sink.table.overwrite import STAGING_PREFIX, scope_figures, scope_of
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
@@ -252,3 +253,27 @@ def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
     # Not swapped yet: the next attempt's swap replaces every row, the one since too.
     assert _ids(rest, table) == ([-1] if swapped else []) + list(range(NEW))
     assert _staging_tables(rest, dataset) == []
+    swap = read_swap(job.ledger(), None)
+    assert swap is not None
+    assert swap.swapped
+    assert swap.staged_rows == NEW
+    # counted as the swap's first attempt began: before the row written since, or after
+    counted_first = point in ("overwrite.before_swap", "overwrite.after_swap")
+    assert swap.rows_replaced == len(OLD) + (0 if counted_first else 1)
+    assert swap.partitions is None  # the whole table
+
+
+def test_a_dynamic_swap_names_the_partitions_it_replaces(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str
+) -> None:
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    staging = f"{dataset}.{STAGING_PREFIX}orders_x"
+    rest.create_table(bigquery.Table(staging, schema=SCHEMA))
+    _insert(rest, staging, [(1, str(DAY), 0), (2, str(DAY), 0), (3, None, 0)])
+    scope = scope_of(rest.get_table(table), dynamic=True)
+    figures = scope_figures(bq_config, table, staging, scope)
+    assert figures.partitions is not None
+    assert sorted(figures.partitions) == ["20261101", "__NULL__"]  # BigQuery's partition ids
+    assert figures.partition_count == 2
+    assert figures.rows_replaced == 2  # the old rows on DAY (k = 0, 5); none on NULL

@@ -35,6 +35,12 @@ class SwapRecord:
     started_at: str
     swapped_at: str | None = None
     staged_rows: int = 0
+    """The rows inserted: every row staged."""
+    rows_replaced: int | None = None
+    """The target's rows in the scope, counted as the first attempt began."""
+    partitions: list[str] | None = None
+    """The partitions replaced (the first 100), None for the whole table."""
+    partition_count: int | None = None
 
     @property
     def swapped(self) -> bool:

@@ -32,7 +32,9 @@ from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.swaps import SwapRecord, begin_swap, mark_swapped, read_swap
 from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_jobs.sink.table.overwrite import (
+    ScopeFigures,
     drop_staging,
+    scope_figures,
     scope_of,
     swap_script,
     table_of_stream,
@@ -58,8 +60,8 @@ def commit_overwrite(job: SinkJob, results: Sequence[TaskResult | None]) -> Batc
         failpoints.hit("overwrite.after_swap")
         swap = mark_swapped(ledger, batch_id, swap, at=_now())  # 3.
         logger.warning(
-            "onceover: %s replaced %s with %d rows (job %s)",
-            committer.label, swap.scope, swap.staged_rows, swap.job_id,
+            "onceover: %s replaced %s (%s rows) with %d rows (job %s)",
+            committer.label, swap.scope, swap.rows_replaced, swap.staged_rows, swap.job_id,
         )  # fmt: skip
     else:
         logger.warning(
@@ -90,6 +92,12 @@ def _swap(
     target = rest_client(job.bigquery).get_table(job.table)
     scope = scope_of(target, dynamic=job.overwrite.dynamic)
     sql = swap_script(job.table, staging, [f.name for f in target.schema], scope)
+    # Counted once, before the first attempt: a later one finds the rows already replaced.
+    figures = (
+        _figures_of(started)
+        if started is not None
+        else scope_figures(job.bigquery, job.table, staging, scope)
+    )
     record = started
     attempt = 0 if started is None else started.attempt
     tries = 0
@@ -99,7 +107,9 @@ def _swap(
             fresh = SwapRecord(
                 state="swapping", target=job.table, staging=staging, scope=scope.describe(),
                 job_id=job_id, attempt=attempt, started_at=_now(),
-                staged_rows=staged.expected_rows,
+                staged_rows=staged.expected_rows, rows_replaced=figures.rows_replaced,
+                partitions=None if figures.partitions is None else list(figures.partitions),
+                partition_count=figures.partition_count,
             )  # fmt: skip
             begin_swap(ledger, batch_id, fresh, replacing=record)
             record = fresh
@@ -120,6 +130,12 @@ def _swap(
             )
         logger.warning("onceover: swap job %s failed (%s); trying again", job_id, outcome.error)
         attempt += 1
+
+
+def _figures_of(record: SwapRecord) -> ScopeFigures:
+    """The figures the first attempt counted, kept in its record."""
+    listed = None if record.partitions is None else tuple(record.partitions)
+    return ScopeFigures(record.rows_replaced or 0, listed, record.partition_count)
 
 
 def _now() -> str:

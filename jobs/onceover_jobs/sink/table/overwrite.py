@@ -58,6 +58,9 @@ PARTITION_OVERWRITE_OPTIONS = ("partitionoverwritemode", "spark.sql.sources.part
 ScopeKind = Literal["table", "partitions"]
 _TABLE_NAME_MAX = 1024
 _TRUNC = {"DATE": "DATE_TRUNC", "TIMESTAMP": "TIMESTAMP_TRUNC", "DATETIME": "DATETIME_TRUNC"}
+_FORMAT = {"DATE": "FORMAT_DATE", "TIMESTAMP": "FORMAT_TIMESTAMP", "DATETIME": "FORMAT_DATETIME"}
+_PARTITION_ID = {"HOUR": "%Y%m%d%H", "DAY": "%Y%m%d", "MONTH": "%Y%m", "YEAR": "%Y"}
+"""BigQuery's partition ids of each time unit (INFORMATION_SCHEMA.PARTITIONS)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class OverwriteScope:
     column: str | None = None
     partition_of: str | None = None
     """A SQL expression of ``{c}`` (the column, qualified) naming a row's partition."""
+    partition_id: str | None = None
+    """A SQL expression of ``{c}``: the partition's id as BigQuery names it (``20261102``,
+    a range's start, ``__UNPARTITIONED__``); NULL for the NULL partition."""
 
     def describe(self) -> str:
         if self.kind == "table":
@@ -128,8 +134,10 @@ def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
             )
         kind = _standard(columns[time.field])
         unit = (time.type_ or "DAY").upper()
+        truncated = f"{_TRUNC[kind]}({{c}}, {unit})"
         return OverwriteScope(
-            "partitions", time.field, f"{_TRUNC[kind]}({{c}}, {unit})"
+            "partitions", time.field, truncated,
+            f"{_FORMAT[kind]}('{_PARTITION_ID[unit]}', {truncated})",
         )  # fmt: skip
     ranges = table.range_partitioning
     if ranges is not None and ranges.field is not None:
@@ -139,6 +147,8 @@ def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
             ranges.field,
             f"CASE WHEN {{c}} < {start} OR {{c}} >= {end} THEN NULL "
             f"ELSE DIV({{c}} - {start}, {step}) END",
+            f"CASE WHEN {{c}} < {start} OR {{c}} >= {end} THEN '__UNPARTITIONED__' "
+            f"ELSE CAST({start} + DIV({{c}} - {start}, {step}) * {step} AS STRING) END",
         )
     logger.warning(
         "onceover: partitionOverwriteMode=dynamic, but %s is not partitioned: the whole "
@@ -195,6 +205,44 @@ def drop_staging(config: BigQueryConfig, staging: str) -> None:
 
 def table_name(table_id: str) -> str:
     return table_id.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class ScopeFigures:
+    """What a swap is about to replace, counted just before it runs (the transaction
+    itself cannot answer: the figures of a run stopped after it are the first count's)."""
+
+    rows_replaced: int
+    """The target's rows in the scope as the swap began (a row appended between the count
+    and the transaction is replaced as well, and not counted)."""
+    partitions: tuple[str, ...] | None
+    """The ids of the partitions replaced, as BigQuery names them (``20261102``,
+    ``__NULL__``; the first PARTITIONS_LISTED); None when the scope is the whole table."""
+    partition_count: int | None
+
+
+PARTITIONS_LISTED = 100
+
+
+def scope_figures(
+    config: BigQueryConfig, target: str, staging: str, scope: OverwriteScope
+) -> ScopeFigures:
+    from onceover_jobs.sink.rows.schema import rest_client
+
+    client = rest_client(config)
+    (replaced,) = client.query_and_wait(
+        f"SELECT COUNT(*) AS n FROM {_ref(target)} AS t WHERE {scope.where(target, staging)}"
+    )
+    if scope.kind == "table" or scope.column is None or scope.partition_id is None:
+        return ScopeFigures(int(replaced["n"]), None, None)
+    partition = scope.partition_id.format(c=f"s.{_quoted(scope.column)}")
+    found = [
+        "__NULL__" if row["p"] is None else str(row["p"])
+        for row in client.query_and_wait(
+            f"SELECT DISTINCT {partition} AS p FROM {_ref(staging)} AS s ORDER BY p"
+        )
+    ]
+    return ScopeFigures(int(replaced["n"]), tuple(found[:PARTITIONS_LISTED]), len(found))
 
 
 def swap_script(target: str, staging: str, columns: Sequence[str], scope: OverwriteScope) -> str:
