@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -233,3 +234,38 @@ def test_a_committed_retry_after_rows_were_refused_and_acknowledged_lands_the_re
     BatchCommitter(job, 0).commit(results)
     assert count(rest, table) == (GOOD_ROWS, GOOD_ROWS)
     assert set_aside(rest, dead_letter) == EXPECTED_ASIDE
+
+
+def test_rows_set_aside_are_sent_in_the_jobs_row_format(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    table: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``row_format=proto`` is for a project that refuses Arrow: the rows set aside go to
+    the dead-letter table as proto rows too, or that project fails on its first bad row."""
+    from onceover_jobs.sink.modes import staging
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
+
+    sent: dict[str, set[str]] = {}
+
+    class Recording(staging.StreamAppender):  # type: ignore[misc]
+        def __init__(self, client: Any, stream: str, **options: Any) -> None:
+            encoder = options["schema_payload"].__self__  # what writes each request's rows
+            sent.setdefault(stream.split("/streams/", maxsplit=1)[0].rsplit("/", 1)[1], set()).add(
+                type(encoder).__name__
+            )
+            super().__init__(client, stream, **options)
+
+    monkeypatch.setattr(staging, "StreamAppender", Recording)
+    dead_letter = f"{dataset}.refused"
+    ensure_dead_letter_table(bq_config, dead_letter)
+    job = job_for(
+        bq_config, table, tmp_path, "pending", dead_letter=dead_letter, row_format="proto"
+    )
+    result = write(job, 1)
+    assert BatchCommitter(job, 0).commit([result]).committed
+    assert sent == {table.rsplit(".", 1)[1]: {"ProtoEncoder"}, "refused": {"ProtoEncoder"}}
+    assert [row[:2] for row in set_aside(rest, dead_letter)] == [(1, o) for o in BAD[1]]

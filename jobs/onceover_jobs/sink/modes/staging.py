@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -32,6 +32,7 @@ from onceover_jobs.sink.rows.dead_letter import (
     RowRefusals,
     column_paths,
     dead_letter_batch,
+    dead_letter_schema,
 )
 from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
 from onceover_jobs.sink.wire.requests import ArrowEncoder, RowEncoder, plan_requests
@@ -64,11 +65,21 @@ class TaskContextInfo:
 
 def encoder_for(job: SinkJob) -> RowEncoder:
     """The row encoder of the job's ``row_format``: Arrow, or proto rows."""
-    if job.options.row_format == "proto":
+    return row_encoder(job.options.row_format, job.schema_fields, job.plan.arrow_schema)
+
+
+def row_encoder(
+    row_format: str, fields: Callable[[], Sequence[Any]], arrow_schema: pa.Schema
+) -> RowEncoder:
+    """The encoder of ``row_format`` for rows of ``arrow_schema`` into a table of
+    ``fields`` (asked for only by proto rows): every stream of a job, the dead-letter
+    table's too, sends rows one way, since a project that refuses Arrow refuses it on
+    every table."""
+    if row_format == "proto":
         from onceover_jobs.sink.rows.proto_encoder import ProtoEncoder
 
-        return ProtoEncoder(job.schema_fields(), job.plan.arrow_schema)
-    return ArrowEncoder(job.plan.arrow_schema)
+        return ProtoEncoder(fields(), arrow_schema)
+    return ArrowEncoder(arrow_schema)
 
 
 def chained(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -251,7 +262,7 @@ class Stage:
         parent = job.dead_letter_parent
         assert parent is not None
         stream = self.create_stream("PENDING", parent=parent)
-        encoder = ArrowEncoder(rows.schema)
+        encoder = row_encoder(job.options.row_format, dead_letter_schema, rows.schema)
         appender = StreamAppender(
             self.client,
             stream,

@@ -327,11 +327,21 @@ def dead_letter_batch(
     return pa.RecordBatch.from_pydict(columns, schema=DEAD_LETTER_ARROW)
 
 
+def dead_letter_schema() -> list[Any]:
+    """The dead-letter table's columns as BigQuery's SchemaFields."""
+    from google.cloud.bigquery import SchemaField
+
+    return [
+        SchemaField(name, kind, mode=mode, description=description)
+        for name, kind, mode, description in DEAD_LETTER_FIELDS
+    ]
+
+
 def ensure_dead_letter_table(config: BigQueryConfig, table_id: str) -> None:
     """Create the dead-letter table if it is missing; an existing one must have every
     column of :data:`DEAD_LETTER_FIELDS` with its type (more columns are fine)."""
     from google.api_core.exceptions import Conflict, NotFound
-    from google.cloud.bigquery import SchemaField, Table
+    from google.cloud.bigquery import Table
 
     from onceover.bigquery import bigquery_client
 
@@ -340,10 +350,7 @@ def ensure_dead_letter_table(config: BigQueryConfig, table_id: str) -> None:
         try:
             existing = client.get_table(table_id)
         except NotFound:
-            schema = [
-                SchemaField(name, kind, mode=mode, description=description)
-                for name, kind, mode, description in DEAD_LETTER_FIELDS
-            ]
+            schema = dead_letter_schema()
             try:
                 client.create_table(Table(table_id, schema=schema))
                 logger.info("created the dead-letter table %s", table_id)
