@@ -248,10 +248,11 @@ def test_rows_set_aside_are_sent_in_the_jobs_row_format(
     the dead-letter table as proto rows too, or that project fails on its first bad row."""
     from onceover_jobs.sink.modes import staging
     from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
+    from onceover_jobs.sink.wire.appender import StreamAppender
 
     sent: dict[str, set[str]] = {}
 
-    class Recording(staging.StreamAppender):  # type: ignore[misc]
+    class Recording(StreamAppender):
         def __init__(self, client: Any, stream: str, **options: Any) -> None:
             encoder = options["schema_payload"].__self__  # what writes each request's rows
             sent.setdefault(stream.split("/streams/", maxsplit=1)[0].rsplit("/", 1)[1], set()).add(
