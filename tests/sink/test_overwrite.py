@@ -110,6 +110,7 @@ def test_an_overwrite_replaces_every_row_keeps_the_table_and_a_rerun_changes_not
     write = (
         _new_rows(spark).write.format("onceover")
         .option("run_id", "nightly-1").option("write_id", "orders")
+        .option("partitionOverwriteMode", "static")  # a partitioned table: say which
     )  # fmt: skip
 
     write.mode("overwrite").save(table)
@@ -178,6 +179,10 @@ def test_what_an_overwrite_cannot_do_is_refused_before_a_row_is_staged(
     committed = df.write.format("onceover").option("mode", "committed")
     with pytest.raises(Exception, match="onceover option 'mode'"):
         committed.mode("overwrite").save(table)
+    unsaid = df.write.format("onceover")  # the session's setting would not reach the sink
+    with pytest.raises(Exception, match="onceover option 'partitionOverwriteMode'") as refused:
+        unsaid.mode("overwrite").save(table)
+    assert "never reaches a Python data source" in str(refused.value)
     wrong = df.write.format("onceover").option("partitionOverwriteMode", "sometimes")
     with pytest.raises(Exception, match="'sometimes' is not static or dynamic"):
         wrong.mode("overwrite").save(table)
@@ -232,7 +237,7 @@ def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
     table = _table(rest, dataset)
     _insert(rest, table, OLD)
     options = {"table": table, "run_id": "nightly-7", "write_id": "orders",
-               "ledger": str(tmp_path / "ledger")}  # fmt: skip
+               "ledger": str(tmp_path / "ledger"), "partitionOverwriteMode": "static"}  # fmt: skip
 
     job, results = _attempt(options)
     monkeypatch.setenv(failpoints.ENV, f"{point}=error@1")

@@ -11,7 +11,7 @@ from onceover_jobs.sink.table.overwrite import (
     STAGING_PREFIX,
     OverwriteScope,
     drop_staging,
-    dynamic_option,
+    partition_overwrite_option,
     staging_table_id,
     swap_script,
     table_of_stream,
@@ -37,23 +37,23 @@ def test_only_a_staging_table_is_ever_dropped() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "dynamic"),
+    ("options", "given"),
     [
-        ({}, False),
-        ({"partitionoverwritemode": "STATIC"}, False),
-        ({"partitionoverwritemode": "dynamic"}, True),
-        ({"spark.sql.sources.partitionoverwritemode": "Dynamic"}, True),
+        ({}, None),
+        ({"partitionoverwritemode": "STATIC"}, "static"),
+        ({"partitionoverwritemode": "dynamic"}, "dynamic"),
+        ({"spark.sql.sources.partitionoverwritemode": "Dynamic"}, "dynamic"),
     ],
 )
 def test_the_partition_overwrite_mode_is_read_as_spark_spells_it(
-    options: dict[str, str], dynamic: bool
+    options: dict[str, str], given: str | None
 ) -> None:
-    assert dynamic_option(options) is dynamic
+    assert partition_overwrite_option(options) == given
 
 
 def test_a_wrong_partition_overwrite_mode_is_refused_naming_it() -> None:
     with pytest.raises(SinkOptionError, match=r"'partitionOverwriteMode'.*'daily'"):
-        dynamic_option({"partitionoverwritemode": "daily"})
+        partition_overwrite_option({"partitionoverwritemode": "daily"})
 
 
 def test_the_swap_deletes_the_scope_and_inserts_the_staged_rows_in_one_transaction() -> None:

@@ -177,7 +177,12 @@ def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) 
     """A ``mode("overwrite")`` write's staging table, made before any task writes to it;
     what cannot be replaced is refused here, before a row is staged."""
     from onceover_jobs.sink.rows.schema import rest_client
-    from onceover_jobs.sink.table.overwrite import create_staging, scope_of, staging_table_id
+    from onceover_jobs.sink.table.overwrite import (
+        create_staging,
+        dynamic_scope,
+        scope_of,
+        staging_table_id,
+    )
 
     if traits_of(options.mode).publish != "batch_commit":
         raise SinkOptionError(
@@ -187,10 +192,11 @@ def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) 
             "out. Nothing was written",
         )
     target = rest_client(config).get_table(options.table)
-    scope_of(target, dynamic=options.dynamic_overwrite)  # refused now, not after staging
+    dynamic = dynamic_scope(target, options.partition_overwrite)
+    scope_of(target, dynamic=dynamic)  # refused now, not after staging
     staging = staging_table_id(options.table, options.run_id)
     create_staging(config, staging, fields)
-    return Overwrite(staging, dynamic=options.dynamic_overwrite)
+    return Overwrite(staging, dynamic=dynamic)
 
 
 PLANNED_FIRST = (

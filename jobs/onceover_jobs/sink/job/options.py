@@ -107,7 +107,11 @@ from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
 from onceover_jobs.sink.ledger.retention import DEFAULT_KEEP, how_many_to_keep
 from onceover_jobs.sink.table.creation import TableCreation, is_creation_option, table_creation
-from onceover_jobs.sink.table.overwrite import PARTITION_OVERWRITE_OPTIONS, dynamic_option
+from onceover_jobs.sink.table.overwrite import (
+    PARTITION_OVERWRITE_OPTIONS,
+    PartitionOverwrite,
+    partition_overwrite_option,
+)
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -197,9 +201,10 @@ class SinkOptions:
     creation: TableCreation = field(default_factory=TableCreation)
     """What the write may do about a missing table (createDisposition, partitioning, ...:
     onceover_jobs.sink.table.creation)."""
-    dynamic_overwrite: bool = False
-    """``partitionOverwriteMode=dynamic``: a ``mode("overwrite")`` write replaces only
-    its rows' partitions (onceover_jobs.sink.table.overwrite)."""
+    partition_overwrite: PartitionOverwrite | None = None
+    """``partitionOverwriteMode`` as given: a ``mode("overwrite")`` write replaces every
+    row (static) or only its rows' partitions (dynamic); None: not given, refused for a
+    partitioned table (onceover_jobs.sink.table.overwrite)."""
     ignored: tuple[str, ...] = ()
     """A note for each of the connector's options given and ignored here
     (onceover_jobs.sink.job.connector_options), logged by the driver."""
@@ -408,5 +413,5 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
         ignored=tuple(ignored),
         creation=table_creation(options),
-        dynamic_overwrite=dynamic_option(options),
+        partition_overwrite=partition_overwrite_option(options),
     )

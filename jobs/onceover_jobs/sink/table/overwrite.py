@@ -17,13 +17,15 @@ descriptions and policy tags would go) and cannot replace only some partitions, 
 (BigQuery's DML page), where a query reads rows the moment their streams are committed.
 DML keeps the target's schema, description, policy tags, partitioning and clustering.
 
-The scope (:func:`scope_of`): the whole table (``partitionOverwriteMode`` static, Spark's
-default), or with ``dynamic`` only the partitions the staged rows fall in, by the
-target's own partitioning (time-unit or integer-range; the NULL partition and the
-integer range's ``__UNPARTITIONED__`` are partitions like any). The staging table
-expires after :data:`STAGING_LIFETIME_S` in case the driver never comes back; the
-protocol (:mod:`onceover_jobs.sink.protocol.overwrite`) drops it once the swap is
-recorded.
+The scope (:func:`scope_of`): the whole table (``partitionOverwriteMode`` static), or with
+``dynamic`` only the partitions the staged rows fall in, by the target's own partitioning
+(time-unit or integer-range; the NULL partition and the integer range's
+``__UNPARTITIONED__`` are partitions like any). A partitioned table's overwrite must say
+which (:func:`dynamic_scope`): Spark's session setting does not reach a Python data
+source, and guessing static for a user who set it dynamic would delete the partitions
+they meant to keep. The staging table expires after :data:`STAGING_LIFETIME_S` in case
+the driver never comes back; the protocol (:mod:`onceover_jobs.sink.protocol.overwrite`)
+drops it once the swap is recorded.
 """
 
 from __future__ import annotations
@@ -105,16 +107,43 @@ class OverwriteScope:
         )
 
 
-def dynamic_option(options: Mapping[str, str]) -> bool:
-    """Whether the write asks for dynamic partition overwrite (lower-case keys)."""
-    given = [(key, options[key]) for key in PARTITION_OVERWRITE_OPTIONS if key in options]
+PartitionOverwrite = Literal["static", "dynamic"]
+
+
+def partition_overwrite_option(options: Mapping[str, str]) -> PartitionOverwrite | None:
+    """``partitionOverwriteMode`` as the write gives it (lower-case keys); None when it
+    gives none."""
+    given = [options[key] for key in PARTITION_OVERWRITE_OPTIONS if key in options]
     if not given:
-        return False
-    _, text = given[0]
-    value = text.strip().lower()
-    if value not in ("static", "dynamic"):
-        raise SinkOptionError("partitionOverwriteMode", f"{text!r} is not static or dynamic")
-    return value == "dynamic"
+        return None
+    value = given[0].strip().lower()
+    if value == "static":
+        return "static"
+    if value == "dynamic":
+        return "dynamic"
+    raise SinkOptionError("partitionOverwriteMode", f"{given[0]!r} is not static or dynamic")
+
+
+UNSAID = (
+    "it is partitioned, and the write does not say whether to replace every partition or "
+    "only the DataFrame's: give .option('partitionOverwriteMode', 'static') for every row, "
+    "or 'dynamic' for the partitions the rows fall in. Spark's session setting "
+    "spark.sql.sources.partitionOverwriteMode never reaches a Python data source (Spark "
+    "hands it only the write's own options), so it cannot be read here, and a dynamic "
+    "overwrite taken for a static one would delete every other partition. Nothing was "
+    "written"
+)
+
+
+def dynamic_scope(table: Table, given: PartitionOverwrite | None) -> bool:
+    """Whether an overwrite of ``table`` replaces only its rows' partitions: as the write
+    says; a partitioned table's overwrite that says nothing is refused (:data:`UNSAID`),
+    an unpartitioned one is replaced whole."""
+    if given is not None:
+        return given == "dynamic"
+    if table.time_partitioning is not None or table.range_partitioning is not None:
+        raise SinkOptionError("partitionOverwriteMode", f"{table.full_table_id}: {UNSAID}")
+    return False
 
 
 def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
