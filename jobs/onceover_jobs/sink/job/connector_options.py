@@ -77,9 +77,9 @@ CONNECTOR_OPTIONS: tuple[ConnectorOption, ...] = (
     ),
     ConnectorOption(
         "datePartition", "refused",
-        "not yet: writing into one named partition (and replacing it with "
-        "`mode(\"overwrite\")`) comes with overwrite; write the rows with their "
-        "partitioning column set",
+        "not yet: to replace one day, write that day's rows with `mode(\"overwrite\")` "
+        "and `partitionOverwriteMode=dynamic` (only the partitions the rows fall in are "
+        "replaced); to append, write the rows with their partitioning column set",
     ),
     ConnectorOption(
         "allowFieldAddition", "refused",
