@@ -128,6 +128,20 @@ def test_an_overwrite_replaces_every_row_keeps_the_table_and_a_rerun_changes_not
     assert _staging_tables(rest, dataset) == []
 
 
+def test_the_connectors_overwrite_runs_with_only_the_format_changed(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """``df.write.format("bigquery").option("writeMethod", "direct").mode("overwrite")
+    .save("dataset.table")`` into a table that is not partitioned: its rows replaced, once
+    (no run_id: a save() of its own)."""
+    table = _table(rest, dataset, partitioning=None)
+    _insert(rest, table, OLD)
+    df = _new_rows(spark)
+    df.write.format("onceover").option("writeMethod", "direct").mode("overwrite").save(table)
+    assert _ids(rest, table) == list(range(NEW))
+    assert _staging_tables(rest, dataset) == []
+
+
 def test_a_dynamic_overwrite_replaces_only_the_days_the_dataframe_has(
     spark: SparkSession, rest: bigquery.Client, dataset: str
 ) -> None:
