@@ -81,6 +81,23 @@ def test_a_save_without_run_id_whose_task_failed_and_was_retried_writes_each_row
     assert counted(rest, table) == (ROWS, ROWS)
 
 
+def test_the_readmes_indirect_write_is_written_directly_each_row_once(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """``.option("temporaryGcsBucket", ...).save("dataset.table")``, the connector's
+    indirect method (its default): the bucket is ignored with a note, and the rows go
+    through the Storage Write API, each once."""
+    table = f"{dataset}.orders"
+    (
+        orders(spark)
+        .write.format("onceover")
+        .option("temporaryGcsBucket", "some-bucket")
+        .mode("append")
+        .save(table)
+    )
+    assert counted(rest, table) == (ROWS, ROWS)
+
+
 def test_the_readmes_at_least_once_write_and_an_indirect_bucket_set_for_it(
     spark: SparkSession, rest: bigquery.Client, dataset: str
 ) -> None:
