@@ -4,6 +4,8 @@ to ``format("onceover")``, on the shared Spark session. Judged by what BigQuery 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from google.cloud import bigquery
 from pyspark.sql import DataFrame, SparkSession
@@ -79,6 +81,23 @@ def test_a_save_without_run_id_whose_task_failed_and_was_retried_writes_each_row
     assert counted(rest, table) == (ROWS, ROWS)
 
 
+def test_the_readmes_indirect_write_is_written_directly_each_row_once(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """``.option("temporaryGcsBucket", ...).save("dataset.table")``, the connector's
+    indirect method (its default): the bucket is ignored with a note, and the rows go
+    through the Storage Write API, each once."""
+    table = f"{dataset}.orders"
+    (
+        orders(spark)
+        .write.format("onceover")
+        .option("temporaryGcsBucket", "some-bucket")
+        .mode("append")
+        .save(table)
+    )
+    assert counted(rest, table) == (ROWS, ROWS)
+
+
 def test_the_readmes_at_least_once_write_and_an_indirect_bucket_set_for_it(
     spark: SparkSession, rest: bigquery.Client, dataset: str
 ) -> None:
@@ -97,6 +116,29 @@ def test_the_readmes_at_least_once_write_and_an_indirect_bucket_set_for_it(
     rows, keys = counted(rest, table)
     assert keys == ROWS
     assert rows >= ROWS  # at least once: a retry may repeat rows, none is missing
+
+
+def test_the_readmes_streaming_write_into_a_table_the_query_creates(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    """``writeStream`` as the README writes it (its bucket for the indirect method left
+    in, ignored): the missing table created, every row once; the query started again on
+    its checkpoint writes nothing again."""
+    table = f"{dataset}.orders"
+    source = tmp_path / "orders"
+    orders(spark).write.parquet(str(source))
+    df = spark.readStream.schema(orders(spark).schema).parquet(str(source))
+    for _ in range(2):
+        (
+            df.writeStream.format("onceover")
+            .option("temporaryGcsBucket", "some-bucket")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .option("table", table)
+            .trigger(availableNow=True)  # the test's: to stop when the files are read
+            .start()
+            .awaitTermination()
+        )
+        assert counted(rest, table) == (ROWS, ROWS)
 
 
 def test_the_connectors_indirect_write_is_refused_naming_the_option(

@@ -5,8 +5,8 @@ one the connector documents for writes (README 0.45, "Properties") is here once,
 what it does in Onceover: honoured as the connector honours it, honoured differently
 (the line says how), ignored (it steers something Onceover never does, such as the
 connector's load through a bucket, or it is a read option), or refused, with the reason
-and the fix. (The readers' page of this table, a guide "Coming from the connector", is
-still to be written: issue 54.)
+and the fix. The readers' page of this table is docs/guides/from-connector.md, "Coming
+from spark-bigquery-connector" (tests/project/test_connector_page.py keeps the two alike).
 
 :func:`translate` turns the connector's spelling into the sink's before the sink's own
 options are checked (:func:`onceover_jobs.sink.job.options.parse_options`): the table
