@@ -21,7 +21,8 @@ Structured Streaming::
        .trigger(availableNow=True).start())
 
 Options (see :mod:`onceover_jobs.sink.job.options` for all): ``table`` (required), ``mode``
-(``pending``; ``committed``, the default of ``writeStream``; ``default``), ``key``,
+(``pending``, the default of ``df.write``; ``buffered``, the default of ``writeStream``;
+``committed``; ``default``), ``partitionOverwriteMode`` (with ``mode("overwrite")``), ``key``,
 ``run_id``, ``ledger``, ``stamp``, ``job``, ``monitor.url``, ``monitor.token``,
 ``row_format`` (``arrow``/``proto``), ``request.max_bytes``, ``append.max_inflight``,
 ``retry.deadline_s``.
