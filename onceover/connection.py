@@ -15,8 +15,14 @@ option                              meaning
                                     refreshed: for jobs shorter than its life)
 ``gcpImpersonationServiceAccount``  a service account to act as, with the credentials
                                     above (or the default ones) as the source
-``parentProject``                   the project billed for and counting the API calls
-                                    (the quota project); tables keep their own project
+``parentProject``                   the project BigQuery jobs run in and are billed to
+                                    (the REST client's project); tables keep their own
+                                    project
+``useParentProjectForMetadataOperations``
+                                    ``true``: ``parentProject`` is also the quota project
+                                    of every call (``x-goog-user-project``, which needs
+                                    ``serviceusage.services.use`` on it); default
+                                    ``false``: calls count against the credentials' own
 ``bigQueryStorageGrpcEndpoint``     the Storage Write API endpoint, ``host:port``
                                     (regional: ``bigquerystorage.<region>.rep.googleapis.com:443``;
                                     Private Service Connect: your endpoint)
@@ -57,6 +63,7 @@ OPTIONS = {
     "gcpaccesstoken": "access_token",
     "gcpimpersonationserviceaccount": "impersonate",
     "parentproject": "parent_project",
+    "useparentprojectformetadataoperations": "parent_for_metadata",
     "bigquerystoragegrpcendpoint": "storage_endpoint",
     "bigqueryhttpendpoint": "http_endpoint",
     "proxyaddress": "proxy",
@@ -70,6 +77,7 @@ OPTION_NAMES = {
     "access_token": "gcpAccessToken",
     "impersonate": "gcpImpersonationServiceAccount",
     "parent_project": "parentProject",
+    "parent_for_metadata": "useParentProjectForMetadataOperations",
     "storage_endpoint": "bigQueryStorageGrpcEndpoint",
     "http_endpoint": "bigQueryHttpEndpoint",
     "proxy": "proxyAddress",
@@ -102,6 +110,8 @@ class Connection:
     access_token: str | None = field(default=None, repr=False)
     impersonate: str | None = None
     parent_project: str | None = None
+    parent_for_metadata: bool = False
+    """``useParentProjectForMetadataOperations``: ``parent_project`` is the quota project."""
     storage_endpoint: str | None = None
     http_endpoint: str | None = None
     proxy: str | None = None
@@ -112,13 +122,17 @@ class Connection:
     def from_options(cls, options: Mapping[str, str]) -> Connection:
         """The connection the sink's ``options`` (lower-case names) ask for; a wrong
         value raises :class:`ConnectionOptionError` naming the option."""
-        given = {
+        given: dict[str, Any] = {
             name: options[key].strip()
             for key, name in OPTIONS.items()
             if options.get(key, "").strip()
         }
         if "credentials_json" in given:
             given["credentials_json"] = _decoded_credentials(given["credentials_json"])
+        if "parent_for_metadata" in given:
+            given["parent_for_metadata"] = _flag(
+                given["parent_for_metadata"], OPTION_NAMES["parent_for_metadata"]
+            )
         connection = cls(**given)
         connection.check()
         return connection
@@ -167,7 +181,16 @@ class Connection:
 
     @property
     def is_default(self) -> bool:
-        return all(getattr(self, f.name) is None for f in fields(self))
+        return all(getattr(self, f.name) == f.default for f in fields(self))
+
+    @property
+    def quota_project(self) -> str | None:
+        """The project every call counts against (``x-goog-user-project``), as the
+        connector sends it: ``parentProject`` only with
+        ``useParentProjectForMetadataOperations=true``; else None, and the calls count
+        against the credentials' own project. ``parentProject`` alone bills the jobs
+        (the REST client's project, :func:`onceover.bigquery.bigquery_client`)."""
+        return self.parent_project if self.parent_for_metadata else None
 
     def proxy_url(self) -> str | None:
         """The proxy with its credentials, as HTTP clients and gRPC take it."""
@@ -202,8 +225,8 @@ class Connection:
                 target_principal=self.impersonate,
                 target_scopes=list(SCOPES),
             )
-        if self.parent_project is not None and hasattr(credentials, "with_quota_project"):
-            credentials = credentials.with_quota_project(self.parent_project)
+        if self.quota_project is not None and hasattr(credentials, "with_quota_project"):
+            credentials = credentials.with_quota_project(self.quota_project)
         return credentials, project
 
 
@@ -226,6 +249,13 @@ def _from_info(info: dict[str, Any], option: str) -> tuple[Any, str | None]:
         f"holds credentials of type {kind!r}; give a service account's key or a user's "
         "credentials (authorized_user), or impersonate a service account",
     )
+
+
+def _flag(text: str, option: str) -> bool:
+    """A boolean option, as the connector reads one (``true`` or ``false``, any case)."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise ConnectionOptionError(option, f"{text!r} is neither true nor false")
 
 
 def _decoded_credentials(text: str) -> str:

@@ -64,20 +64,55 @@ def real(connection: Connection, project: str | None = None) -> BigQueryConfig:
     return BigQueryConfig(project=project, connection=connection)
 
 
-def test_a_key_file_a_quota_project_and_a_regional_endpoint_make_the_write_client(
+def test_a_key_file_a_parent_project_and_a_regional_endpoint_make_the_write_client(
     key_file: Path,
 ) -> None:
     connection = connection_options({
         "credentialsFile": str(key_file),
-        "parentProject": "billing-quota",
+        "parentProject": "billing-jobs",
         "bigQueryStorageGrpcEndpoint": "bigquerystorage.europe-west3.rep.googleapis.com:443",
     })  # fmt: skip
     client = write_client(real(connection))
     credentials: Any = client.transport._credentials
     assert credentials.service_account_email == ACCOUNT
-    assert credentials.quota_project_id == "billing-quota"
+    assert credentials.quota_project_id is None  # parentProject alone is no quota project
     assert client.transport._host == "bigquerystorage.europe-west3.rep.googleapis.com:443"
     assert real(connection).resolved_project() == "billing-prod"  # the key's project
+
+
+def test_the_parent_project_is_the_rest_clients_project_and_the_jobs_run_there(
+    key_file: Path,
+) -> None:
+    """The connector's meaning: jobs (queries, copies) run in and are billed to
+    ``parentProject``; the tables keep their own project."""
+    connection = connection_options(
+        {"credentialsFile": str(key_file), "parentProject": "billing-jobs"}
+    )
+    client = bigquery_client(real(connection, project="data-prod"))
+    assert client.project == "billing-jobs"
+    assert client._credentials.quota_project_id is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "quota"), [("true", "billing-quota"), ("TRUE", "billing-quota"), ("false", None)]
+)
+def test_the_parent_project_is_the_quota_project_only_with_the_connectors_option(
+    key_file: Path, key_info: dict[str, str], flag: str, quota: str | None
+) -> None:
+    for source in ({"credentialsFile": str(key_file)}, {"credentials": json.dumps(key_info)},
+                   {"gcpAccessToken": "t"}):  # fmt: skip
+        connection = connection_options({
+            **source, "parentProject": "billing-quota",
+            "useParentProjectForMetadataOperations": flag,
+        })  # fmt: skip
+        credentials, _ = connection.credentials()
+        assert credentials.quota_project_id == quota, source
+        assert connection.quota_project == quota
+        transport: Any = write_client(real(connection)).transport
+        assert transport._credentials.quota_project_id == quota
+        assert bigquery_client(real(connection)).project == "billing-quota"
+    without = connection_options({"credentialsFile": str(key_file)})
+    assert without.credentials()[0].quota_project_id is None
 
 
 def test_an_inline_key_base64_as_the_connector_takes_it_or_plain(
@@ -118,6 +153,8 @@ def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
         ({"gcpImpersonationServiceAccount": "writer"}, "gcpImpersonationServiceAccount",
          "not a service account"),
         ({"parentProject": "Billing"}, "parentProject", "not a project id"),
+        ({"useParentProjectForMetadataOperations": "yes"},
+         "useParentProjectForMetadataOperations", "neither true nor false"),
         ({"bigQueryStorageGrpcEndpoint": "https://x"}, "bigQueryStorageGrpcEndpoint",
          "not host:port"),
         ({"bigQueryHttpEndpoint": "x:1"}, "bigQueryHttpEndpoint", "not an http"),
@@ -143,6 +180,7 @@ class _Proxy(TrackedHandler):
             (self.command, self.path, self.headers.get("Authorization"),
              self.headers.get("Proxy-Authorization"))
         )  # fmt: skip
+        proxy.quota_projects.append((self.path, self.headers.get("x-goog-user-project")))
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
@@ -180,6 +218,8 @@ class RecordingProxy(LocalServer):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[str, str, str | None, str | None]] = []
+        self.quota_projects: list[tuple[str, str | None]] = []
+        """Each relayed request's URL and ``x-goog-user-project`` header."""
 
 
 @pytest.fixture
@@ -208,6 +248,38 @@ def test_rest_calls_go_through_the_proxy_with_the_token_to_the_given_endpoint(
     assert url.startswith(f"{bq_config.rest_endpoint}/bigquery/v2/projects/")
     assert authorization == "Bearer token-for-the-test"
     assert proxy_authorization == "Basic " + base64.b64encode(b"loader:s3cret").decode()
+
+
+@pytest.mark.parametrize("for_metadata", ["false", "true"])
+def test_a_query_runs_in_the_parent_project_and_names_it_quota_project_only_if_asked(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    proxy: RecordingProxy,
+    for_metadata: str,
+) -> None:
+    """As the spark-bigquery-connector: the job is created in ``parentProject`` (billed
+    there), and the ``x-goog-user-project`` header, which needs
+    ``serviceusage.services.use`` on that project, is sent only with
+    ``useParentProjectForMetadataOperations=true``."""
+    table = f"{dataset}.billed"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("id", "INT64")]))
+    parent = str(bq_config.project or rest.project)
+    connection = connection_options({
+        "gcpAccessToken": "token-for-the-test",
+        "bigQueryHttpEndpoint": str(bq_config.rest_endpoint),
+        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+        "parentProject": parent,
+        "useParentProjectForMetadataOperations": for_metadata,
+    })  # fmt: skip
+    client = bigquery_client(real(connection, project="data-prod-elsewhere"))
+    rows = list(client.query_and_wait(f"SELECT COUNT(*) AS n FROM `{table}`"))
+    assert [row["n"] for row in rows] == [0]
+    calls = [url for url, _ in proxy.quota_projects]
+    assert any(f"/bigquery/v2/projects/{parent}/queries" in url for url in calls), calls
+    assert not any("data-prod-elsewhere" in url for url in calls)
+    expected = parent if for_metadata == "true" else None
+    assert {header for _, header in proxy.quota_projects} == {expected}
 
 
 def test_the_storage_write_channel_opens_through_the_proxy(
