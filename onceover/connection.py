@@ -27,9 +27,18 @@ option                              meaning
                                     (regional: ``bigquerystorage.<region>.rep.googleapis.com:443``;
                                     Private Service Connect: your endpoint)
 ``bigQueryHttpEndpoint``            the BigQuery REST endpoint, ``https://host[:port]``
-``proxyAddress``                    an HTTP proxy for both, ``http://host:port``
+``proxyAddress``                    an HTTP proxy for both: ``host:port`` (the
+                                    connector's form), ``http://host:port`` or
+                                    ``https://host:port``, each taken as
+                                    ``http://host:port`` (module docstring)
 ``proxyUsername``, ``proxyPassword`` the proxy's credentials
 ==================================  ==================================================
+
+The proxy is always spoken to in plain HTTP (CONNECT for TLS to Google), whichever scheme
+``proxyAddress`` names: the connector drops the scheme the same way (its transport makes
+an HTTP proxy of any address), and gRPC ignores a proxy URL that is not ``http://`` and
+would connect directly. An address without a port, or with another scheme (``socks5://``),
+is refused.
 
 Secrets (``credentials``, ``gcpAccessToken``, ``proxyPassword``) travel to the executors
 inside the task, as the connector's do, and are never printed: :class:`Connection`
@@ -87,6 +96,10 @@ OPTION_NAMES = {
 
 _HOST_PORT_RE = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 _HTTP_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?/?$")
+_PROXY_RE = re.compile(
+    r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?"
+    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?/?$"
+)
 _ACCOUNT_RE = re.compile(r"^[^@\s]+@[A-Za-z0-9.-]+$")
 _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
@@ -129,6 +142,8 @@ class Connection:
         }
         if "credentials_json" in given:
             given["credentials_json"] = _decoded_credentials(given["credentials_json"])
+        if "proxy" in given:
+            given["proxy"] = _proxy_address(given["proxy"])
         if "parent_for_metadata" in given:
             given["parent_for_metadata"] = _flag(
                 given["parent_for_metadata"], OPTION_NAMES["parent_for_metadata"]
@@ -167,12 +182,15 @@ class Connection:
             raise ConnectionOptionError(
                 "bigQueryStorageGrpcEndpoint", f"{self.storage_endpoint!r} is not host:port"
             )
-        for name in ("http_endpoint", "proxy"):
-            value = getattr(self, name)
-            if value is not None and not _HTTP_URL_RE.match(value):
-                raise ConnectionOptionError(
-                    OPTION_NAMES[name], f"{value!r} is not an http(s)://host[:port] URL"
-                )
+        if self.http_endpoint is not None and not _HTTP_URL_RE.match(self.http_endpoint):
+            raise ConnectionOptionError(
+                "bigQueryHttpEndpoint",
+                f"{self.http_endpoint!r} is not an http(s)://host[:port] URL",
+            )
+        if self.proxy is not None and _proxy_address(self.proxy) != self.proxy:
+            raise ConnectionOptionError(
+                "proxyAddress", f"{self.proxy!r} is not in the form http://host:port"
+            )
         if (self.proxy_username or self.proxy_password) and self.proxy is None:
             raise ConnectionOptionError("proxyUsername", "given without proxyAddress")
         if bool(self.proxy_username) != bool(self.proxy_password):
@@ -249,6 +267,30 @@ def _from_info(info: dict[str, Any], option: str) -> tuple[Any, str | None]:
         f"holds credentials of type {kind!r}; give a service account's key or a user's "
         "credentials (authorized_user), or impersonate a service account",
     )
+
+
+def _proxy_address(text: str) -> str:
+    """``proxyAddress`` as ``http://host:port``: from ``host:port`` (the connector's form),
+    ``http://host:port`` or ``https://host:port`` (module docstring: spoken to in HTTP)."""
+    match = _PROXY_RE.match(text)
+    if match is None:
+        raise ConnectionOptionError(
+            "proxyAddress",
+            f"{text!r} is not host:port or http://host:port (a proxy's user and password "
+            "go in proxyUsername and proxyPassword)",
+        )
+    scheme, host, port = match.group("scheme"), match.group("host"), match.group("port")
+    if scheme is not None and scheme.lower() not in ("http", "https"):
+        raise ConnectionOptionError(
+            "proxyAddress",
+            f"{text!r}: a {scheme} proxy is not supported; give an HTTP proxy as host:port "
+            "or http://host:port",
+        )
+    if port is None:
+        raise ConnectionOptionError("proxyAddress", f"{text!r} has no port: give host:port")
+    if not 0 < int(port) < 65536:
+        raise ConnectionOptionError("proxyAddress", f"{text!r}: port {port} is out of range")
+    return f"http://{host}:{int(port)}"
 
 
 def _flag(text: str, option: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +23,7 @@ from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.options import connection_options
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.connection import Connection
+from onceover.connection import Connection, ConnectionOptionError
 from tests.helpers.local_http import LocalServer, TrackedHandler
 from tests.helpers.waiting import wait_until
 
@@ -170,6 +171,49 @@ def test_a_wrong_connection_option_is_refused_naming_it(
     assert refused.value.option == named
 
 
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [
+        ("proxy.corp:3128", "http://proxy.corp:3128"),  # the connector's form
+        ("http://proxy.corp:3128", "http://proxy.corp:3128"),
+        ("HTTP://proxy.corp:3128/", "http://proxy.corp:3128"),
+        # Spoken to in HTTP whatever the scheme, as the connector does and gRPC needs.
+        ("https://proxy.corp:8443", "http://proxy.corp:8443"),
+        ("10.0.0.7:08080", "http://10.0.0.7:8080"),
+        ("[fd00::7]:3128", "http://[fd00::7]:3128"),
+    ],
+)
+def test_a_proxy_address_is_taken_as_host_port_or_a_url_and_used_as_http(
+    given: str, taken: str
+) -> None:
+    connection = connection_options(
+        {"proxyAddress": given, "proxyUsername": "u", "proxyPassword": "p"}
+    )
+    assert connection.proxy == taken
+    assert connection.proxy_url() == taken.replace("http://", "http://u:p@")
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("proxy.corp", "has no port"),
+        ("http://proxy.corp", "has no port"),
+        ("socks5://proxy.corp:1080", "socks5 proxy is not supported"),
+        ("ftp://proxy.corp:21", "ftp proxy is not supported"),
+        ("proxy.corp:70000", "out of range"),
+        ("proxy.corp:0", "out of range"),
+        ("http://u:p@proxy.corp:3128", "proxyUsername and proxyPassword"),
+        ("http://proxy.corp:3128/path", "is not host:port"),
+    ],
+)
+def test_a_wrong_proxy_address_is_refused_naming_it(given: str, problem: str) -> None:
+    with pytest.raises(SinkOptionError, match=re.escape(problem)) as refused:
+        connection_options({"proxyAddress": given})
+    assert refused.value.option == "proxyAddress"
+    with pytest.raises(ConnectionOptionError, match="http://host:port"):
+        Connection(proxy="proxy.corp:3128").check()  # built by hand: the form it is used in
+
+
 class _Proxy(TrackedHandler):
     """A forward HTTP proxy: relays absolute-URI requests, answers CONNECT with 403,
     and notes every request line with its Authorization and Proxy-Authorization."""
@@ -268,7 +312,7 @@ def test_a_query_runs_in_the_parent_project_and_names_it_quota_project_only_if_a
     connection = connection_options({
         "gcpAccessToken": "token-for-the-test",
         "bigQueryHttpEndpoint": str(bq_config.rest_endpoint),
-        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+        "proxyAddress": f"127.0.0.1:{proxy.port}",  # the connector's form
         "parentProject": parent,
         "useParentProjectForMetadataOperations": for_metadata,
     })  # fmt: skip
@@ -290,7 +334,7 @@ def test_the_storage_write_channel_opens_through_the_proxy(
     connection = connection_options({
         "credentialsFile": str(key_file),
         "bigQueryStorageGrpcEndpoint": "bigquerystorage.us-east4.rep.googleapis.com:443",
-        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+        "proxyAddress": f"127.0.0.1:{proxy.port}",  # the connector's form
     })  # fmt: skip
     client = write_client(real(connection))
     transport: Any = client.transport
