@@ -6,9 +6,12 @@ things, so a job moving from one to the other keeps its options:
 ==================================  ==================================================
 option                              meaning
 ==================================  ==================================================
-``credentialsFile``                 a credentials file (a service-account key, or any
-                                    file ``gcloud`` writes); on a cluster, at the same
-                                    path on every node
+``credentialsFile``                 a credentials file: a service account's key, a
+                                    user's (``gcloud auth application-default login``)
+                                    or a workload identity federation configuration
+                                    (``"type": "external_account"``: a token from a file,
+                                    a URL, AWS or an executable, exchanged at Google's
+                                    STS); on a cluster, at the same path on every node
 ``credentials``                     the same file's JSON inline, base64-encoded (as the
                                     connector takes it) or as plain JSON
 ``gcpAccessToken``                  an OAuth access token, used as it is (it is not
@@ -150,6 +153,7 @@ class Connection:
             )
         connection = cls(**given)
         connection.check()
+        connection._load_given()
         return connection
 
     def check(self) -> None:
@@ -197,6 +201,15 @@ class Connection:
             missing = "proxyPassword" if self.proxy_username else "proxyUsername"
             raise ConnectionOptionError(missing, "give proxyUsername and proxyPassword together")
 
+    def _load_given(self) -> None:
+        """Load the credentials given as a file or inline, so that a kind not taken or a
+        configuration that does not load is refused on the driver, naming the option.
+        Loading fetches nothing: tokens are asked for by the first call."""
+        if self.credentials_json is not None:
+            _from_info(json.loads(self.credentials_json), "credentials")
+        elif self.credentials_file is not None:
+            _from_info(_read_file(self.credentials_file), "credentialsFile")
+
     @property
     def is_default(self) -> bool:
         return all(getattr(self, f.name) == f.default for f in fields(self))
@@ -233,8 +246,7 @@ class Connection:
         elif self.credentials_json is not None:
             credentials, project = _from_info(json.loads(self.credentials_json), "credentials")
         elif self.credentials_file is not None:
-            info = json.loads(Path(self.credentials_file).read_text())
-            credentials, project = _from_info(info, "credentialsFile")
+            credentials, project = _from_info(_read_file(self.credentials_file), "credentialsFile")
         else:
             credentials, project = google.auth.default(scopes=SCOPES)
         if self.impersonate is not None:
@@ -248,10 +260,23 @@ class Connection:
         return credentials, project
 
 
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        info = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConnectionOptionError(
+            "credentialsFile", f"{path} is not a credentials file's JSON ({exc})"
+        ) from None
+    if not isinstance(info, dict):
+        raise ConnectionOptionError("credentialsFile", f"{path} is not a credentials file's JSON")
+    return info
+
+
 def _from_info(info: dict[str, Any], option: str) -> tuple[Any, str | None]:
-    """Credentials of the two kinds a key file holds: a service account's key, or a
-    user's (``gcloud auth application-default login``). Loaded by kind, never by
-    whatever a file claims to be (Google's advice for configurations from outside)."""
+    """Credentials of the kinds a credentials file holds: a service account's key, a
+    user's (``gcloud auth application-default login``), or workload identity federation
+    (``external_account``). Loaded by kind, each with its own class, never by whatever a
+    file claims to be (Google's advice for configurations from outside)."""
     from google.oauth2 import credentials as user_credentials
     from google.oauth2 import service_account
 
@@ -262,11 +287,39 @@ def _from_info(info: dict[str, Any], option: str) -> tuple[Any, str | None]:
     if kind == "authorized_user":
         user = user_credentials.Credentials.from_authorized_user_info(info, scopes=list(SCOPES))
         return user, info.get("quota_project_id")
+    if kind == "external_account":
+        return _external_account(info, option), info.get("quota_project_id")
     raise ConnectionOptionError(
         option,
-        f"holds credentials of type {kind!r}; give a service account's key or a user's "
-        "credentials (authorized_user), or impersonate a service account",
+        f"holds credentials of type {kind!r}; give a service account's key, a user's "
+        "credentials (authorized_user) or a workload identity federation configuration "
+        "(external_account), or impersonate a service account",
     )
+
+
+def _external_account(info: dict[str, Any], option: str) -> Any:
+    """Workload identity federation: the external token comes from where the
+    configuration's ``credential_source`` says (AWS, an executable, else a file, a URL
+    or a certificate); nothing is fetched until the first call needs a token. The
+    project is the configuration's ``quota_project_id`` if any: asking Google for the
+    pool's project would be a call."""
+    from google.auth import aws, identity_pool, pluggable
+
+    source = info.get("credential_source")
+    source = source if isinstance(source, dict) else {}
+    kind: Any
+    if str(source.get("environment_id", "")).startswith("aws"):
+        kind = aws.Credentials
+    elif "executable" in source:
+        kind = pluggable.Credentials  # runs only with GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1
+    else:
+        kind = identity_pool.Credentials
+    try:
+        return kind.from_info(info, scopes=list(SCOPES))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConnectionOptionError(
+            option, f"holds an external_account configuration that does not load: {exc}"
+        ) from None
 
 
 def _proxy_address(text: str) -> str:

@@ -1,6 +1,7 @@
 """Reaching real BigQuery the ways the spark-bigquery-connector offers: a credentials
-file or inline key, an access token, impersonation, a quota project, regional or
-private endpoints, a proxy. The clients are built as a job builds them; only Google's
+file or inline key (a service account's, a user's, workload identity federation), an
+access token, impersonation, the billing and quota projects, regional or private
+endpoints, a proxy. The clients are built as a job builds them; only Google's
 cloud is missing, so the REST calls go through a local proxy to the local BigQuery and
 the gRPC channel's CONNECT is seen at a local proxy."""
 
@@ -23,7 +24,7 @@ from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.options import connection_options
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.connection import Connection, ConnectionOptionError
+from onceover.connection import SCOPES, Connection, ConnectionOptionError
 from tests.helpers.local_http import LocalServer, TrackedHandler
 from tests.helpers.waiting import wait_until
 
@@ -143,6 +144,94 @@ def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
     assert credentials._source_credentials.service_account_email == ACCOUNT
 
 
+AUDIENCE = (
+    "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/"
+    "onprem/providers/oidc"
+)
+
+
+def federation(token_file: Path, **more: Any) -> dict[str, Any]:
+    """A workload identity federation configuration as ``gcloud iam
+    workload-identity-pools create-cred-config`` writes one: an OIDC token read from a
+    local file, exchanged at Google's STS, then a service account impersonated."""
+    return {
+        "universe_domain": "googleapis.com",
+        "type": "external_account",
+        "audience": AUDIENCE,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": "https://sts.googleapis.com/v1/token",
+        "service_account_impersonation_url": (
+            "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/"
+            f"{ACCOUNT}:generateAccessToken"
+        ),
+        "credential_source": {"file": str(token_file), "format": {"type": "text"}},
+        **more,
+    }
+
+
+def test_a_workload_identity_federation_file_or_inline_json_is_loaded_and_scoped(
+    tmp_path: Path,
+) -> None:
+    from google.auth import identity_pool
+
+    token_file = tmp_path / "oidc-token"
+    token_file.write_text("header.payload.signature")
+    info = federation(token_file)
+    config = tmp_path / "federation.json"
+    config.write_text(json.dumps(info))
+    text = json.dumps(info)
+    for options in (
+        {"credentialsFile": str(config)},
+        {"credentials": base64.b64encode(text.encode()).decode()},
+        {"credentials": text},
+    ):
+        connection = connection_options({
+            **options, "parentProject": "billing-quota",
+            "useParentProjectForMetadataOperations": "true",
+        })  # fmt: skip
+        credentials, project = connection.credentials()
+        assert isinstance(credentials, identity_pool.Credentials), options
+        assert project is None  # no call is made to learn the pool's project
+        assert tuple(credentials.scopes or ()) == SCOPES
+        assert credentials.service_account_email == ACCOUNT
+        assert credentials.quota_project_id == "billing-quota"
+        # The external token is read from the local file; nothing goes to the network.
+        assert credentials.retrieve_subject_token(None) == "header.payload.signature"
+        transport: Any = write_client(real(connection)).transport
+        assert isinstance(transport._credentials, identity_pool.Credentials)
+
+
+def test_a_credentials_file_that_is_not_one_is_refused_on_the_driver(tmp_path: Path) -> None:
+    for text, problem in (("not json", "is not a credentials file's JSON"),
+                          ('{"type": "external_account"}', "does not load")):  # fmt: skip
+        path = tmp_path / "given.json"
+        path.write_text(text)
+        with pytest.raises(SinkOptionError, match=problem) as refused:
+            connection_options({"credentialsFile": str(path)})
+        assert refused.value.option == "credentialsFile"
+
+
+def test_a_federation_from_aws_and_its_quota_project_are_read(tmp_path: Path) -> None:
+    from google.auth import aws
+
+    info = federation(
+        tmp_path / "unused",
+        subject_token_type="urn:ietf:params:aws:token-type:aws4_request",
+        credential_source={
+            "environment_id": "aws1",
+            "region_url": "http://169.254.169.254/latest/meta-data/placement/availability-zone",
+            "url": "http://169.254.169.254/latest/meta-data/iam/security-credentials",
+            "regional_cred_verification_url": (
+                "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
+            ),
+        },
+        quota_project_id="billing-prod",
+    )
+    credentials, project = connection_options({"credentials": json.dumps(info)}).credentials()
+    assert isinstance(credentials, aws.Credentials)
+    assert project == "billing-prod"
+
+
 @pytest.mark.parametrize(
     ("options", "named", "problem"),
     [
@@ -151,6 +240,10 @@ def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
         ({"credentials": base64.b64encode(b"[1]").decode()}, "credentials", "no 'type'"),
         ({"gcpAccessToken": "t", "credentials": "{\"type\": \"x\"}"}, "gcpAccessToken",
          "one source of credentials"),
+        ({"credentials": json.dumps({"type": "external_account", "audience": AUDIENCE})},
+         "credentials", "external_account configuration that does not load"),
+        ({"credentials": json.dumps({"type": "gdch_service_account"})}, "credentials",
+         "holds credentials of type 'gdch_service_account'"),
         ({"gcpImpersonationServiceAccount": "writer"}, "gcpImpersonationServiceAccount",
          "not a service account"),
         ({"parentProject": "Billing"}, "parentProject", "not a project id"),
