@@ -63,12 +63,19 @@ class TaskContextInfo:
 
 
 def encoder_for(job: SinkJob) -> RowEncoder:
-    """The row encoder of the job's ``row_format``: Arrow, or proto rows."""
+    """The row encoder of the job's ``row_format``: Arrow, or proto rows; DATETIME text
+    parsed on the way (onceover_jobs.sink.rows.datetime_text)."""
+    from onceover_jobs.sink.rows.datetime_text import sent_schema, with_datetime_text
+
+    planned = job.plan.arrow_schema
+    inner: RowEncoder
     if job.options.row_format == "proto":
         from onceover_jobs.sink.rows.proto_encoder import ProtoEncoder
 
-        return ProtoEncoder(job.schema_fields(), job.plan.arrow_schema)
-    return ArrowEncoder(job.plan.arrow_schema)
+        inner = ProtoEncoder(job.schema_fields(), sent_schema(planned))
+    else:
+        inner = ArrowEncoder(sent_schema(planned))
+    return with_datetime_text(inner, planned)
 
 
 def chained(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
