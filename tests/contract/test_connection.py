@@ -232,6 +232,22 @@ def test_a_federation_from_aws_and_its_quota_project_are_read(tmp_path: Path) ->
     assert project == "billing-prod"
 
 
+def test_a_federation_from_an_executable_runs_only_where_google_auth_allows_it(
+    tmp_path: Path,
+) -> None:
+    from google.auth import exceptions, pluggable
+
+    info = federation(
+        tmp_path / "unused", credential_source={"executable": {"command": "/bin/false"}}
+    )
+    credentials, _ = connection_options({"credentials": json.dumps(info)}).credentials()
+    assert isinstance(credentials, pluggable.Credentials)
+    with pytest.raises(
+        exceptions.MalformedError, match="GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES"
+    ):
+        credentials.retrieve_subject_token(None)  # nothing ran
+
+
 @pytest.mark.parametrize(
     ("options", "named", "problem"),
     [
