@@ -15,8 +15,8 @@ gets its clients here, configured by three environment variables:
 
 Both endpoints unset means real BigQuery, with Application Default Credentials unless
 the configuration's :class:`~onceover.connection.Connection` (the sink's connection
-options: a credentials file, impersonation, a quota project, regional or private
-endpoints, a proxy) says otherwise; set one endpoint, set both. A
+options: a credentials file, impersonation, the project jobs are billed to, regional or
+private endpoints, a proxy) says otherwise; set one endpoint, set both. A
 :class:`BigQueryConfig` is a small frozen value, so it can be pickled into a Spark task
 and turned into clients on the executor.
 """
@@ -214,7 +214,8 @@ def write_channel(config: BigQueryConfig | None = None) -> grpc.Channel:
 def _remote_write_channel(connection: Connection, options: list[tuple[str, str | int]]) -> Any:
     """What the client library's transport does with the same connection: its credentials
     (Application Default Credentials if none are given, service accounts signing their own
-    tokens) and quota project, its endpoint, TLS, through its proxy."""
+    tokens) and quota project (:attr:`Connection.quota_project`), its endpoint, TLS, through
+    its proxy."""
     import google.auth
     from google.api_core import grpc_helpers
     from google.oauth2 import service_account
@@ -232,7 +233,7 @@ def _remote_write_channel(connection: Connection, options: list[tuple[str, str |
     return grpc_helpers.create_channel(
         host if ":" in host else f"{host}:443",
         credentials=credentials,
-        quota_project_id=connection.parent_project,
+        quota_project_id=connection.quota_project,
         default_scopes=WRITE_API_SCOPES,
         default_host=WRITE_API_HOST,
         options=options,
@@ -240,8 +241,10 @@ def _remote_write_channel(connection: Connection, options: list[tuple[str, str |
 
 
 def _remote_bigquery_client(config: BigQueryConfig, client_info: Any) -> bigquery.Client:
-    """Real BigQuery's REST client, as the connection says: its credentials, its quota
-    project (billed for jobs), its endpoint, through its proxy."""
+    """Real BigQuery's REST client, as the connection says: its credentials, its project
+    (``parentProject``: the jobs it runs, queries and copies, run and are billed there), its
+    endpoint, through its proxy. The quota project is the credentials' own unless
+    ``useParentProjectForMetadataOperations`` (:attr:`Connection.quota_project`)."""
     from google.api_core.client_options import ClientOptions
     from google.auth.transport.requests import AuthorizedSession
     from google.cloud import bigquery
@@ -269,7 +272,7 @@ def _remote_bigquery_client(config: BigQueryConfig, client_info: Any) -> bigquer
 def _remote_write_client(connection: Connection, client_info: Any) -> BigQueryWriteClient:
     """Real BigQuery's Storage Write client, as the connection says: a TLS channel to
     its endpoint (Google's global one by default) with its credentials and quota
-    project, through its proxy (HTTP CONNECT)."""
+    project (:attr:`Connection.quota_project`), through its proxy (HTTP CONNECT)."""
     from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
     from google.cloud.bigquery_storage_v1.services.big_query_write.transports import (
         BigQueryWriteGrpcTransport,
@@ -291,7 +294,7 @@ def _remote_write_client(connection: Connection, client_info: Any) -> BigQueryWr
     transport = BigQueryWriteGrpcTransport(
         host=connection.storage_endpoint or BigQueryWriteClient.DEFAULT_ENDPOINT,
         credentials=credentials,
-        quota_project_id=connection.parent_project,
+        quota_project_id=connection.quota_project,
         channel=channel,
     )
     return BigQueryWriteClient(transport=transport, client_info=client_info)

@@ -1,6 +1,7 @@
 """Reaching real BigQuery the ways the spark-bigquery-connector offers: a credentials
-file or inline key, an access token, impersonation, a quota project, regional or
-private endpoints, a proxy. The clients are built as a job builds them; only Google's
+file or inline key (a service account's, a user's, workload identity federation), an
+access token, impersonation, the billing and quota projects, regional or private
+endpoints, a proxy. The clients are built as a job builds them; only Google's
 cloud is missing, so the REST calls go through a local proxy to the local BigQuery and
 the gRPC channel's CONNECT is seen at a local proxy."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +24,7 @@ from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.job.options import connection_options
 
 from onceover.bigquery import BigQueryConfig, bigquery_client, write_client
-from onceover.connection import Connection
+from onceover.connection import SCOPES, Connection, ConnectionOptionError
 from tests.helpers.local_http import LocalServer, TrackedHandler
 from tests.helpers.waiting import wait_until
 
@@ -64,20 +66,55 @@ def real(connection: Connection, project: str | None = None) -> BigQueryConfig:
     return BigQueryConfig(project=project, connection=connection)
 
 
-def test_a_key_file_a_quota_project_and_a_regional_endpoint_make_the_write_client(
+def test_a_key_file_a_parent_project_and_a_regional_endpoint_make_the_write_client(
     key_file: Path,
 ) -> None:
     connection = connection_options({
         "credentialsFile": str(key_file),
-        "parentProject": "billing-quota",
+        "parentProject": "billing-jobs",
         "bigQueryStorageGrpcEndpoint": "bigquerystorage.europe-west3.rep.googleapis.com:443",
     })  # fmt: skip
     client = write_client(real(connection))
     credentials: Any = client.transport._credentials
     assert credentials.service_account_email == ACCOUNT
-    assert credentials.quota_project_id == "billing-quota"
+    assert credentials.quota_project_id is None  # parentProject alone is no quota project
     assert client.transport._host == "bigquerystorage.europe-west3.rep.googleapis.com:443"
     assert real(connection).resolved_project() == "billing-prod"  # the key's project
+
+
+def test_the_parent_project_is_the_rest_clients_project_and_the_jobs_run_there(
+    key_file: Path,
+) -> None:
+    """The connector's meaning: jobs (queries, copies) run in and are billed to
+    ``parentProject``; the tables keep their own project."""
+    connection = connection_options(
+        {"credentialsFile": str(key_file), "parentProject": "billing-jobs"}
+    )
+    client = bigquery_client(real(connection, project="data-prod"))
+    assert client.project == "billing-jobs"
+    assert client._credentials.quota_project_id is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "quota"), [("true", "billing-quota"), ("TRUE", "billing-quota"), ("false", None)]
+)
+def test_the_parent_project_is_the_quota_project_only_with_the_connectors_option(
+    key_file: Path, key_info: dict[str, str], flag: str, quota: str | None
+) -> None:
+    for source in ({"credentialsFile": str(key_file)}, {"credentials": json.dumps(key_info)},
+                   {"gcpAccessToken": "t"}):  # fmt: skip
+        connection = connection_options({
+            **source, "parentProject": "billing-quota",
+            "useParentProjectForMetadataOperations": flag,
+        })  # fmt: skip
+        credentials, _ = connection.credentials()
+        assert credentials.quota_project_id == quota, source
+        assert connection.quota_project == quota
+        transport: Any = write_client(real(connection)).transport
+        assert transport._credentials.quota_project_id == quota
+        assert bigquery_client(real(connection)).project == "billing-quota"
+    without = connection_options({"credentialsFile": str(key_file)})
+    assert without.credentials()[0].quota_project_id is None
 
 
 def test_an_inline_key_base64_as_the_connector_takes_it_or_plain(
@@ -107,6 +144,110 @@ def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
     assert credentials._source_credentials.service_account_email == ACCOUNT
 
 
+AUDIENCE = (
+    "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/"
+    "onprem/providers/oidc"
+)
+
+
+def federation(token_file: Path, **more: Any) -> dict[str, Any]:
+    """A workload identity federation configuration as ``gcloud iam
+    workload-identity-pools create-cred-config`` writes one: an OIDC token read from a
+    local file, exchanged at Google's STS, then a service account impersonated."""
+    return {
+        "universe_domain": "googleapis.com",
+        "type": "external_account",
+        "audience": AUDIENCE,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": "https://sts.googleapis.com/v1/token",
+        "service_account_impersonation_url": (
+            "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/"
+            f"{ACCOUNT}:generateAccessToken"
+        ),
+        "credential_source": {"file": str(token_file), "format": {"type": "text"}},
+        **more,
+    }
+
+
+def test_a_workload_identity_federation_file_or_inline_json_is_loaded_and_scoped(
+    tmp_path: Path,
+) -> None:
+    from google.auth import identity_pool
+
+    token_file = tmp_path / "oidc-token"
+    token_file.write_text("header.payload.signature")
+    info = federation(token_file)
+    config = tmp_path / "federation.json"
+    config.write_text(json.dumps(info))
+    text = json.dumps(info)
+    for options in (
+        {"credentialsFile": str(config)},
+        {"credentials": base64.b64encode(text.encode()).decode()},
+        {"credentials": text},
+    ):
+        connection = connection_options({
+            **options, "parentProject": "billing-quota",
+            "useParentProjectForMetadataOperations": "true",
+        })  # fmt: skip
+        credentials, project = connection.credentials()
+        assert isinstance(credentials, identity_pool.Credentials), options
+        assert project is None  # no call is made to learn the pool's project
+        assert tuple(credentials.scopes or ()) == SCOPES
+        assert credentials.service_account_email == ACCOUNT
+        assert credentials.quota_project_id == "billing-quota"
+        # The external token is read from the local file; nothing goes to the network.
+        assert credentials.retrieve_subject_token(None) == "header.payload.signature"
+        transport: Any = write_client(real(connection)).transport
+        assert isinstance(transport._credentials, identity_pool.Credentials)
+
+
+def test_a_credentials_file_that_is_not_one_is_refused_on_the_driver(tmp_path: Path) -> None:
+    for text, problem in (("not json", "is not a credentials file's JSON"),
+                          ('{"type": "external_account"}', "does not load")):  # fmt: skip
+        path = tmp_path / "given.json"
+        path.write_text(text)
+        with pytest.raises(SinkOptionError, match=problem) as refused:
+            connection_options({"credentialsFile": str(path)})
+        assert refused.value.option == "credentialsFile"
+
+
+def test_a_federation_from_aws_and_its_quota_project_are_read(tmp_path: Path) -> None:
+    from google.auth import aws
+
+    info = federation(
+        tmp_path / "unused",
+        subject_token_type="urn:ietf:params:aws:token-type:aws4_request",
+        credential_source={
+            "environment_id": "aws1",
+            "region_url": "http://169.254.169.254/latest/meta-data/placement/availability-zone",
+            "url": "http://169.254.169.254/latest/meta-data/iam/security-credentials",
+            "regional_cred_verification_url": (
+                "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
+            ),
+        },
+        quota_project_id="billing-prod",
+    )
+    credentials, project = connection_options({"credentials": json.dumps(info)}).credentials()
+    assert isinstance(credentials, aws.Credentials)
+    assert project == "billing-prod"
+
+
+def test_a_federation_from_an_executable_runs_only_where_google_auth_allows_it(
+    tmp_path: Path,
+) -> None:
+    from google.auth import exceptions, pluggable
+
+    info = federation(
+        tmp_path / "unused", credential_source={"executable": {"command": "/bin/false"}}
+    )
+    credentials, _ = connection_options({"credentials": json.dumps(info)}).credentials()
+    assert isinstance(credentials, pluggable.Credentials)
+    with pytest.raises(
+        exceptions.MalformedError, match="GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES"
+    ):
+        credentials.retrieve_subject_token(None)  # nothing ran
+
+
 @pytest.mark.parametrize(
     ("options", "named", "problem"),
     [
@@ -115,9 +256,15 @@ def test_impersonation_acts_as_the_named_account_from_the_given_credentials(
         ({"credentials": base64.b64encode(b"[1]").decode()}, "credentials", "no 'type'"),
         ({"gcpAccessToken": "t", "credentials": "{\"type\": \"x\"}"}, "gcpAccessToken",
          "one source of credentials"),
+        ({"credentials": json.dumps({"type": "external_account", "audience": AUDIENCE})},
+         "credentials", "external_account configuration that does not load"),
+        ({"credentials": json.dumps({"type": "gdch_service_account"})}, "credentials",
+         "holds credentials of type 'gdch_service_account'"),
         ({"gcpImpersonationServiceAccount": "writer"}, "gcpImpersonationServiceAccount",
          "not a service account"),
         ({"parentProject": "Billing"}, "parentProject", "not a project id"),
+        ({"useParentProjectForMetadataOperations": "yes"},
+         "useParentProjectForMetadataOperations", "neither true nor false"),
         ({"bigQueryStorageGrpcEndpoint": "https://x"}, "bigQueryStorageGrpcEndpoint",
          "not host:port"),
         ({"bigQueryHttpEndpoint": "x:1"}, "bigQueryHttpEndpoint", "not an http"),
@@ -133,6 +280,49 @@ def test_a_wrong_connection_option_is_refused_naming_it(
     assert refused.value.option == named
 
 
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [
+        ("proxy.corp:3128", "http://proxy.corp:3128"),  # the connector's form
+        ("http://proxy.corp:3128", "http://proxy.corp:3128"),
+        ("HTTP://proxy.corp:3128/", "http://proxy.corp:3128"),
+        # Spoken to in HTTP whatever the scheme, as the connector does and gRPC needs.
+        ("https://proxy.corp:8443", "http://proxy.corp:8443"),
+        ("10.0.0.7:08080", "http://10.0.0.7:8080"),
+        ("[fd00::7]:3128", "http://[fd00::7]:3128"),
+    ],
+)
+def test_a_proxy_address_is_taken_as_host_port_or_a_url_and_used_as_http(
+    given: str, taken: str
+) -> None:
+    connection = connection_options(
+        {"proxyAddress": given, "proxyUsername": "u", "proxyPassword": "p"}
+    )
+    assert connection.proxy == taken
+    assert connection.proxy_url() == taken.replace("http://", "http://u:p@")
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("proxy.corp", "has no port"),
+        ("http://proxy.corp", "has no port"),
+        ("socks5://proxy.corp:1080", "socks5 proxy is not supported"),
+        ("ftp://proxy.corp:21", "ftp proxy is not supported"),
+        ("proxy.corp:70000", "out of range"),
+        ("proxy.corp:0", "out of range"),
+        ("http://u:p@proxy.corp:3128", "proxyUsername and proxyPassword"),
+        ("http://proxy.corp:3128/path", "is not host:port"),
+    ],
+)
+def test_a_wrong_proxy_address_is_refused_naming_it(given: str, problem: str) -> None:
+    with pytest.raises(SinkOptionError, match=re.escape(problem)) as refused:
+        connection_options({"proxyAddress": given})
+    assert refused.value.option == "proxyAddress"
+    with pytest.raises(ConnectionOptionError, match="http://host:port"):
+        Connection(proxy="proxy.corp:3128").check()  # built by hand: the form it is used in
+
+
 class _Proxy(TrackedHandler):
     """A forward HTTP proxy: relays absolute-URI requests, answers CONNECT with 403,
     and notes every request line with its Authorization and Proxy-Authorization."""
@@ -143,6 +333,7 @@ class _Proxy(TrackedHandler):
             (self.command, self.path, self.headers.get("Authorization"),
              self.headers.get("Proxy-Authorization"))
         )  # fmt: skip
+        proxy.quota_projects.append((self.path, self.headers.get("x-goog-user-project")))
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
@@ -180,6 +371,8 @@ class RecordingProxy(LocalServer):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[str, str, str | None, str | None]] = []
+        self.quota_projects: list[tuple[str, str | None]] = []
+        """Each relayed request's URL and ``x-goog-user-project`` header."""
 
 
 @pytest.fixture
@@ -210,6 +403,38 @@ def test_rest_calls_go_through_the_proxy_with_the_token_to_the_given_endpoint(
     assert proxy_authorization == "Basic " + base64.b64encode(b"loader:s3cret").decode()
 
 
+@pytest.mark.parametrize("for_metadata", ["false", "true"])
+def test_a_query_runs_in_the_parent_project_and_names_it_quota_project_only_if_asked(
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    proxy: RecordingProxy,
+    for_metadata: str,
+) -> None:
+    """As the spark-bigquery-connector: the job is created in ``parentProject`` (billed
+    there), and the ``x-goog-user-project`` header, which needs
+    ``serviceusage.services.use`` on that project, is sent only with
+    ``useParentProjectForMetadataOperations=true``."""
+    table = f"{dataset}.billed"
+    rest.create_table(bigquery.Table(table, schema=[bigquery.SchemaField("id", "INT64")]))
+    parent = str(bq_config.project or rest.project)
+    connection = connection_options({
+        "gcpAccessToken": "token-for-the-test",
+        "bigQueryHttpEndpoint": str(bq_config.rest_endpoint),
+        "proxyAddress": f"127.0.0.1:{proxy.port}",  # the connector's form
+        "parentProject": parent,
+        "useParentProjectForMetadataOperations": for_metadata,
+    })  # fmt: skip
+    client = bigquery_client(real(connection, project="data-prod-elsewhere"))
+    rows = list(client.query_and_wait(f"SELECT COUNT(*) AS n FROM `{table}`"))
+    assert [row["n"] for row in rows] == [0]
+    calls = [url for url, _ in proxy.quota_projects]
+    assert any(f"/bigquery/v2/projects/{parent}/queries" in url for url in calls), calls
+    assert not any("data-prod-elsewhere" in url for url in calls)
+    expected = parent if for_metadata == "true" else None
+    assert {header for _, header in proxy.quota_projects} == {expected}
+
+
 def test_the_storage_write_channel_opens_through_the_proxy(
     key_file: Path, proxy: RecordingProxy
 ) -> None:
@@ -218,7 +443,7 @@ def test_the_storage_write_channel_opens_through_the_proxy(
     connection = connection_options({
         "credentialsFile": str(key_file),
         "bigQueryStorageGrpcEndpoint": "bigquerystorage.us-east4.rep.googleapis.com:443",
-        "proxyAddress": f"http://127.0.0.1:{proxy.port}",
+        "proxyAddress": f"127.0.0.1:{proxy.port}",  # the connector's form
     })  # fmt: skip
     client = write_client(real(connection))
     transport: Any = client.transport

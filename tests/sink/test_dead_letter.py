@@ -8,6 +8,7 @@ between its two commits and replayed) and count rows in both tables in BigQuery.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -270,3 +271,127 @@ def test_rows_set_aside_are_sent_in_the_jobs_row_format(
     assert BatchCommitter(job, 0).commit([result]).committed
     assert sent == {table.rsplit(".", 1)[1]: {"ProtoEncoder"}, "refused": {"ProtoEncoder"}}
     assert [row[:2] for row in set_aside(rest, dead_letter)] == [(1, o) for o in BAD[1]]
+
+
+# -- DATETIME text that is none: refused by the sink itself, the same way -------------
+
+DATETIME_FIELDS = [
+    bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+    bigquery.SchemaField("at", "DATETIME"),
+]
+DATETIME_TEXT = pa.schema([("id", pa.int64()), ("at", pa.string())])
+NO_DATETIME = {0: {5: "noon", 130: "2024-02-30 10:00:00", 131: "2024-01-01T10:00:00Z"},
+               1: {0: "2024/01/01"}}  # fmt: skip
+"""Partition → offset → a text that is no DATETIME."""
+
+
+def datetime_job(
+    bq_config: BigQueryConfig, table: str, tmp_path: Path, mode: str, **options: str
+) -> SinkJob:
+    from dataclasses import replace
+
+    from onceover_jobs.sink.rows.schema import plan_write
+
+    job = job_for(bq_config, table, tmp_path, mode, **options)
+    return replace(
+        job,
+        plan=plan_write(table, DATETIME_TEXT, DATETIME_FIELDS),
+        table_fields=tuple(f.to_api_repr() for f in DATETIME_FIELDS),
+    )
+
+
+def civil(i: int) -> str:
+    """Row ``i``'s DATETIME text, in the literal's several forms."""
+    forms = ("2024-02-29 13:05:09.{:06d}", "2024-2-29T13:05:09.{:06d}", "2024-02-29")
+    return forms[i % 3].format(i)
+
+
+def datetime_rows(partition: int) -> pa.RecordBatch:
+    start = partition * PARTITION_ROWS
+    texts = [NO_DATETIME[partition].get(i, civil(start + i)) for i in range(PARTITION_ROWS)]
+    ids = list(range(start, start + PARTITION_ROWS))
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array(texts)], schema=DATETIME_TEXT)
+
+
+def write_datetimes(job: SinkJob, partition: int, attempt: int = 0) -> TaskResult:
+    return write_partition(job, [datetime_rows(partition)], TaskContextInfo(partition, attempt, 0))
+
+
+@pytest.mark.parametrize(
+    ("mode", "row_format"), [("pending", "arrow"), ("committed", "arrow"), ("committed", "proto")]
+)
+def test_datetime_text_that_is_none_is_set_aside_once_and_the_rest_lands_once(
+    mode: str,
+    row_format: str,
+    bq_config: BigQueryConfig,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sink refuses such a row before sending (BigQuery has no value for it), and it
+    goes where a row BigQuery refused goes: named, set aside exactly once, the rest
+    written exactly once, across a failed attempt and its retry."""
+    from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
+
+    table = f"{dataset}.datetimes"
+    rest.create_table(bigquery.Table(table, schema=DATETIME_FIELDS))
+    dead_letter = f"{dataset}.no_datetime_{mode}_{row_format}"
+    ensure_dead_letter_table(bq_config, dead_letter)
+    job = datetime_job(bq_config, table, tmp_path, mode, dead_letter=dead_letter,
+                       row_format=row_format)  # fmt: skip
+
+    fails_at(
+        monkeypatch, "append.response=error@4", r"append\.response",
+        lambda: write_datetimes(job, 0),
+    )  # fmt: skip
+    if mode == "committed":  # the retry must know what the failed attempt set aside
+        progress = job.ledger().partition(0, 0)
+        assert progress is not None
+        assert [(o, c) for o, c, _ in progress.refused] == [(5, "at"), (130, "at"), (131, "at")]
+    results = [write_datetimes(job, 0, attempt=1), write_datetimes(job, 1)]
+    assert [r.dead_letters.rows if r.dead_letters else 0 for r in results] == [3, 1]
+    assert BatchCommitter(job, 0).commit(results).committed
+
+    good = 2 * PARTITION_ROWS - 4
+    assert count(rest, table) == (good, good)
+    stored = {
+        row["id"]: row["at"]
+        for row in rest.query_and_wait(f"SELECT id, `at` FROM `{table}` WHERE id IN (0, 1, 2, 999)")
+    }
+    assert stored == {
+        0: dt.datetime(2024, 2, 29, 13, 5, 9, 0),
+        1: dt.datetime(2024, 2, 29, 13, 5, 9, 1),
+        2: dt.datetime(2024, 2, 29),
+        999: dt.datetime(2024, 2, 29, 13, 5, 9, 999),
+    }
+    aside = list(rest.query_and_wait(
+        f"SELECT `partition`, `offset`, `key`, `column`, reason, `row` FROM `{dead_letter}` "
+        "ORDER BY `partition`, `offset`"
+    ))  # fmt: skip
+    found = [(r["partition"], r["offset"], r["key"], r["column"], json.loads(r["row"])["at"])
+             for r in aside]  # fmt: skip
+    assert found == [
+        (p, o, str(p * PARTITION_ROWS + o), "at", text)
+        for p, texts in sorted(NO_DATETIME.items())
+        for o, text in sorted(texts.items())
+    ]
+    reasons = [r["reason"] for r in aside]
+    assert "is not a DATETIME literal" in reasons[0]
+    assert "no such day or time" in reasons[1]
+
+
+def test_without_a_dead_letter_table_datetime_text_that_is_none_fails_naming_the_row(
+    bq_config: BigQueryConfig, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    table = f"{dataset}.datetimes"
+    rest.create_table(bigquery.Table(table, schema=DATETIME_FIELDS))
+    job = datetime_job(bq_config, table, tmp_path, "pending")
+
+    with pytest.raises(RowsRejectedError) as refused:
+        write_datetimes(job, 0)
+
+    message = str(refused.value)
+    assert "partition 0 offset 5 key '5' column at: Field at: 'noon' is not a DATETIME" in message
+    assert "dead_letter" in message
+    assert count(rest, table) == (0, 0)

@@ -328,6 +328,32 @@ def test_large_strings_and_case_insensitive_names() -> None:
     assert not rows[1].HasField("name")
 
 
+def test_datetime_text_goes_as_the_civil_time_literal_and_a_bad_one_is_named() -> None:
+    """A string column planned for a DATETIME column (the connector's PR #1153) is sent
+    in proto rows as BigQuery's ``YYYY-MM-DD HH:MM:SS.ffffff``, read from any form of the
+    literal; a text that is none is named for the row-error handler."""
+    from onceover_jobs.sink.rows.datetime_text import DatetimeTextEncoder, sent_schema
+    from onceover_jobs.sink.rows.proto_encoder import ProtoEncoder
+    from onceover_jobs.sink.rows.schema import plan_write
+
+    fields = [F("k", "INT64"), F("dt", "DATETIME")]
+    texts = ["2024-2-29T7:05:09.25", "0001-01-01", None, "2024-02-29 25:00:00"]
+    given = pa.record_batch({"k": pa.array(range(4), pa.int64()), "dt": pa.array(texts)})
+    planned = plan_write("p.d.t", given.schema, fields).arrow_schema
+    inner = ProtoEncoder(fields, sent_schema(planned))
+    encoder = DatetimeTextEncoder(inner, planned)
+    row_class = message_class(types.ProtoSchema(proto_descriptor=inner.schema_pb.proto_descriptor))
+
+    encoded = encoder.encode(pa.record_batch(given.columns, schema=planned))
+
+    rows = [row_class.FromString(wire) for wire in encoded.parts[:4]]
+    assert rows[0].dt == "2024-02-29 07:05:09.250000"
+    assert rows[1].dt == "0001-01-01 00:00:00.000000"
+    assert not rows[2].HasField("dt")
+    assert [index for index, _ in encoded.refused] == [3]
+    assert encoded.refused[0][1].startswith("Field dt: '2024-02-29 25:00:00' is no DATETIME")
+
+
 def test_a_null_inside_an_array_is_refused() -> None:
     fields = [F("ri", "INT64", mode="REPEATED")]
     batch = pa.record_batch({"ri": pa.array([[1], [2, None]], pa.list_(pa.int64()))})

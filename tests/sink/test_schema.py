@@ -497,6 +497,124 @@ def test_plan_sends_the_documented_arrow_type_for_each_bigquery_type() -> None:
     )  # fmt: skip
 
 
+# -- DATETIME from text (the spark-bigquery-connector's PR #1153) ----------------------
+
+CIVIL = [
+    # (text, the civil time BigQuery reads from it)
+    ("2024-02-29 13:05:09.123456", dt.datetime(2024, 2, 29, 13, 5, 9, 123456)),
+    ("2024-02-29T13:05:09", dt.datetime(2024, 2, 29, 13, 5, 9)),
+    ("2024-2-9t3:5:9.5", dt.datetime(2024, 2, 9, 3, 5, 9, 500000)),
+    ("2024-02-29", dt.datetime(2024, 2, 29)),
+    ("2000-02-29 00:00:00.000001", dt.datetime(2000, 2, 29, 0, 0, 0, 1)),
+    ("0001-01-01 00:00:00", dt.datetime(1, 1, 1)),
+    ("1969-12-31 23:59:59.999999", dt.datetime(1969, 12, 31, 23, 59, 59, 999999)),
+    ("9999-12-31 23:59:59.999999", dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
+]
+NOT_A_LITERAL = [
+    "", "2024/02/29", "24-02-29", "2024-02-29 13:05", "2024-02-29 13:05:09Z",
+    "2024-02-29 13:05:09+01:00", "2024-02-29 13:05:09.1234567", " 2024-02-29",
+    "2024-02-29  13:05:09", "2024-002-29", "yesterday",
+]  # fmt: skip
+NO_SUCH_TIME = [
+    "2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "2024-01-00",
+    "0000-01-01", "2024-01-01 24:00:00", "2024-01-01 12:60:00", "2024-01-01 12:00:60",
+]  # fmt: skip
+
+
+def test_a_string_column_feeds_a_datetime_column_as_text_marked_for_sending() -> None:
+    from onceover_jobs.sink.rows.datetime_text import is_datetime_text, sent_schema
+
+    source = schema(("id", pa.int64()), ("at", pa.large_string()))
+    plan = plan_write(TABLE, source, [SchemaField("id", "INT64"), SchemaField("at", "DATETIME")])
+
+    assert plan.arrow_schema == schema(("id", pa.int64()), ("at", pa.string()))
+    assert is_datetime_text(plan.arrow_schema.field("at"))
+    assert not is_datetime_text(plan.arrow_schema.field("id"))
+    assert sent_schema(plan.arrow_schema) == schema(("id", pa.int64()), ("at", pa.timestamp("us")))
+    batch = pa.record_batch([pa.array([1]), pa.array(["2024-1-2"], pa.large_string())], source)
+    # The rows keep the text as given (a refused row is set aside as it was).
+    assert to_bigquery_arrow(batch, plan).to_pylist() == [{"id": 1, "at": "2024-1-2"}]
+    assert is_datetime_text(pickle.loads(pickle.dumps(plan)).arrow_schema.field("at"))
+
+
+def test_text_goes_only_to_a_whole_datetime_column() -> None:
+    problems = problems_of(
+        schema(
+            ("r", pa.struct([("at", pa.string())])),
+            ("ats", pa.list_(pa.string())),
+            ("span", pa.struct([("start", pa.string()), ("end", pa.string())])),
+        ),
+        [
+            SchemaField("r", "RECORD", fields=[SchemaField("at", "DATETIME")]),
+            SchemaField("ats", "DATETIME", "REPEATED"),
+            SchemaField("span", "RANGE", range_element_type="DATETIME"),
+        ],
+    )
+    assert [p.split(":")[0] for p in problems] == [
+        "column 'r.at'", "column 'ats'", "column 'span.start'", "column 'span.end'",
+    ]  # fmt: skip
+    assert all("make it timestamp_ntz first" in p for p in problems)
+
+
+def test_datetime_text_is_read_as_bigquery_reads_a_datetime_literal() -> None:
+    from onceover_jobs.sink.rows.datetime_text import parse
+
+    texts = [text for text, _ in CIVIL]
+    sent, unformed, unreal = parse(pa.array([*texts, None]))
+
+    assert sent.type == pa.timestamp("us")
+    assert sent.to_pylist() == [*(civil for _, civil in CIVIL), None]
+    assert not unformed.any()
+    assert not unreal.any()
+
+
+def test_text_that_is_no_datetime_is_told_apart_from_a_day_that_does_not_exist() -> None:
+    from onceover_jobs.sink.rows.datetime_text import parse
+
+    sent, unformed, unreal = parse(pa.array([*NOT_A_LITERAL, *NO_SUCH_TIME]))
+
+    assert sent.null_count == len(sent)
+    assert unformed.tolist() == [True] * len(NOT_A_LITERAL) + [False] * len(NO_SUCH_TIME)
+    assert unreal.tolist() == [False] * len(NOT_A_LITERAL) + [True] * len(NO_SUCH_TIME)
+
+
+def test_the_encoder_sends_datetime_and_names_each_row_holding_none() -> None:
+    from onceover_jobs.sink.rows.datetime_text import DatetimeTextEncoder, sent_schema
+    from onceover_jobs.sink.wire.requests import ArrowEncoder
+
+    source = schema(("id", pa.int64()), ("at", pa.string()))
+    plan = plan_write(TABLE, source, [SchemaField("id", "INT64"), SchemaField("at", "DATETIME")])
+    encoder = DatetimeTextEncoder(ArrowEncoder(sent_schema(plan.arrow_schema)), plan.arrow_schema)
+    texts = ["2024-02-29 13:05:09.5", "2024-02-30 00:00:00", None, "noon", "2024-1-1"]
+    batch = pa.record_batch([pa.array(range(5), pa.int64()), pa.array(texts)], plan.arrow_schema)
+
+    encoded = encoder.encode(batch)
+
+    assert encoded.rows == 5
+    assert [index for index, _ in encoded.refused] == [1, 3]
+    assert encoded.refused[0][1].startswith("Field at: '2024-02-30 00:00:00' is no DATETIME")
+    assert encoded.refused[1][1].startswith("Field at: 'noon' is not a DATETIME literal")
+    sent = pa.ipc.read_record_batch(encoded.parts[0], sent_schema(plan.arrow_schema))
+    assert sent.column("at").to_pylist() == [
+        dt.datetime(2024, 2, 29, 13, 5, 9, 500000),
+        None,
+        None,
+        None,
+        dt.datetime(2024, 1, 1),
+    ]
+    # Two requests differing only in a refused text are not identical (invariant 7).
+    other = pa.record_batch(
+        [batch.column(0), pa.array([*texts[:3], "midday", texts[4]])], plan.arrow_schema
+    )
+    assert encoder.encode(other).digest != encoded.digest
+    good = encoder.encode(batch.take(pa.array([0, 2, 4])))
+    assert good.refused == ()
+    assert good.digest == ArrowEncoder(sent_schema(plan.arrow_schema)).encode(
+        pa.record_batch([pa.array([0, 2, 4]), sent.column("at").take(pa.array([0, 2, 4]))],
+                        sent_schema(plan.arrow_schema))
+    ).digest  # fmt: skip
+
+
 def test_plan_pickles_for_the_executors() -> None:
     plan = plan_write(TABLE, schema(("n", pa.decimal128(5, 1))), [SchemaField("n", "NUMERIC")])
 

@@ -1,4 +1,5 @@
-"""JSON, GEOGRAPHY, RANGE and map columns: what the sink sends and what BigQuery keeps.
+"""JSON, GEOGRAPHY, RANGE and map columns, and DATETIME from text: what the sink sends
+and what BigQuery keeps.
 
 BigQuery's Arrow ingestion takes JSON and GEOGRAPHY (WKT) as Utf8 text, RANGE<T> as a
 struct of ``start`` and ``end`` and REPEATED columns as lists; Google's
@@ -170,6 +171,32 @@ def test_text_bigquery_cannot_parse_fails_the_write_and_lands_nothing(
 
     rows = rest.query_and_wait(f"SELECT COUNT(*) AS n FROM `{table}`")
     assert [row["n"] for row in rows] == [0]
+
+
+def test_a_datetime_column_takes_text_and_sets_aside_text_that_is_none(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    """As the spark-bigquery-connector takes it (its PR #1153): a string column feeds a
+    DATETIME column, any form of BigQuery's DATETIME literal, no time zone applied; a
+    text that is none is a row refused, here set aside in the dead-letter table."""
+    table, dead_letter = f"{dataset}.t", f"{dataset}.refused"
+    rest.create_table(bigquery.Table(table, schema=[F("id", "INT64"), F("at", "DATETIME")]))
+    texts = ["2024-02-29 12:34:56.123456", "2024-2-29T1:02:03", "2024-02-29", None, "2024-02-30"]
+    df = spark.createDataFrame(list(enumerate(texts)), "id long, at string").coalesce(1)
+
+    write(df, table, tmp_path, run_id="datetime-text", key="id", dead_letter=dead_letter)
+
+    rows = rest.query_and_wait(f"SELECT id, `at` FROM `{table}` ORDER BY id")
+    assert [(row["id"], row["at"]) for row in rows] == [
+        (0, T0),
+        (1, dt.datetime(2024, 2, 29, 1, 2, 3)),
+        (2, dt.datetime(2024, 2, 29)),
+        (3, None),
+    ]
+    aside = rest.query_and_wait(f"SELECT `key`, `column`, `row` FROM `{dead_letter}`")
+    assert [(r["key"], r["column"], json.loads(r["row"])) for r in aside] == [
+        ("4", "at", {"id": 4, "at": "2024-02-30"})
+    ]
 
 
 # -- the Arrow batches sent ---------------------------------------------------------

@@ -143,8 +143,9 @@ CONNECTOR_OPTIONS: tuple[ConnectorOption, ...] = (
     ),
 )  # fmt: skip
 """Every connector option read here that the sink does not take under its own name. The
-connection's (``credentialsFile``, ``parentProject``, ``proxyAddress``, ...) are the sink's
-own: :mod:`onceover.connection`."""
+connection's (``credentialsFile``, ``parentProject``,
+``useParentProjectForMetadataOperations``, ``proxyAddress``, ...) are the sink's own, with
+the connector's meanings: :mod:`onceover.connection`."""
 
 BY_KEY = {option.name.lower(): option for option in CONNECTOR_OPTIONS}
 """By the lower-case name Spark hands the data source."""

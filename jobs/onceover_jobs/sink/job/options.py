@@ -60,6 +60,7 @@ option                      default     meaning
                                         ``credentials``, ``gcpAccessToken``,
                                         ``gcpImpersonationServiceAccount``,
                                         ``parentProject``,
+                                        ``useParentProjectForMetadataOperations``,
                                         ``bigQueryStorageGrpcEndpoint``,
                                         ``bigQueryHttpEndpoint``, ``proxyAddress``,
                                         ``proxyUsername``, ``proxyPassword``, named

@@ -64,8 +64,13 @@ class TaskContextInfo:
 
 
 def encoder_for(job: SinkJob) -> RowEncoder:
-    """The row encoder of the job's ``row_format``: Arrow, or proto rows."""
-    return row_encoder(job.options.row_format, job.schema_fields, job.plan.arrow_schema)
+    """The row encoder of the job's ``row_format``: Arrow, or proto rows; DATETIME text
+    parsed on the way (onceover_jobs.sink.rows.datetime_text)."""
+    from onceover_jobs.sink.rows.datetime_text import sent_schema, with_datetime_text
+
+    planned = job.plan.arrow_schema
+    inner = row_encoder(job.options.row_format, job.schema_fields, sent_schema(planned))
+    return with_datetime_text(inner, planned)
 
 
 def row_encoder(

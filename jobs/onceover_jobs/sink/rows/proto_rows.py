@@ -6,7 +6,9 @@ Arrow ingestion. It builds the writer schema (a self-contained proto2
 written column by column in the protobuf wire format from the Arrow buffers, with
 no Python object per value.
 
-The input batch is already converted per BigQuery column type; the mapping follows
+The input batch is already converted per BigQuery column type (DATETIME text from a
+string column arrives parsed, as ``timestamp[us]``: :mod:`onceover_jobs.sink.rows.datetime_text`,
+which wraps this encoder); the mapping follows
 Google's "Supported protocol buffer data types" for the Storage Write API::
 
     BigQuery     Arrow in                  proto field   wire value

@@ -24,6 +24,9 @@ types" for the Storage Write API; ``docs/guides/types.md`` has the same table)::
     date                  date32                  DATE         date32
     timestamp             timestamp[us, tz]       TIMESTAMP    timestamp[us, tz=UTC]
     timestamp_ntz         timestamp[us]           DATETIME     timestamp[us]
+    string (DATETIME      string / large_string   DATETIME     timestamp[us], parsed
+      text)                                                    when the request is
+                                                               encoded
     array<T>              list<T>                 REPEATED T   list<T sent>
     struct<...>           struct<...>             RECORD       struct<...>, recursively
     map<K,V>              map<K, V>               REPEATED     list<struct<key, value>>
@@ -46,6 +49,11 @@ Rules the checks enforce:
   integer digits) fails the plan; BIGNUMERIC takes any Spark decimal.
 * ``timestamp`` (an instant) goes only to TIMESTAMP and ``timestamp_ntz`` (a wall-clock
   time) only to DATETIME: anything else would shift values by a time zone silently.
+* A string column goes to a DATETIME column as the spark-bigquery-connector takes it: the
+  text, read as BigQuery reads a DATETIME literal (``YYYY-[M]M-[D]D[( |T)[H]H:[M]M:[S]S[.F]]``),
+  is sent as that civil time, no time zone applied; a text that is none is a row refused,
+  named, and set aside with a dead-letter table (``onceover_jobs.sink.rows.datetime_text``).
+  Only a whole column: a DATETIME inside a RECORD, an array or a RANGE takes ``timestamp_ntz``.
 * Only arrays feed REPEATED columns and arrays feed nothing else. An array of arrays
   has no BigQuery type. A NULL array is sent as an empty one (BigQuery stores NULL
   arrays as empty); a NULL element inside an array cannot be stored and fails the
@@ -74,6 +82,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from onceover_jobs.sink.errors import SchemaMismatchError, TableNotFoundError
+from onceover_jobs.sink.rows import datetime_text
 from onceover_jobs.sink.rows.plan import WritePlan
 
 if TYPE_CHECKING:
@@ -230,11 +239,20 @@ def _plan_fields(
         if column is None:
             problems.append(f"column {path!r} ({_describe(source.type)}) is not in the table")
             continue
-        target = _plan_field(path, source.type, column, problems)
+        target = _plan_field(path, source.type, column, problems, whole=not prefix)
         if target is not None:
             # Nullable even for REQUIRED columns, as in Google's Arrow sample: a NULL is
             # BigQuery's to reject, and must not make the batch invalid Arrow.
             planned[key] = pa.field(column.name, target)
+            if _bq_type(column) == "DATETIME" and pa.types.is_string(target):
+                if datetime_text.parser_missing():
+                    problems.append(
+                        f"column {path!r} (string) feeds a DATETIME: the text is parsed "
+                        "with numpy, which is not installed (pip install numpy on the "
+                        "driver and executors), or give the column as timestamp_ntz"
+                    )
+                    continue
+                planned[key] = datetime_text.marked(planned[key])  # sent as DATETIME
     for column in table_fields:
         if _mode(column) == "REQUIRED" and column.name.casefold() not in seen:
             problems.append(
@@ -245,9 +263,10 @@ def _plan_fields(
 
 
 def _plan_field(
-    path: str, source: pa.DataType, column: SchemaField, problems: list[str]
+    path: str, source: pa.DataType, column: SchemaField, problems: list[str], *, whole: bool
 ) -> pa.DataType | None:
-    """The sent type of ``column`` fed by ``source``, or None after adding the problem."""
+    """The sent type of ``column`` fed by ``source``, or None after adding the problem;
+    ``whole``: a column of the table, not a RECORD's field."""
     if _mode(column) == "REPEATED" and pa.types.is_map(source):
         if _bq_type(column) != "RECORD":
             problems.append(
@@ -276,13 +295,15 @@ def _plan_field(
             f"{_bq_type(column)} {_mode(column)}, not REPEATED"
         )
         return None
-    return _plan_value(path, source, column, problems)
+    return _plan_value(path, source, column, problems, whole=whole)
 
 
 def _plan_value(
-    path: str, source: pa.DataType, column: SchemaField, problems: list[str]
+    path: str, source: pa.DataType, column: SchemaField, problems: list[str], *, whole: bool = False
 ) -> pa.DataType | None:
     bq_type = _bq_type(column)
+    if whole and bq_type == "DATETIME" and _is_text(source):
+        return pa.string()  # parsed when sent (onceover_jobs.sink.rows.datetime_text)
     if bq_type == "RANGE":
         return _plan_range(path, source, column, problems)
     if bq_type == "RECORD" and pa.types.is_struct(source):
@@ -400,6 +421,11 @@ def _mismatch_hint(source: pa.DataType, bq_type: str) -> str:
         )
     if bq_type in _TEXT_HINTS:
         return _TEXT_HINTS[bq_type]
+    if bq_type == "DATETIME" and _is_text(source):
+        return (
+            ": text goes to a DATETIME column of the table, not inside a RECORD, an array "
+            "or a RANGE; make it timestamp_ntz first (to_timestamp_ntz())"
+        )
     return _MAP_HINT if _t.is_map(source) else ""
 
 
@@ -563,6 +589,10 @@ def _map_entries_type(map_type: pa.MapType) -> pa.ListType:
 
 def _mode(column: SchemaField) -> str:
     return str(column.mode or "NULLABLE").upper()
+
+
+def _is_text(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
 
 
 def _is_list(arrow_type: pa.DataType) -> bool:

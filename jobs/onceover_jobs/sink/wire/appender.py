@@ -28,7 +28,9 @@ Which failures are retried, and why UNKNOWN only as a broken transport, is said 
 :mod:`onceover_jobs.sink.wire.retry`, for the appender and the unary calls alike.
 
 A request BigQuery refuses for bad rows answers with ``row_errors`` (each row's index in
-the request, a code, a message; INVALID_ARGUMENT, and nothing of the request appended).
+the request, a code, a message; INVALID_ARGUMENT, and nothing of the request appended);
+rows the encoder already knows BigQuery cannot store (``EncodedRows.refused``: DATETIME
+text that is none) go the same way before the request is sent.
 Without an ``on_row_errors`` handler that fails as above, naming the rows. With one, the
 handler names them and returns the request without them (or None when no row is left):
 it is sent again at the same offset and every request behind it moves down by the rows
@@ -292,6 +294,11 @@ class StreamAppender:
             if append.offset is not None:
                 # After waiting: a refusal answered meanwhile moves this request too.
                 append.offset -= self.offset_shift
+            while append.encoded is not None and append.encoded.refused:
+                replacement = self._refused_unsent(append)
+                if replacement is None:
+                    return
+                append = replacement
             self.inflight.append(append)
             self._send(append)
         except BaseException:
@@ -497,6 +504,29 @@ class StreamAppender:
         if replacement is not None:
             self.inflight.appendleft(replacement)
         self._resend_inflight("rows refused")
+
+    def _refused_unsent(self, append: PlannedAppend) -> PlannedAppend | None:
+        """A request whose encoder found rows BigQuery cannot store (``encoded.refused``)
+        goes as one BigQuery refused: its rows go to the row-error handler, and what it
+        returns is sent in its place at its offset; the requests behind move down. It
+        is recorded (``before_send``) as sent, as a refused request is."""
+        assert append.encoded is not None
+        errors = [
+            RowError(index, "FIELDS_ERROR", message) for index, message in append.encoded.refused
+        ]
+        described = "; ".join(f"row {e.index}: {e.message}" for e in errors[:20])
+        if self.on_row_errors is None:
+            self._reject(append, "INVALID_ARGUMENT", described)
+        if self.before_send is not None:
+            self.before_send(append, list(self.inflight))
+        replacement = self.on_row_errors(append, errors)  # it reports them (rows_rejected)
+        removed = append.rows - (replacement.rows if replacement is not None else 0)
+        if removed <= 0:
+            self._reject(append, "INVALID_ARGUMENT", f"no row taken out: {described}")
+        self.rows_refused += removed
+        if append.offset is not None:
+            self.offset_shift += removed
+        return replacement
 
     def _acknowledged(self, head: PlannedAppend) -> None:
         self.inflight.popleft()

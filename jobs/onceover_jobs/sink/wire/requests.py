@@ -44,6 +44,11 @@ class EncodedRows:
     """Sets the rows on a raw ``AppendRowsRequest`` protobuf."""
     parts: Sequence[Encoded] = ()
     """The encoded rows, as :attr:`digest` reads them."""
+    refused: tuple[tuple[int, str], ...] = ()
+    """Rows the encoder found no BigQuery value for: (index in the batch, message naming
+    the field, as BigQuery's row errors do). A request with any is never sent as it is:
+    the appender hands them to its row-error handler first
+    (:mod:`onceover_jobs.sink.wire.appender`)."""
 
     @cached_property
     def digest(self) -> str:
