@@ -22,7 +22,6 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.datasource import prepare_job
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
-from onceover_jobs.sink.ledger.swaps import read_swap
 from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import written_by_tasks
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
@@ -32,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
 from onceover.bigquery import BigQueryConfig
+from onceover.ledger_files import read_swap
 
 pytestmark = pytest.mark.spark
 
@@ -253,7 +253,8 @@ def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
     # Not swapped yet: the next attempt's swap replaces every row, the one since too.
     assert _ids(rest, table) == ([-1] if swapped else []) + list(range(NEW))
     assert _staging_tables(rest, dataset) == []
-    swap = read_swap(job.ledger(), None)
+    ledger = job.ledger()
+    swap = read_swap(ledger.store, ledger.directory, None)
     assert swap is not None
     assert swap.swapped
     assert swap.staged_rows == NEW

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
+from onceover.ledger_files import stream_table
 from onceover_jobs.sink.errors import SinkOptionError
 
 if TYPE_CHECKING:
@@ -173,8 +174,7 @@ def staging_table_id(target: str, run_id: str | None) -> str:
 
 def table_of_stream(stream: str) -> str:
     """``projects/p/datasets/d/tables/t/streams/s`` as ``p.d.t``."""
-    parts = stream.split("/")
-    return f"{parts[1]}.{parts[3]}.{parts[5]}"
+    return stream_table(stream)
 
 
 def create_staging(config: BigQueryConfig, staging: str, fields: Sequence[SchemaField]) -> None:
