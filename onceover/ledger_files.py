@@ -62,6 +62,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -173,11 +174,20 @@ def stream_table(stream: str) -> str:
     return f"{parts[1]}.{parts[3]}.{parts[5]}"
 
 
-def staging_table_of(record: BatchRecord) -> str | None:
-    """Where an overwrite's batch committed its rows: its streams' table, which is not the
-    record's own (they reach it at the swap, :class:`SwapRecord`); None for any other batch."""
-    tables = {stream_table(s.stream) for s in record.streams}
-    return next(iter(tables)) if len(tables) == 1 and record.table not in tables else None
+def staging_table_of(table: str, streams: Iterable[str]) -> str | None:
+    """Where a batch into ``table`` committed its rows when it is an overwrite's: its
+    streams' table, which is not ``table`` (they reach it at the swap, :class:`SwapRecord`);
+    None for any other batch."""
+    tables = set()
+    for stream in streams:
+        found = _STREAM.match(stream)
+        if found is None:  # not a write stream's name: nothing to tell
+            return None
+        tables.add(".".join(found.groups()))
+    return next(iter(tables)) if len(tables) == 1 and table not in tables else None
+
+
+_STREAM = re.compile(r"^projects/([^/]+)/datasets/([^/]+)/tables/([^/]+)/streams/[^/]+$")
 
 
 def read_payload(store: LedgerStore, key: str) -> dict[str, Any] | None:

@@ -59,6 +59,7 @@ def commit_overwrite(job: SinkJob, results: Sequence[TaskResult | None]) -> Batc
         swap = _swap(job, committer, staged, swap)  # 2.
         failpoints.hit("overwrite.after_swap")
         swap = mark_swapped(ledger, batch_id, swap, at=_now())  # 3.
+        committer.events.swapped(swap)
         logger.warning(
             "onceover: %s replaced %s (%s rows) with %d rows (job %s)",
             committer.label, swap.scope, swap.rows_replaced, swap.staged_rows, swap.job_id,
@@ -112,6 +113,7 @@ def _swap(
                 partition_count=figures.partition_count,
             )  # fmt: skip
             begin_swap(ledger, batch_id, fresh, replacing=record)
+            committer.events.swap_started(fresh)
             record = fresh
         failpoints.hit("overwrite.before_swap")
         outcome = run_once(job.bigquery, job_id, sql, deadline_s=job.options.retry_deadline_s)
