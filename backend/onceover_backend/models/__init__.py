@@ -51,6 +51,7 @@ from onceover_backend.models.reconciliation import (
 from onceover_backend.models.resume import (
     AttemptLogPublic,
     PendingIntentPublic,
+    PendingSwapPublic,
     ResumeAcceptedPublic,
     ResumePlanPublic,
     RunIntentsPublic,
@@ -140,6 +141,7 @@ __all__ = [
     "OverwritePublic",
     "OverwriteStep",
     "PendingIntentPublic",
+    "PendingSwapPublic",
     "PrincipalPublic",
     "ReceiptKeyPublic",
     "ReconciliationPublic",

@@ -2780,6 +2780,47 @@ export interface components {
             write: string | null;
         };
         /**
+         * PendingSwapPublic
+         * @description A ``mode("overwrite")`` write whose rows the ledger holds committed to its staging
+         *     table, with how far its swap got (its swap record) and what a resume does about it.
+         */
+        PendingSwapPublic: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id: number | null;
+            /**
+             * Job Id
+             * @description the swap's BigQuery job, once recorded
+             */
+            job_id: string | null;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Resume Will
+             * @description what a resume does with it, and why
+             */
+            resume_will: string;
+            /** Staged Rows */
+            staged_rows: number;
+            /** Staging Table */
+            staging_table: string;
+            /**
+             * Step
+             * @description staged (no swap recorded: the table holds its old rows), swap_asked (the swap's job recorded and asked for; it ran once or not at all), swapped
+             * @enum {string}
+             */
+            step: "staged" | "swap_asked" | "swapped";
+            /**
+             * Table
+             * @description the table the overwrite replaces rows of
+             */
+            table: string;
+            /** Write */
+            write: string | null;
+        };
+        /**
          * PrincipalPublic
          * @description ``GET /api/session``: who the token is and what it may do.
          */
@@ -3078,6 +3119,11 @@ export interface components {
             log_path: string;
             /** Module */
             module: string;
+            /**
+             * Overwrites
+             * @description the ledger's committed overwrites, each with the step its swap reached
+             */
+            overwrites: components["schemas"]["PendingSwapPublic"][];
             /** Pending Intents */
             pending_intents: components["schemas"]["PendingIntentPublic"][];
             /**
