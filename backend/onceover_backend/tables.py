@@ -399,6 +399,12 @@ class Reconciliation(SQLModel, table=True):
     rows_set_aside: int | None = _maybe_count("rows the batches set aside (dead-lettered)")
     dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
     rows_in_dead_letter_table: int | None = _maybe_count("the run's rows found there")
+    overwrite: bool = Field(
+        default=False, description="an overwrite's run: the scope it replaced was counted"
+    )
+    replaced_partitions: list[str] | None = Field(
+        default=None, sa_type=JSON, description="the partitions counted (null: every one)"
+    )
     duplicate_keys: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     batches: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     runs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)

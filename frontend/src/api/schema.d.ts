@@ -2935,10 +2935,21 @@ export interface components {
              */
             missing_rows: number | null;
             /**
+             * Overwrite
+             * @description the run overwrote the table: the scope it replaced (the whole table, or replaced_partitions) was counted against the rows it staged, its other rows not
+             * @default false
+             */
+            overwrite: boolean;
+            /**
              * Queries
              * @description BigQuery queries the check ran (null before 0009)
              */
             queries?: number | null;
+            /**
+             * Replaced Partitions
+             * @description an overwrite's check: the partitions it replaced, by BigQuery's partition ids, whose rows were counted; null: the whole table (or no overwrite)
+             */
+            replaced_partitions?: string[] | null;
             /**
              * Rows In Dead Letter Table
              * @description the run's (or table's runs') rows found in the dead-letter table (run_id = the run); a count other than the rows set aside there is a mismatch
