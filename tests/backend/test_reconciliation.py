@@ -787,6 +787,8 @@ def test_an_overwrite_of_the_whole_table_expects_exactly_its_staged_rows(
     rest.query(f"INSERT INTO `{table}` ({KEY}, day) VALUES (99, DATE '2026-12-01')").result()
     body = reconcile(client, "nightly")
     assert (body["status"], body["actual_rows"], body["extra_rows"]) == ("mismatch", 7, 1)
+    whole = client.post(f"/api/tables/{table}/reconcile", headers=bearer(OPERATOR)).json()
+    assert "run(s) nightly overwrote the table: a table check adds up" in whole["warnings"][1]
 
 
 def test_a_dynamic_overwrite_counts_only_the_partitions_it_replaced(
