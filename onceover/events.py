@@ -8,7 +8,8 @@ that selects its shape, the time it happened and the run and table it belongs to
 Driver (run and batch)         ``run_started`` (with the job's spec, for resume),
                                ``run_heartbeat``, ``run_finished``, ``run_failed``,
                                ``batch_intent``, ``batch_committed``,
-                               ``batch_skipped_duplicate``, ``batch_aborted``
+                               ``batch_skipped_duplicate``, ``batch_aborted``,
+                               ``overwrite_swap_started``, ``overwrite_swapped``
 Executors (one stream each)    ``stream_created``, ``append_acknowledged``,
                                ``append_already_exists``, ``append_out_of_range``,
                                ``append_error``, ``rows_rejected``,
@@ -45,6 +46,14 @@ table they are set aside there and the rest of the request is sent again; the ba
 ``batch_intent`` and ``batch_committed`` then carry ``dead_lettered_rows`` (counted
 once, whatever was retried) and the ``dead_letter_streams`` committed with the batch.
 Without one the task fails naming them.
+
+A ``mode("overwrite")`` write commits its batch to a staging table (its streams name
+that table, not ``table``), then replaces the table's rows in the write's scope with them
+in one transaction, a BigQuery job whose id is fixed before it is asked for:
+``overwrite_swap_started`` says that job is recorded and about to be asked for (again,
+after a failed one, under the next id), ``overwrite_swapped`` that it is done. A batch
+committed without either stopped with its rows staged; a swap started and not swapped
+stopped with its job asked for, which ran once or not at all.
 
 Adding an optional field keeps version 1; renaming or removing one makes version 2.
 A new value of ``mode`` or ``stream_type`` keeps version 1 too, but a control plane
@@ -319,6 +328,59 @@ class BatchAborted(_BatchEvent):
     reason: Annotated[str, Field(max_length=4000)]
 
 
+# -- driver: an overwrite's swap ----------------------------------------------------
+
+
+SWAP_PARTITIONS_LISTED = 100
+"""Partitions a swap event names (``partition_count`` counts them all)."""
+_PARTITION_ID = Annotated[
+    str,
+    Field(
+        pattern=r"^(-?[0-9]{1,20}|__NULL__|__UNPARTITIONED__)$",
+        description="a partition as BigQuery names it: 20261102 (a day), 2026110212 (an "
+        "hour), 202611, 2026, an integer range's start, __NULL__, __UNPARTITIONED__",
+    ),
+]
+
+
+class _SwapEvent(_BatchEvent):
+    """One transaction replacing the table's rows in the scope with the staged ones."""
+
+    staging: _TABLE = Field(description="the staging table the batch's rows were committed to")
+    scope: Annotated[str, Field(max_length=300, description="what the swap replaces, in words")]
+    job_id: Annotated[
+        str,
+        Field(
+            pattern=r"^[A-Za-z0-9_-]{1,1024}$",
+            description="the BigQuery job of the transaction, fixed before it is asked for",
+        ),
+    ]
+    attempt: _COUNT = Field(description="0, then 1, ... after a job that failed")
+    staged_rows: _COUNT = Field(description="the rows inserted: every row staged")
+    rows_replaced: _COUNT | None = Field(
+        default=None,
+        description="the table's rows in the scope, counted as the swap's first attempt began",
+    )
+    partitions: Annotated[list[_PARTITION_ID], Field(max_length=SWAP_PARTITIONS_LISTED)] | None = (
+        Field(
+            default=None,
+            description="the partitions replaced (the first 100); null: the whole table",
+        )
+    )
+    partition_count: _COUNT | None = Field(
+        default=None, description="the partitions replaced, all of them; null: the whole table"
+    )
+
+
+class OverwriteSwapStarted(_SwapEvent):
+    type: Literal["overwrite_swap_started"] = "overwrite_swap_started"
+
+
+class OverwriteSwapped(_SwapEvent):
+    type: Literal["overwrite_swapped"] = "overwrite_swapped"
+    swapped_at: AwareDatetime = Field(description="when the driver saw the transaction done")
+
+
 # -- executors: streams -------------------------------------------------------------
 
 
@@ -417,6 +479,8 @@ Event = Annotated[
     | BatchCommitted
     | BatchSkippedDuplicate
     | BatchAborted
+    | OverwriteSwapStarted
+    | OverwriteSwapped
     | StreamCreated
     | AppendAcknowledged
     | AppendAlreadyExists
@@ -434,8 +498,17 @@ EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 RunEvent = RunStarted | RunHeartbeat | RunFinished | RunFailed
 """Events the driver sends about a launch of the job (they carry ``attempt_id``)."""
-BatchEvent = BatchIntent | BatchCommitted | BatchSkippedDuplicate | BatchAborted
-"""Events the driver sends about one batch."""
+SwapEvent = OverwriteSwapStarted | OverwriteSwapped
+"""Events the driver sends about an overwrite's swap."""
+BatchEvent = (
+    BatchIntent
+    | BatchCommitted
+    | BatchSkippedDuplicate
+    | BatchAborted
+    | OverwriteSwapStarted
+    | OverwriteSwapped
+)
+"""Events the driver sends about one batch (an overwrite's swap among them)."""
 StreamEvent = (
     StreamCreated
     | AppendAcknowledged

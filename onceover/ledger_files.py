@@ -8,6 +8,7 @@ The layout, under a ledger root (for streaming, ``<checkpointLocation>/onceover/
 
     <root>/<scope>/<table>/batch-<batch id>.json           the streaming sink's batches
     <root>/<scope>/<table>/writes/<write>/batch-<id>.json  foreachBatch and batch writes
+    <dir>/swap-<batch id>.json                             an overwrite's swap (below)
     <dir>/partitions/<batch id>/<n>/v<revision>.json       committed mode: stream + progress
     <dir>/streams/<n>/v<revision>.json                     a partition's long-lived stream
     <dir>/pruned.json                                      what retention pruned (below)
@@ -33,6 +34,12 @@ the new one, never half of one) through a store (:mod:`onceover.ledger_store`): 
 mounted disk (local for one machine, NFS or Filestore for a cluster) or a bucket
 (``gs://``, ``s3://``, ``abfss://``), whose keys are these paths under the root's prefix.
 
+``swap-<batch id>.json`` (a :class:`SwapRecord`), beside the batch record of a
+``mode("overwrite")`` write, whose streams commit its rows to a staging table
+(:func:`staging_table_of`): written ``swapping`` before the transaction that moves them into
+the table is asked for, ``swapped`` once BigQuery says it is done. The sink writes it
+(``onceover_jobs.sink.ledger.swaps``); it only moves forward.
+
 ``pruned.json`` (a :class:`PrunedSummary`) is what retention kept of the committed
 batches it removed from ``<dir>``::
 
@@ -55,6 +62,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -149,6 +157,39 @@ def batch_name(batch_id: int | None) -> str:
     return BATCH_WRITE if batch_id is None else str(batch_id)
 
 
+def write_directory(scope: str, table: str, write: str = "") -> str:
+    """The folder of one write target (``<dir>`` above), a key under the ledger's root."""
+    directory = join(safe_name(scope), safe_name(table))
+    return join(directory, "writes", safe_name(write)) if write else directory
+
+
+def record_directory(record: BatchRecord) -> str:
+    """The folder a batch record was written in (its write target's)."""
+    return write_directory(record.query_id, record.table, record.write)
+
+
+def stream_table(stream: str) -> str:
+    """The table of a write stream: ``projects/p/datasets/d/tables/t/streams/s`` as ``p.d.t``."""
+    parts = stream.split("/")
+    return f"{parts[1]}.{parts[3]}.{parts[5]}"
+
+
+def staging_table_of(table: str, streams: Iterable[str]) -> str | None:
+    """Where a batch into ``table`` committed its rows when it is an overwrite's: its
+    streams' table, which is not ``table`` (they reach it at the swap, :class:`SwapRecord`);
+    None for any other batch."""
+    tables = set()
+    for stream in streams:
+        found = _STREAM.match(stream)
+        if found is None:  # not a write stream's name: nothing to tell
+            return None
+        tables.add(".".join(found.groups()))
+    return next(iter(tables)) if len(tables) == 1 and table not in tables else None
+
+
+_STREAM = re.compile(r"^projects/([^/]+)/datasets/([^/]+)/tables/([^/]+)/streams/[^/]+$")
+
+
 def read_payload(store: LedgerStore, key: str) -> dict[str, Any] | None:
     """A ledger file's payload (its ``version`` checked and dropped); None when there is
     none."""
@@ -230,6 +271,62 @@ def scopes(root: StoreLike) -> list[str]:
         for name in store.list("").folders
         if any(is_record_name(k.rsplit("/", 1)[-1]) for k, _ in store.walk(name))
     )
+
+
+# -- an overwrite's swap -----------------------------------------------------------------
+
+SwapState = Literal["swapping", "swapped"]
+
+
+@dataclass(frozen=True)
+class SwapRecord:
+    """The swap of one ``mode("overwrite")`` write (``swap-<batch id>.json``): which
+    transaction replaces the table's rows with the staged ones, and whether it has."""
+
+    state: SwapState
+    target: str
+    staging: str
+    """The table the staged rows are in (where the committed batch's streams were)."""
+    scope: str
+    """What the swap replaces, in words."""
+    job_id: str
+    """The BigQuery job of the transaction: fixed before it is asked for, so asking again
+    finds the first one's outcome rather than running a second."""
+    attempt: int
+    started_at: str
+    swapped_at: str | None = None
+    staged_rows: int = 0
+    """The rows inserted: every row staged."""
+    rows_replaced: int | None = None
+    """The target's rows in the scope, counted as the first attempt began."""
+    partitions: list[str] | None = None
+    """The partitions replaced by BigQuery's partition ids (``20261102``, ``__NULL__``,
+    ``__UNPARTITIONED__``; the first 100), None for the whole table."""
+    partition_count: int | None = None
+
+    @property
+    def swapped(self) -> bool:
+        return self.state == "swapped"
+
+
+def swap_key(directory: str, batch_id: int | None) -> str:
+    """The swap record of ``batch_id`` in a write target's folder (``Ledger.directory``)."""
+    return join(directory, f"swap-{batch_name(batch_id)}.json")
+
+
+def read_swap(store: LedgerStore, directory: str, batch_id: int | None) -> SwapRecord | None:
+    """The swap record of an overwrite's batch; None before its swap was recorded."""
+    key = swap_key(directory, batch_id)
+    payload = read_payload(store, key)
+    return None if payload is None else swap_of(payload, store.where(key))
+
+
+def swap_of(payload: dict[str, Any], where: str) -> SwapRecord:
+    """A swap record from its payload (read from ``where``)."""
+    try:
+        return SwapRecord(**payload)
+    except TypeError as exc:
+        raise LedgerError(f"ledger record {where}: {exc}") from exc
 
 
 # -- the pruned summary -------------------------------------------------------------------

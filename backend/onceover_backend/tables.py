@@ -232,6 +232,21 @@ class Batch(SQLModel, table=True):
         sa_type=JSON,
         description="the key tally: [bucket, rows, checksum, key sum text] per non-empty bucket",
     )
+    # A mode("overwrite") write's swap, as its latest event says (overwrite_swap_started,
+    # overwrite_swapped); null for any other write, and for one whose swap nobody heard of.
+    swap_state: str | None = Field(default=None, max_length=20, description="started or swapped")
+    swap_job_id: str | None = Field(default=None, max_length=1024)
+    swap_attempt: int | None = None
+    swap_staging: str | None = Field(default=None, max_length=_TABLE)
+    swap_scope: str | None = Field(default=None, max_length=300)
+    swap_staged_rows: int | None = _maybe_count("rows the swap inserts: every row staged")
+    swap_rows_replaced: int | None = _maybe_count("the table's rows in the scope before it")
+    swap_partitions: list[str] | None = Field(
+        default=None, sa_type=JSON, description="partition ids replaced (the first 100)"
+    )
+    swap_partition_count: int | None = None
+    swap_started_at: datetime | None = _when()
+    swapped_at: datetime | None = _when()
 
 
 class StreamCounters(SQLModel):
@@ -384,6 +399,12 @@ class Reconciliation(SQLModel, table=True):
     rows_set_aside: int | None = _maybe_count("rows the batches set aside (dead-lettered)")
     dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
     rows_in_dead_letter_table: int | None = _maybe_count("the run's rows found there")
+    overwrite: bool = Field(
+        default=False, description="an overwrite's run: the scope it replaced was counted"
+    )
+    replaced_partitions: list[str] | None = Field(
+        default=None, sa_type=JSON, description="the partitions counted (null: every one)"
+    )
     duplicate_keys: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     batches: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
     runs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)

@@ -248,3 +248,71 @@ def buffered_run(run: str, attempt: str = "a1", rows: int = 20) -> list[ev.Event
         events.append(in_mode(committed(run, batch, t + 2, streams, rows), "buffered"))
     events.append(finished(run, attempt, 10, 2 * len(streams) * rows))
     return events
+
+
+# -- mode("overwrite") --------------------------------------------------------------
+
+STAGING = "onceover-local.ds._onceover_staging_orders_0123456789abcdef"
+"""Where an overwrite of TABLE stages its rows (its streams' table)."""
+OVERWRITE_WRITE = "id-orders"
+
+
+def staging_stream(name: str) -> str:
+    project, dataset, table = STAGING.split(".")
+    return f"projects/{project}/datasets/{dataset}/tables/{table}/streams/{name}"
+
+
+def _overwrite_batch(run: str, kind: str, t: float, *facts: object) -> dict[str, Any]:
+    return {"mode": "pending", "query_id": run, "batch_id": None, "write": OVERWRITE_WRITE,
+            **_common(run, kind, t, *facts)}  # fmt: skip
+
+
+def swap(
+    run: str, t: float, *, done: bool = False, attempt: int = 0, rows: int = 100,
+    replaced: int = 40, partitions: Sequence[str] | None = None,
+) -> ev.OverwriteSwapStarted | ev.OverwriteSwapped:  # fmt: skip
+    """An overwrite's swap asked for (``done``: done) under attempt ``attempt``'s job."""
+    fields: dict[str, Any] = {
+        "staging": STAGING,
+        "scope": "every row of the table"
+        if partitions is None
+        else "the rows of the partitions (by day) the new rows fall in",
+        "job_id": f"onceover_overwrite_{run}_{attempt}",
+        "attempt": attempt,
+        "staged_rows": rows,
+        "rows_replaced": replaced,
+        "partitions": None if partitions is None else list(partitions),
+        "partition_count": None if partitions is None else len(partitions),
+    }
+    if done:
+        return ev.OverwriteSwapped(
+            swapped_at=at(t), **fields, **_overwrite_batch(run, "swapped", t, attempt)
+        )
+    return ev.OverwriteSwapStarted(**fields, **_overwrite_batch(run, "swap", t, attempt))
+
+
+def overwrite_run(
+    run: str, stop: str, *, rows: int = 100, partitions: Sequence[str] | None = None
+) -> list[ev.Event]:
+    """A batch run's ``mode("overwrite")`` of TABLE: ``rows`` staged on two streams, then
+    swapped; ``stop``: the step it stopped at (``staging``, ``staged``, ``swap_asked``), the
+    run failing there, or ``swapped`` (the run finishes)."""
+    streams = [staging_stream(f"{run}-s{i}") for i in range(2)]
+    half = ev.StreamRows
+    staged = [half(stream=s, rows=rows // 2, partition=i) for i, s in enumerate(streams)]
+    events: list[ev.Event] = [
+        started(run, "a1", 0),
+        ev.BatchIntent(streams=staged, expected_rows=rows, **_overwrite_batch(run, "intent", 1)),
+    ]
+    if stop != "staging":
+        events.append(
+            ev.BatchCommitted(streams=staged, rows=rows, **_overwrite_batch(run, "committed", 2))
+        )
+    if stop in ("swap_asked", "swapped"):
+        events.append(swap(run, 3, rows=rows, partitions=partitions))
+    if stop == "swapped":
+        events += [swap(run, 4, done=True, rows=rows, partitions=partitions),
+                   finished(run, "a1", 5, rows)]  # fmt: skip
+    else:
+        events.append(failed(run, "a1", 5, f"stopped at {stop}"))
+    return events

@@ -740,3 +740,93 @@ def test_a_dead_letter_table_gone_is_a_stored_error(
     assert body["status"] == "error"
     assert body["error"] == f"table {dead_letters} does not exist (was it deleted?)"
     assert (body["rows_set_aside"], body["rows_in_dead_letter_table"]) == (1, None)
+
+
+# -- mode("overwrite"): the scope replaced holds exactly the rows staged -----------------
+
+
+def overwritten(rest: bigquery.Client, dataset: str, rows: list[tuple[int, str | None]]) -> str:
+    """A table partitioned by day holding ``rows`` (key, day) as an overwrite left it."""
+    table = bigquery.Table(f"{dataset}.daily", schema=[
+        bigquery.SchemaField(KEY, "INT64"), bigquery.SchemaField("day", "DATE")
+    ])  # fmt: skip
+    table.time_partitioning = bigquery.TimePartitioning(field="day")
+    rest.create_table(table)
+    values = ", ".join(f"({k}, {f'DATE {d!r}' if d else 'NULL'})" for k, d in rows)
+    rest.query(f"INSERT INTO `{dataset}.daily` ({KEY}, day) VALUES {values}").result()
+    return f"{dataset}.daily"
+
+
+def post_overwrite(
+    client: TestClient, run: str, table: str, rows: int, *, stop: str = "swapped",
+    partitions: list[str] | None = None, partition_count: int | None = None,
+) -> None:  # fmt: skip
+    events = []
+    for event in f.overwrite_run(run, stop, rows=rows, partitions=partitions):
+        update: dict[str, Any] = {"table": table}
+        if isinstance(event, ev.BatchEvent):
+            update["key"] = KEY
+        if isinstance(event, ev.SwapEvent) and partition_count is not None:
+            update["partition_count"] = partition_count
+        events.append(event.model_copy(update=update).model_dump(mode="json"))
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).is_success
+
+
+def test_an_overwrite_of_the_whole_table_expects_exactly_its_staged_rows(
+    client: TestClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = overwritten(rest, dataset, [(k, "2026-11-01") for k in range(6)])
+    post_overwrite(client, "nightly", table, 6)
+
+    body = reconcile(client, "nightly")
+    assert body["status"] == "ok", body
+    assert (body["overwrite"], body["replaced_partitions"]) == (True, None)
+    assert (body["expected_rows"], body["actual_rows"], body["distinct_keys"]) == (6, 6, 6)
+    assert body["warnings"] == []  # unstamped, and nothing said of it: the scope is the table
+
+    rest.query(f"INSERT INTO `{table}` ({KEY}, day) VALUES (99, DATE '2026-12-01')").result()
+    body = reconcile(client, "nightly")
+    assert (body["status"], body["actual_rows"], body["extra_rows"]) == ("mismatch", 7, 1)
+    whole = client.post(f"/api/tables/{table}/reconcile", headers=bearer(OPERATOR)).json()
+    assert "run(s) nightly overwrote the table: a table check adds up" in whole["warnings"][1]
+
+
+def test_a_dynamic_overwrite_counts_only_the_partitions_it_replaced(
+    client: TestClient, rest: bigquery.Client, dataset: str
+) -> None:
+    """Days 11-01 and NULL replaced with three rows; the rows of 11-02, untouched, are not
+    the run's to count."""
+    kept = [(100 + k, "2026-11-02") for k in range(5)]
+    table = overwritten(rest, dataset, [(1, "2026-11-01"), (2, "2026-11-01"), (3, None), *kept])
+    post_overwrite(client, "nightly", table, 3, partitions=["20261101", "__NULL__"])
+
+    body = reconcile(client, "nightly")
+    assert body["status"] == "ok", body
+    assert body["replaced_partitions"] == ["20261101", "__NULL__"]
+    assert (body["expected_rows"], body["actual_rows"], body["distinct_keys"]) == (3, 3, 3)
+
+    rest.query(f"INSERT INTO `{table}` ({KEY}, day) VALUES (7, NULL), (8, '2026-11-02')").result()
+    body = reconcile(client, "nightly")
+    assert (body["status"], body["actual_rows"], body["extra_rows"]) == ("mismatch", 4, 1)
+
+
+def test_an_overwrite_nothing_can_be_counted_of_is_an_error_saying_why(
+    client: TestClient, rest: bigquery.Client, dataset: str
+) -> None:
+    table = overwritten(rest, dataset, [(1, "2026-11-01")])
+    post_overwrite(client, "asked", table, 1, stop="swap_asked")  # counted, with a warning
+    body = reconcile(client, "asked")
+    assert (body["status"], body["actual_rows"]) == ("ok", 1)
+    assert "(job onceover_overwrite_asked_0) was asked for and not heard" in body["warnings"][1]
+
+    post_overwrite(client, "staged", table, 3, stop="staged")
+    body = reconcile(client, "staged")
+    assert (body["status"], body["overwrite"], body["queries"]) == ("error", True, None)
+    assert body["error"].startswith("the run's overwrite stopped with its rows staged in ")
+    assert f"{table} holds its old rows" in body["error"]
+
+    hours = [str(2026110100 + h) for h in range(100)]  # of 120 replaced, 100 named
+    post_overwrite(client, "big", table, 3, partitions=hours, partition_count=120)
+    body = reconcile(client, "big")
+    assert body["status"] == "error"
+    assert "replaced 120 partitions and its swap names the first 100" in body["error"]

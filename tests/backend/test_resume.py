@@ -31,12 +31,13 @@ from onceover_backend.services.resume.resumer import Resumer
 from onceover_backend.services.resume.stalled import mark_stalled
 from onceover_backend.tables import Attempt, AuditLog, Launch, Run, utcnow
 from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.ledger.swaps import begin_swap, mark_swapped
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from onceover import events as ev
-from onceover.ledger_files import BatchRecord, StreamCommit
+from onceover.ledger_files import BatchRecord, StreamCommit, SwapRecord
 from tests.backend import factory as f
 from tests.backend.conftest import INGEST, OPERATOR, VIEWER, bearer
 from tests.backend.live import serving
@@ -238,6 +239,55 @@ def test_a_dry_run_shows_the_plan_and_launches_nothing(
     assert (entry.actor, entry.status_code, entry.target) == ("env:operator", 200, "run r1")
     assert entry.outcome.startswith("ok: dry run: ")
     assert '"pending_intents":[{"batch_id":1' in entry.outcome
+
+
+def overwrite_checkpoint(tmp_path: Path, run_id: str) -> Path:
+    """A batch run's three overwrites of one table as the ledger leaves them, each stopped
+    at a step: write id-a staged, id-b its swap asked for, id-c swapped."""
+    root = tmp_path / f"ckpt-{run_id}"
+    for folder in ("offsets", "commits", "onceover"):
+        (root / folder).mkdir(parents=True)
+    (root / "onceover" / "run_id").write_text(run_id)
+    for write, step in (("id-a", "staged"), ("id-b", "swap_asked"), ("id-c", "swapped")):
+        ledger = Ledger(root / "onceover", run_id, f.TABLE, write)
+        record = BatchRecord(
+            query_id=run_id, batch_id=None, table=f.TABLE, mode="pending", state="intent",
+            streams=(StreamCommit(f.staging_stream(write), 100, 1000, 0, 0),),
+            expected_rows=100, intent_at="2026-11-01T12:00:01Z",
+        )  # fmt: skip
+        ledger.write_intent(record)
+        ledger.mark_committed(record, at="2026-11-01T12:00:02Z", commit_time=None)
+        if step == "staged":
+            continue
+        swap = SwapRecord(
+            "swapping", f.TABLE, f.STAGING, "every row of the table", f"job_{write[3:]}", 0,
+            "2026-11-01T12:00:03Z", staged_rows=100,
+        )  # fmt: skip
+        begin_swap(ledger, None, swap, replacing=None)
+        if step == "swapped":
+            mark_swapped(ledger, None, swap, at="2026-11-01T12:00:04Z")
+    return root
+
+
+def test_the_plan_says_what_a_resume_does_with_an_overwrite_stopped_at_each_step(
+    client: TestClient, tmp_path: Path
+) -> None:
+    failed_run(client, tmp_path, "r1", ckpt=overwrite_checkpoint(tmp_path, "r1"))
+
+    plan = resume(client, "r1", dry_run="true").json()
+
+    assert plan["pending_intents"] == []
+    assert (plan["committed_batches"], plan["committed_rows"]) == (3, 300)
+    shown = [(o["write"], o["step"], o["job_id"], o["staging_table"], o["staged_rows"])
+             for o in plan["overwrites"]]  # fmt: skip
+    assert shown == [("id-a", "staged", None, f.STAGING, 100),
+                     ("id-b", "swap_asked", "job_b", f.STAGING, 100),
+                     ("id-c", "swapped", "job_c", f.STAGING, 100)]  # fmt: skip
+    staged, asked, swapped = (o["resume_will"] for o in plan["overwrites"])
+    assert staged.startswith("swaps the staged rows in without staging them again")
+    assert f"{f.TABLE} holds its old rows" in staged
+    assert asked.startswith("asks BigQuery for the same swap job again (it runs once): job job_b")
+    assert swapped.startswith("nothing: the rows were replaced (job job_c")
 
 
 def test_any_reader_sees_the_intended_batches_and_what_bigquery_holds_of_them(

@@ -22,7 +22,6 @@ from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.datasource import prepare_job
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
-from onceover_jobs.sink.ledger.swaps import read_swap
 from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.protocol.committer import written_by_tasks
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
@@ -32,6 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
 from onceover.bigquery import BigQueryConfig
+from onceover.ledger_files import read_swap
+from tests.helpers.receiver import TOKEN, Receiver
 
 pytestmark = pytest.mark.spark
 
@@ -272,7 +273,8 @@ def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
     # Not swapped yet: the next attempt's swap replaces every row, the one since too.
     assert _ids(rest, table) == ([-1] if swapped else []) + list(range(NEW))
     assert _staging_tables(rest, dataset) == []
-    swap = read_swap(job.ledger(), None)
+    ledger = job.ledger()
+    swap = read_swap(ledger.store, ledger.directory, None)
     assert swap is not None
     assert swap.swapped
     assert swap.staged_rows == NEW
@@ -280,6 +282,48 @@ def test_an_overwrite_failed_at_a_step_is_finished_once_by_the_next_attempt(
     counted_first = point in ("overwrite.before_swap", "overwrite.after_swap")
     assert swap.rows_replaced == len(OLD) + (0 if counted_first else 1)
     assert swap.partitions is None  # the whole table
+
+
+def test_the_control_plane_hears_the_step_an_overwrite_stopped_at_and_its_swap_once(
+    driver_env: None,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    receiver: Receiver,
+) -> None:
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    options = {"table": table, "run_id": "nightly-8", "write_id": "orders",
+               "ledger": str(tmp_path / "ledger"), "partitionOverwriteMode": "dynamic",
+               "monitor.url": receiver.url, "monitor.token": TOKEN}  # fmt: skip
+    job, results = _attempt(options)
+    monkeypatch.setenv(failpoints.ENV, "overwrite.before_swap=error@1")
+    failpoints.reset()
+    with pytest.raises(ServiceUnavailable):
+        commit_overwrite(job, results)
+    (started,) = receiver.of_type("overwrite_swap_started")  # heard before the job is asked
+    assert not receiver.of_type("overwrite_swapped")
+    assert (started["table"], started["write"], started["batch_id"]) == (table, "id-orders", None)
+    assert started["staging"].startswith(f"{dataset}.{STAGING_PREFIX}orders_")
+    assert (started["attempt"], started["staged_rows"], started["rows_replaced"]) == (0, NEW, 2)
+    assert (started["partitions"], started["partition_count"]) == (["20261101"], 1)
+    assert "partitions" in started["scope"]
+
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    commit_overwrite(*_attempt(options))  # the next attempt asks for the same job
+    (swapped,) = receiver.of_type("overwrite_swapped")
+    assert swapped["job_id"] == started["job_id"]
+    assert swapped["swapped_at"] is not None
+    assert (swapped["staged_rows"], swapped["rows_replaced"]) == (NEW, 2)
+    assert len(receiver.of_type("overwrite_swap_started")) == 1
+
+    commit_overwrite(*_attempt(options))  # a re-run after success: a duplicate, nothing new
+    assert len(receiver.of_type("overwrite_swap_started")) == 1
+    assert len(receiver.of_type("overwrite_swapped")) == 1
+    assert receiver.of_type("batch_skipped_duplicate")
+    assert len(receiver.of_type("batch_committed")) == 1
 
 
 def test_a_dynamic_swap_names_the_partitions_it_replaces(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from onceover_jobs.sink.errors import LedgerError, SinkOptionError
 from onceover_jobs.sink.ledger.records import Ledger
-from onceover_jobs.sink.ledger.swaps import SwapRecord, begin_swap, mark_swapped, read_swap
+from onceover_jobs.sink.ledger.swaps import begin_swap, mark_swapped
 from onceover_jobs.sink.table.overwrite import (
     STAGING_PREFIX,
     OverwriteScope,
@@ -19,6 +19,7 @@ from onceover_jobs.sink.table.overwrite import (
 from onceover_jobs.sink.table.swap_job import JobOutcome, job_id_of
 
 from onceover.bigquery import BigQueryConfig
+from onceover.ledger_files import SwapRecord, read_swap
 
 
 def test_a_runs_staging_table_is_the_same_for_every_attempt_and_fits_bigquerys_names() -> None:
@@ -84,10 +85,10 @@ def test_a_swaps_job_id_is_fixed_by_the_write_and_the_attempt() -> None:
 
 def test_a_swap_is_recorded_once_and_only_moves_forward(ledger_root: str) -> None:
     ledger = Ledger(ledger_root, "nightly-1", "p.d.orders", "0")
-    assert read_swap(ledger, None) is None
+    assert read_swap(ledger.store, ledger.directory, None) is None
     first = SwapRecord("swapping", "p.d.orders", "p.d.s", "every row", "j_0", 0, "now")
     begin_swap(ledger, None, first, replacing=None)
-    assert read_swap(ledger, None) == first
+    assert read_swap(ledger.store, ledger.directory, None) == first
     racer = SwapRecord("swapping", "p.d.orders", "p.d.s2", "every row", "j_0", 0, "now")
     with pytest.raises(LedgerError, match="another driver started"):
         begin_swap(ledger, None, racer, replacing=None)  # a second driver of the run
@@ -96,7 +97,7 @@ def test_a_swap_is_recorded_once_and_only_moves_forward(ledger_root: str) -> Non
         begin_swap(ledger, None, second, replacing=racer)  # not what the ledger holds
     begin_swap(ledger, None, second, replacing=first)  # the first attempt's job failed
     done = mark_swapped(ledger, None, second, at="done")
-    assert read_swap(ledger, None) == done
+    assert read_swap(ledger.store, ledger.directory, None) == done
     assert done.swapped
     with pytest.raises(LedgerError, match="the swap is done"):
         begin_swap(ledger, None, second, replacing=done)

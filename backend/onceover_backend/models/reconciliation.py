@@ -132,6 +132,16 @@ class ReconciliationPublic(BaseModel):
         description="the run's (or table's runs') rows found in the dead-letter table "
         "(run_id = the run); a count other than the rows set aside there is a mismatch",
     )
+    overwrite: bool = Field(
+        default=False,
+        description="the run overwrote the table: the scope it replaced (the whole table, or "
+        "replaced_partitions) was counted against the rows it staged, its other rows not",
+    )
+    replaced_partitions: list[str] | None = Field(
+        default=None,
+        description="an overwrite's check: the partitions it replaced, by BigQuery's "
+        "partition ids, whose rows were counted; null: the whole table (or no overwrite)",
+    )
     batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
     runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
     mismatched_batches: list[int | None] = Field(description="batch ids that differ")

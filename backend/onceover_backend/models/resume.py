@@ -41,6 +41,24 @@ class PendingIntentPublic(BaseModel):
     resume_will: str = Field(description="what a resume does with it, and why")
 
 
+class PendingSwapPublic(BaseModel):
+    """A ``mode("overwrite")`` write whose rows the ledger holds committed to its staging
+    table, with how far its swap got (its swap record) and what a resume does about it."""
+
+    query_id: str
+    batch_id: int | None = Field(description="None for a batch write")
+    table: str = Field(description="the table the overwrite replaces rows of")
+    write: str | None
+    staging_table: str
+    step: Literal["staged", "swap_asked", "swapped"] = Field(
+        description="staged (no swap recorded: the table holds its old rows), swap_asked "
+        "(the swap's job recorded and asked for; it ran once or not at all), swapped"
+    )
+    staged_rows: int
+    job_id: str | None = Field(description="the swap's BigQuery job, once recorded")
+    resume_will: str = Field(description="what a resume does with it, and why")
+
+
 class RunIntentsPublic(BaseModel):
     """The batches a run's checkpoint holds as intended but not confirmed, each with what
     BigQuery says of it: the run page shows a batch committed in BigQuery but not in the
@@ -67,6 +85,9 @@ class ResumePlanPublic(BaseModel):
     committed_batches: int
     committed_rows: int
     pending_intents: list[PendingIntentPublic]
+    overwrites: list[PendingSwapPublic] = Field(
+        description="the ledger's committed overwrites, each with the step its swap reached"
+    )
     spark_last_planned_batch: int | None = Field(
         description="highest batch in Spark's offset log (replayed first if not in its commit log)"
     )

@@ -163,6 +163,40 @@ class RejectionPublic(BaseModel):
     )
 
 
+OverwriteStep = Literal["staging", "staged", "swap_asked", "swapped"]
+
+
+class OverwritePublic(BaseModel):
+    """A ``mode("overwrite")`` write: its rows committed to a staging table exactly once,
+    then swapped in by one transaction (a BigQuery job whose id the ledger fixed) that
+    deletes the table's rows in the scope and inserts the staged ones."""
+
+    step: OverwriteStep = Field(
+        description="how far it got (where it stopped, if its run did not finish): staging "
+        "(the batch is not committed: rows on their way to the staging table), staged "
+        "(committed there, no swap heard of: the table holds its old rows), swap_asked (the "
+        "swap's job recorded and asked for, not heard done: it ran once or not at all), "
+        "swapped (the table's rows replaced)"
+    )
+    staging_table: str | None = Field(description="where the rows were staged")
+    scope: str | None = Field(
+        description="what the swap replaces, in words; null before its swap was heard of"
+    )
+    job_id: str | None = Field(description="the BigQuery job of the swap's transaction")
+    attempt: int | None = Field(description="0, then 1, ... after a swap job that failed")
+    rows_inserted: int | None = Field(description="the rows the swap inserts: every row staged")
+    rows_replaced: int | None = Field(
+        description="the table's rows in the scope, counted as the swap's first attempt began"
+    )
+    partitions: list[str] | None = Field(
+        description="the partitions touched, by BigQuery's partition ids (20261102, "
+        "__NULL__, __UNPARTITIONED__; the first 100); null: the whole table"
+    )
+    partition_count: int | None = Field(description="all the partitions touched")
+    swap_started_at: AwareDatetime | None
+    swapped_at: AwareDatetime | None
+
+
 class BatchPublic(BaseModel):
     """One batch in the commit history."""
 
@@ -216,6 +250,9 @@ class BatchPublic(BaseModel):
         description="with key_checksum: the non-empty buckets of the batch's key tally "
         "(rows, checksum and INT64 key sum per key-hash bucket, onceover.key_checksum), "
         "which reconciliation compares bucket by bucket; null for a batch without one",
+    )
+    overwrite: OverwritePublic | None = Field(
+        default=None, description="a mode('overwrite') write's swap; null for an append"
     )
 
     @model_validator(mode="before")

@@ -1737,6 +1737,8 @@ export interface components {
              * @enum {string}
              */
             mode: "pending" | "buffered" | "committed" | "default";
+            /** @description a mode('overwrite') write's swap; null for an append */
+            overwrite?: components["schemas"]["OverwritePublic"] | null;
             /** Query Id */
             query_id: string;
             /**
@@ -2458,6 +2460,272 @@ export interface components {
             table: string;
         };
         /**
+         * OverwritePublic
+         * @description A ``mode("overwrite")`` write: its rows committed to a staging table exactly once,
+         *     then swapped in by one transaction (a BigQuery job whose id the ledger fixed) that
+         *     deletes the table's rows in the scope and inserts the staged ones.
+         */
+        OverwritePublic: {
+            /**
+             * Attempt
+             * @description 0, then 1, ... after a swap job that failed
+             */
+            attempt: number | null;
+            /**
+             * Job Id
+             * @description the BigQuery job of the swap's transaction
+             */
+            job_id: string | null;
+            /**
+             * Partition Count
+             * @description all the partitions touched
+             */
+            partition_count: number | null;
+            /**
+             * Partitions
+             * @description the partitions touched, by BigQuery's partition ids (20261102, __NULL__, __UNPARTITIONED__; the first 100); null: the whole table
+             */
+            partitions: string[] | null;
+            /**
+             * Rows Inserted
+             * @description the rows the swap inserts: every row staged
+             */
+            rows_inserted: number | null;
+            /**
+             * Rows Replaced
+             * @description the table's rows in the scope, counted as the swap's first attempt began
+             */
+            rows_replaced: number | null;
+            /**
+             * Scope
+             * @description what the swap replaces, in words; null before its swap was heard of
+             */
+            scope: string | null;
+            /**
+             * Staging Table
+             * @description where the rows were staged
+             */
+            staging_table: string | null;
+            /**
+             * Step
+             * @description how far it got (where it stopped, if its run did not finish): staging (the batch is not committed: rows on their way to the staging table), staged (committed there, no swap heard of: the table holds its old rows), swap_asked (the swap's job recorded and asked for, not heard done: it ran once or not at all), swapped (the table's rows replaced)
+             * @enum {string}
+             */
+            step: "staging" | "staged" | "swap_asked" | "swapped";
+            /** Swap Started At */
+            swap_started_at: string | null;
+            /** Swapped At */
+            swapped_at: string | null;
+        };
+        /** OverwriteSwapStarted */
+        OverwriteSwapStarted: {
+            /**
+             * Attempt
+             * @description 0, then 1, ... after a job that failed
+             */
+            attempt: number;
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Job Id
+             * @description the BigQuery job of the transaction, fixed before it is asked for
+             */
+            job_id: string;
+            /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
+            /**
+             * Partition Count
+             * @description the partitions replaced, all of them; null: the whole table
+             */
+            partition_count?: number | null;
+            /**
+             * Partitions
+             * @description the partitions replaced (the first 100); null: the whole table
+             */
+            partitions?: string[] | null;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Rows Replaced
+             * @description the table's rows in the scope, counted as the swap's first attempt began
+             */
+            rows_replaced?: number | null;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Scope
+             * @description what the swap replaces, in words
+             */
+            scope: string;
+            /**
+             * Staged Rows
+             * @description the rows inserted: every row staged
+             */
+            staged_rows: number;
+            /**
+             * Staging
+             * @description the staging table the batch's rows were committed to
+             */
+            staging: string;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "overwrite_swap_started";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
+        };
+        /** OverwriteSwapped */
+        OverwriteSwapped: {
+            /**
+             * Attempt
+             * @description 0, then 1, ... after a job that failed
+             */
+            attempt: number;
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Job Id
+             * @description the BigQuery job of the transaction, fixed before it is asked for
+             */
+            job_id: string;
+            /**
+             * Key
+             * @description the column identifying a row, if the write named one
+             */
+            key?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
+            /**
+             * Partition Count
+             * @description the partitions replaced, all of them; null: the whole table
+             */
+            partition_count?: number | null;
+            /**
+             * Partitions
+             * @description the partitions replaced (the first 100); null: the whole table
+             */
+            partitions?: string[] | null;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Rows Replaced
+             * @description the table's rows in the scope, counted as the swap's first attempt began
+             */
+            rows_replaced?: number | null;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Scope
+             * @description what the swap replaces, in words
+             */
+            scope: string;
+            /**
+             * Staged Rows
+             * @description the rows inserted: every row staged
+             */
+            staged_rows: number;
+            /**
+             * Staging
+             * @description the staging table the batch's rows were committed to
+             */
+            staging: string;
+            /**
+             * Stamped
+             * @description rows carry _onceover_run_id and _onceover_batch_id
+             * @default false
+             */
+            stamped: boolean;
+            /**
+             * Swapped At
+             * Format: date-time
+             * @description when the driver saw the transaction done
+             */
+            swapped_at: string;
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "overwrite_swapped";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
+        };
+        /**
          * PendingIntentPublic
          * @description A batch the ledger holds as intended but not known committed: the resumed job
          *     settles it before going on. Pending mode asks BigQuery whether its streams were
@@ -2509,6 +2777,47 @@ export interface components {
              * Write
              * @description which of the call's (or run's) writes to the table; null for the streaming sink
              */
+            write: string | null;
+        };
+        /**
+         * PendingSwapPublic
+         * @description A ``mode("overwrite")`` write whose rows the ledger holds committed to its staging
+         *     table, with how far its swap got (its swap record) and what a resume does about it.
+         */
+        PendingSwapPublic: {
+            /**
+             * Batch Id
+             * @description None for a batch write
+             */
+            batch_id: number | null;
+            /**
+             * Job Id
+             * @description the swap's BigQuery job, once recorded
+             */
+            job_id: string | null;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Resume Will
+             * @description what a resume does with it, and why
+             */
+            resume_will: string;
+            /** Staged Rows */
+            staged_rows: number;
+            /** Staging Table */
+            staging_table: string;
+            /**
+             * Step
+             * @description staged (no swap recorded: the table holds its old rows), swap_asked (the swap's job recorded and asked for; it ran once or not at all), swapped
+             * @enum {string}
+             */
+            step: "staged" | "swap_asked" | "swapped";
+            /**
+             * Table
+             * @description the table the overwrite replaces rows of
+             */
+            table: string;
+            /** Write */
             write: string | null;
         };
         /**
@@ -2626,10 +2935,21 @@ export interface components {
              */
             missing_rows: number | null;
             /**
+             * Overwrite
+             * @description the run overwrote the table: the scope it replaced (the whole table, or replaced_partitions) was counted against the rows it staged, its other rows not
+             * @default false
+             */
+            overwrite: boolean;
+            /**
              * Queries
              * @description BigQuery queries the check ran (null before 0009)
              */
             queries?: number | null;
+            /**
+             * Replaced Partitions
+             * @description an overwrite's check: the partitions it replaced, by BigQuery's partition ids, whose rows were counted; null: the whole table (or no overwrite)
+             */
+            replaced_partitions?: string[] | null;
             /**
              * Rows In Dead Letter Table
              * @description the run's (or table's runs') rows found in the dead-letter table (run_id = the run); a count other than the rows set aside there is a mismatch
@@ -2810,6 +3130,11 @@ export interface components {
             log_path: string;
             /** Module */
             module: string;
+            /**
+             * Overwrites
+             * @description the ledger's committed overwrites, each with the step its swap reached
+             */
+            overwrites: components["schemas"]["PendingSwapPublic"][];
             /** Pending Intents */
             pending_intents: components["schemas"]["PendingIntentPublic"][];
             /**
@@ -4652,7 +4977,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
+                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["OverwriteSwapStarted"] | components["schemas"]["OverwriteSwapped"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
             };
         };
         responses: {

@@ -20,6 +20,11 @@ const TONES: Record<string, string> = {
   resolved: "muted",
   inactive: "muted",
   refused: "muted", // a second driver turned away; the run is the first one's
+  // an overwrite's steps (its rows staged, then swapped in)
+  staging: "info",
+  staged: "warn",
+  swap_asked: "warn",
+  swapped: "ok",
 };
 
 export function StatusBadge({ status, label }: { status: string; label?: string }) {

@@ -1,5 +1,5 @@
-// One run: its state and actions, request charts, commit history, streams,
-// reconciliation and attempts. Everything re-reads live when the run changes.
+// One run: its state and actions, an overwrite's swap, request charts, commit history,
+// streams, reconciliation and attempts. Everything re-reads live when the run changes.
 import { lazy, Suspense, useCallback, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
@@ -13,6 +13,7 @@ import { useQuery } from "../lib/useQuery";
 import { AttemptsPanel } from "./run/AttemptsPanel";
 import { PendingIntentsPanel } from "./run/PendingIntents";
 import { BatchesTable, type BatchesTableHandle } from "./run/BatchesTable";
+import { OverwritePanel } from "./run/OverwritePanel";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
 import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
@@ -166,6 +167,7 @@ export function RunPage() {
         </p>
       )}
       <RunSummary run={detail} />
+      <OverwritePanel run={detail} />
       {blocked === null && RESUMABLE.has(detail.status) && (
         <PendingIntentsPanel runId={runId} version={detail.updated_at} />
       )}

@@ -1,5 +1,5 @@
 """The batches one ingest touches: each write's row, moved by its batch events (intent,
-commit, replay skipped, abort) in whatever order they arrive."""
+commit, replay skipped, abort, an overwrite's swap) in whatever order they arrive."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from sqlmodel import Session, select
 from onceover import events as ev
 from onceover_backend.services.ingest.commit_hours import CommitHours
 from onceover_backend.services.ingest.streams import StreamProjection, raise_state
-from onceover_backend.services.ingest.times import earlier, later
+from onceover_backend.services.ingest.times import earlier, in_utc, later
 from onceover_backend.tables import Batch
 
 BATCH_RANK = {"intent": 0, "aborted": 1, "skipped_duplicate": 2, "committed": 3}
+SWAP_RANK = {None: 0, "started": 1, "swapped": 2}
+"""An overwrite's swap only moves forward: asked for (again, under the next job id after a
+failed one), then done."""
 
 BatchKey = tuple[str, str, str, str]  # run, table, query, batch key
 
@@ -44,6 +47,9 @@ class BatchProjection:
         batch.stamped = batch.stamped or event.stamped
         if event.key and batch.key_column != event.key:
             batch.key_column = event.key
+        if isinstance(event, ev.OverwriteSwapStarted | ev.OverwriteSwapped):
+            self._apply_swap(batch, event, time)
+            return
         if isinstance(event, ev.BatchIntent):
             if batch.intent_at is None or time >= batch.intent_at:
                 batch.expected_rows = event.expected_rows
@@ -124,6 +130,30 @@ class BatchProjection:
                 self.streams.of_batch(
                     event, rows, time, event.dead_letter_table
                 ).state = "committed"
+
+    @staticmethod
+    def _apply_swap(batch: Batch, event: ev.SwapEvent, time: datetime) -> None:
+        """The swap as its furthest event says (done over asked for, a later attempt over
+        an earlier), whichever arrives first."""
+        state = "swapped" if isinstance(event, ev.OverwriteSwapped) else "started"
+        if isinstance(event, ev.OverwriteSwapStarted):
+            batch.swap_started_at = earlier(batch.swap_started_at, time)
+        if (SWAP_RANK[state], event.attempt) < (
+            SWAP_RANK[batch.swap_state],
+            batch.swap_attempt or 0,
+        ):
+            return
+        batch.swap_state = state
+        batch.swap_job_id = event.job_id
+        batch.swap_attempt = event.attempt
+        batch.swap_staging = event.staging
+        batch.swap_scope = event.scope
+        batch.swap_staged_rows = event.staged_rows
+        batch.swap_rows_replaced = event.rows_replaced
+        batch.swap_partitions = None if event.partitions is None else list(event.partitions)
+        batch.swap_partition_count = event.partition_count
+        if isinstance(event, ev.OverwriteSwapped):
+            batch.swapped_at = in_utc(event.swapped_at)
 
     @staticmethod
     def _receipt(batch: Batch, event: ev.BatchCommitted, *, first: bool) -> None:

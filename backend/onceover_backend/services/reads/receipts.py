@@ -8,7 +8,8 @@ from typing import Final, Literal
 from sqlmodel import Session, col, select
 
 from onceover_backend.errors import InvalidParameterError, NotFoundError
-from onceover_backend.models import BatchPublic, BatchReceiptsPublic
+from onceover_backend.models import BatchReceiptsPublic
+from onceover_backend.services.reads.batch_view import batch_public
 from onceover_backend.tables import Batch, Run
 
 WRITE: Final = "write"
@@ -56,7 +57,5 @@ def get_batch(session: Session, run_id: str, batch: str) -> BatchReceiptsPublic:
     return BatchReceiptsPublic(
         run_id=run_id,
         batch=named,
-        receipts=[
-            BatchPublic.model_validate({**b.model_dump(), "table": b.table_id}) for b in records
-        ],
+        receipts=[batch_public(b) for b in records],
     )

@@ -11,7 +11,6 @@ from sqlmodel import Session, col, func, select
 from onceover_backend.errors import NotFoundError
 from onceover_backend.models import (
     AttemptPublic,
-    BatchPublic,
     LaunchPublic,
     RunDetailPublic,
     RunPublic,
@@ -21,6 +20,7 @@ from onceover_backend.models import (
 from onceover_backend.services.launch import specs
 from onceover_backend.services.launch.redaction import redacted_spec
 from onceover_backend.services.paging import page
+from onceover_backend.services.reads.batch_view import batch_public
 from onceover_backend.services.reads.list_extras import latest_verdicts
 from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
@@ -138,9 +138,7 @@ def get_run(session: Session, run_id: str, launch_modules: Sequence[str] = ()) -
             )
             for a in attempts
         ],
-        batches=[
-            BatchPublic.model_validate({**b.model_dump(), "table": b.table_id}) for b in batches
-        ],
+        batches=[batch_public(b) for b in batches],
         tables=tables_of_run(session, run),
         streams=[
             StreamPublic.model_validate({**s.model_dump(), "table": s.table_id}) for s in streams

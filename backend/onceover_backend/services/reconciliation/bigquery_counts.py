@@ -6,15 +6,16 @@ a check of a billion-row table costs one scan, not a download. User values (the 
 are query parameters; the table and column names, which cannot be, are checked against
 :mod:`onceover.identifiers` before they are put between backticks.
 
-A *scope* is either a whole table or, for a stamped run, the rows whose
-``_onceover_run_id`` is the run's. Duplicates are always looked for in the whole table:
+A *scope* is a whole table, for a stamped run the rows whose ``_onceover_run_id`` is
+the run's, or for an overwrite the rows of the partitions it replaced (by BigQuery's
+partition ids, :mod:`onceover.partitions`). Duplicates are always looked for in the whole table:
 a key of the run's that someone inserted again by hand is a duplicate the data's owner
 pays for, whoever wrote the copy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import requests
@@ -23,6 +24,7 @@ from google.api_core.retry import Retry
 from google.cloud import bigquery
 
 from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
+from onceover.partitions import NULL_PARTITION, partitioning_of
 from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN, missing_stamp_columns
 from onceover_backend.errors import ReconciliationFailedError
 
@@ -48,6 +50,11 @@ class Scope:
     group_by: str | None = None
     """A stamp column to break the counts down by (``_onceover_batch_id`` for a run's
     batches, ``_onceover_run_id`` for a table's runs)."""
+    partitions: tuple[str, ...] | None = None
+    """Count only the rows of these partitions (their ids); None counts every partition."""
+    partition_id: str | None = None
+    """With ``partitions``: the SQL naming a row's partition id, from the table's own
+    partitioning (:meth:`TableCounter.in_partitions`)."""
 
     def __post_init__(self) -> None:
         if not TABLE_ID_RE.match(self.table):
@@ -105,9 +112,30 @@ class TableCounter:
         self._retry = Retry(timeout=timeout_s)
         self.queries = 0
         """Queries run so far (a check reports how many it took)."""
+        self._tables: dict[str, bigquery.Table] = {}
 
     def columns(self, table: str) -> dict[str, str]:
         """Top-level column name -> BigQuery type; a missing table is a failed check."""
+        return {f.name: f.field_type for f in self._table(table).schema}
+
+    def in_partitions(self, scope: Scope) -> Scope:
+        """``scope`` (of some partitions) with the SQL naming a row's partition, from its
+        table's partitioning as it is now; a table no longer partitioned so fails the check."""
+        try:
+            partitioning = partitioning_of(self._table(scope.table))
+        except ValueError as exc:
+            raise ReconciliationFailedError(f"table {scope.table}: {exc}") from None
+        if partitioning is None or not COLUMN_NAME_RE.match(partitioning.column):
+            raise ReconciliationFailedError(
+                f"table {scope.table} is no longer partitioned by a column, so the partitions "
+                "the overwrite replaced cannot be counted"
+            )
+        column = f"`{partitioning.column}`"
+        return replace(scope, partition_id=partitioning.partition_id.format(c=column))
+
+    def _table(self, table: str) -> bigquery.Table:
+        if table in self._tables:
+            return self._tables[table]
         try:
             found = self.client.get_table(table, retry=self._retry, timeout=self.timeout_s)
         except google_errors.NotFound:
@@ -116,7 +144,8 @@ class TableCounter:
             ) from None
         except (google_errors.GoogleAPIError, OSError) as exc:
             raise _unreachable(exc, self.timeout_s) from exc
-        return {f.name: f.field_type for f in found.schema}
+        self._tables[table] = found
+        return found
 
     def check_scope(self, scope: Scope, columns: dict[str, str]) -> None:
         """Fail the check, naming the column, when the table cannot answer for ``scope``."""
@@ -241,6 +270,12 @@ def _unreachable(exc: BaseException, timeout_s: float) -> ReconciliationFailedEr
 
 
 def _where(scope: Scope) -> tuple[str, list[Any]]:
+    if scope.partitions is not None:
+        if scope.partition_id is None:
+            raise ValueError("a scope of partitions needs its table's partition_id")
+        return f"COALESCE({scope.partition_id}, '{NULL_PARTITION}') IN UNNEST(@partitions)", [
+            bigquery.ArrayQueryParameter("partitions", "STRING", list(scope.partitions))
+        ]
     if scope.run_id is None:
         return "TRUE", []
     return f"`{RUN_ID_COLUMN}` = @run_id", [

@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 
 from onceover.modes import TRAITS, ModeTraits
 from onceover_backend.errors import NotFoundError
+from onceover_backend.services.reads.batch_view import overwrite_step, staging_of
 from onceover_backend.services.reconciliation.receipt_check import Receipt
 from onceover_backend.tables import Batch, Run
 
@@ -45,6 +46,32 @@ NO_TALLY = (
 OTHER_WRITERS = (
     "a table check counts every row of the table: rows written by anything but onceover "
     "count as extra, and rows deleted, expired or truncated since count as missing"
+)
+OVERWRITE_STAGED = (
+    "the run's overwrite stopped with its rows staged in {staging} and no swap heard of, so "
+    "{table} holds its old rows and there is nothing of the overwrite to count yet: "
+    "reconcile once a resume has swapped them in"
+)
+OVERWRITE_UNLISTED = (
+    "the run's overwrite replaced {count:,} partitions and its swap names the first "
+    "{listed:,}, so the rows of the replaced scope cannot be counted from here: count "
+    "{table}'s rows in the partitions its rows fall in (job {job_id}) by hand"
+)
+SWAP_NOT_HEARD_DONE = (
+    "the overwrite's swap (job {job_id}) was asked for and not heard done: the table holds "
+    "the old rows or the new, as the job ran or not (a resume asks for it again)"
+)
+OVERWRITTEN_AGAIN = (
+    "the run overwrote the table {count} times: the scope the last one replaced is counted "
+    "against the rows it staged"
+)
+APPENDED_BESIDE = (
+    "the run also appended {count} batch(es) to the table: only the overwrite's scope is "
+    "counted, against the rows it staged"
+)
+OVERWRITTEN_BY = (
+    "run(s) {runs} overwrote the table: a table check adds up every run's committed rows, "
+    "so the rows an overwrite replaced count as missing (check each run instead)"
 )
 VISIBLE_AT_APPEND = (
     "{count} batch(es) of {mode}-mode writes not recorded as committed: the rows "
@@ -93,6 +120,12 @@ class Expected:
     is then checked by receipt."""
     untallied: str | None = None
     """Why a stamped run with a key is checked by counts (said when the check differs)."""
+    overwrite: bool = False
+    """An overwrite's run: the scope it replaced holds exactly ``rows``, the rows it staged."""
+    partitions: tuple[str, ...] | None = None
+    """With ``overwrite``: the partitions replaced, by BigQuery's ids; None, the whole table."""
+    cannot_check: str | None = None
+    """Why BigQuery is not asked (nothing the check could count would mean anything)."""
 
     @property
     def dead_letter_table(self) -> str | None:
@@ -129,12 +162,19 @@ def expected_of_run(session: Session, run: Run, table: str, *, several: bool) ->
         not several and run.rows_reported is not None and run.rows_reported != run.rows_committed
     ):
         warnings.append(NOT_HEARD.format(reported=run.rows_reported, committed=run.rows_committed))
-    if not stamped:
+    overwrites = [b for b in committed if overwrite_step(b) is not None]
+    if overwrites:
+        pass  # the scope an overwrite replaced is counted whole, its rows stamped or not
+    elif not stamped:
         warnings.append(NOT_STAMPED)
     elif len(stamped_flags) > 1:
         warnings.append(PARTLY_STAMPED)
     if key is None:
         warnings.append(NO_KEY)
+    if overwrites:
+        expected = _overwrite_expected(overwrites, committed, table, key, warnings)
+        _expect_dead_letters(session, expected, committed)
+        return expected
     stuck = Counter(b.mode for b in batches if not _is_committed(b))
     for traits in TRAITS.values():
         warning = uncommitted_visible(traits)
@@ -160,6 +200,44 @@ def expected_of_run(session: Session, run: Run, table: str, *, several: bool) ->
         untallied=untallied,
     )
     _expect_dead_letters(session, expected, committed)
+    return expected
+
+
+def _overwrite_expected(
+    overwrites: list[Batch],
+    committed: list[Batch],
+    table: str,
+    key: str | None,
+    warnings: list[str],
+) -> Expected:
+    """What an overwrite's run expects: exactly the rows its (last) overwrite staged in the
+    scope it replaced, the whole table or the partitions its swap names."""
+    last = overwrites[-1]  # in the order heard of
+    if len(overwrites) > 1:
+        warnings.append(OVERWRITTEN_AGAIN.format(count=len(overwrites)))
+    if appended := len(committed) - len(overwrites):
+        warnings.append(APPENDED_BESIDE.format(count=appended))
+    partitions = None if last.swap_partitions is None else tuple(last.swap_partitions)
+    expected = Expected(
+        table=table,
+        rows=last.swap_staged_rows if last.swap_staged_rows is not None else _batch_rows(last),
+        per_group={},
+        stamped=False,
+        key=key,
+        warnings=warnings,
+        overwrite=True,
+        partitions=partitions,
+    )
+    step = overwrite_step(last)
+    if step == "staged":
+        expected.cannot_check = OVERWRITE_STAGED.format(staging=staging_of(last), table=table)
+    elif partitions is not None and (last.swap_partition_count or 0) > len(partitions):
+        expected.cannot_check = OVERWRITE_UNLISTED.format(
+            count=last.swap_partition_count, listed=len(partitions), table=table,
+            job_id=last.swap_job_id,
+        )  # fmt: skip
+    elif step == "swap_asked":
+        warnings.append(SWAP_NOT_HEARD_DONE.format(job_id=last.swap_job_id))
     return expected
 
 
@@ -192,6 +270,8 @@ def expected_of_table(session: Session, table: str, key: str | None) -> Expected
         per_run[group] = per_run.get(group, 0) + _batch_rows(batch)
     key = key or next((r.key_column for r in reversed(runs) if r.key_column), None)
     warnings = [OTHER_WRITERS]
+    if overwriting := sorted({b.run_id for b in committed if overwrite_step(b) is not None}):
+        warnings.append(OVERWRITTEN_BY.format(runs=", ".join(overwriting)))
     if key is None:
         warnings.append(NO_KEY)
     expected = Expected(

@@ -142,6 +142,8 @@ class Reconciler:
             expected_rows=expected.rows,
             rows_set_aside=expected.rows_set_aside,
             dead_letter_table=expected.dead_letter_table,
+            overwrite=expected.overwrite,
+            replaced_partitions=None if expected.partitions is None else list(expected.partitions),
             warnings=expected.warnings,
             trigger=trigger,
             actor=actor,
@@ -150,6 +152,7 @@ class Reconciler:
         )
         by_receipt = kind == "run" and expected.receipts is not None
         record.method = "receipts" if by_receipt else "counts"
+        not_checked = not_checked or expected.cannot_check
         if not_checked is not None:
             record.error = not_checked
         else:
@@ -190,6 +193,8 @@ class Reconciler:
         try:
             counter = TableCounter(client, self.timeout_s)
             counter.check_scope(scope, counter.columns(scope.table))
+            if scope.partitions is not None:
+                scope = counter.in_partitions(scope)
             receipts = None
             if expected.receipts is not None and scope.run_id is not None:
                 receipts = check_receipts(counter, scope, expected.receipts)
@@ -228,11 +233,14 @@ class Reconciler:
 
 
 def _scope(kind: Literal["run", "table"], run_id: str | None, expected: Expected) -> Scope:
-    """What to count: a stamped run's own rows by batch, a table's by run, else all."""
+    """What to count: the scope an overwrite replaced, a stamped run's own rows by batch,
+    a table's by run, else all."""
     if not TABLE_ID_RE.match(expected.table):  # nothing else may go between backticks
         raise ReconciliationFailedError(
             f"table id {expected.table!r} cannot be checked: it is not project.dataset.table"
         )
+    if expected.overwrite:
+        return Scope(expected.table, expected.key, partitions=expected.partitions)
     if not expected.stamped:
         return Scope(expected.table, expected.key)
     if kind == "run":

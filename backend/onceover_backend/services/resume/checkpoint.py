@@ -27,7 +27,17 @@ from onceover.checkpoint_layout import RUN_ID_FILE
 from onceover.checkpoint_layout import ledger_root as checkpoint_ledger
 from onceover.errors import ConfigurationError, LedgerError, LedgerStoreError
 from onceover.events import JobSpec
-from onceover.ledger_files import BatchRecord, Totals, scope_records, scope_totals, scopes
+from onceover.ledger_files import (
+    BatchRecord,
+    SwapRecord,
+    Totals,
+    read_swap,
+    record_directory,
+    scope_records,
+    scope_totals,
+    scopes,
+    staging_table_of,
+)
 from onceover.ledger_store import (
     LedgerStore,
     check_location,
@@ -44,6 +54,16 @@ SPARK_LOGS = ("offsets", "commits")
 
 
 @dataclass(frozen=True)
+class StagedOverwrite:
+    """An overwrite's batch, committed to its staging table, and how far its swap got."""
+
+    record: BatchRecord
+    staging: str
+    swap: SwapRecord | None
+    """None: no swap was recorded (the table holds its old rows)."""
+
+
+@dataclass(frozen=True)
 class CheckpointState:
     checkpoint: str | None
     """The checkpoint as read: an absolute path or a bucket's URL."""
@@ -57,6 +77,8 @@ class CheckpointState:
     totals: Totals = field(default_factory=Totals)
     """Committed batches and rows of every query, with those the ledger pruned
     (``committed`` holds only the records it keeps: onceover.ledger_files.ScopeTotals)."""
+    overwrites: list[StagedOverwrite] = field(default_factory=list)
+    """The committed batches of ``mode("overwrite")`` writes, each with its swap record."""
 
     @property
     def last_committed_batch(self) -> int | None:
@@ -108,9 +130,25 @@ def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
             committed += [r for r in records if r.committed]
             intents += [r for r in records if not r.committed]
             totals += scope_totals(store, scope)
+        overwrites = [_staged(store, r) for r in committed]
     return CheckpointState(
-        checkpoint, ledger, queries, committed, intents, planned, finished, [], totals
-    )
+        checkpoint, ledger, queries, committed, intents, planned, finished, [], totals,
+        [o for o in overwrites if o is not None],
+    )  # fmt: skip
+
+
+def _staged(store: LedgerStore, record: BatchRecord) -> StagedOverwrite | None:
+    """``record`` as an overwrite's, with its swap record; None for an append's, whose
+    swap is never looked for (a read per overwrite, none per append that wrote rows)."""
+    streams = [s.stream for s in record.streams]
+    staging = staging_table_of(record.table, streams)
+    if staging is None and streams:
+        return None
+    # An overwrite of no rows has no stream to tell it by: its swap record does.
+    swap = read_swap(store, record_directory(record), record.batch_id)
+    if swap is not None:
+        staging = swap.staging
+    return None if staging is None else StagedOverwrite(record, staging, swap)
 
 
 def _location(given: str, what: str) -> str:

@@ -55,6 +55,7 @@ from onceover_backend.services.launch import specs
 from onceover_backend.services.launch.launcher import HOST, Launcher, log_header, pid_alive
 from onceover_backend.services.resume.checkpoint import read_checkpoint
 from onceover_backend.services.resume.intent_check import IntentChecker, IntentFinding
+from onceover_backend.services.resume.swaps import pending_swap
 from onceover_backend.tables import Attempt, Launch, Run, utcnow
 
 logger = logging.getLogger(__name__)
@@ -240,6 +241,7 @@ class Resumer:
             committed_batches=state.totals.batches,  # with those the ledger pruned
             committed_rows=state.totals.rows,
             pending_intents=[_pending(b, self.intents.check(b)) for b in state.intents],
+            overwrites=[pending_swap(o) for o in state.overwrites],
             spark_last_planned_batch=state.spark_last_planned_batch,
             spark_last_finished_batch=state.spark_last_finished_batch,
             module=spec.module,

@@ -14,6 +14,8 @@ function check(id: number, table: string, status: Reconciliation["status"], actu
     table,
     key: "order_id",
     stamped: true,
+    overwrite: false,
+    replaced_partitions: null,
     status,
     expected_rows: 8,
     actual_rows: actual,
@@ -47,6 +49,17 @@ describe("ReconciliationPanel", () => {
     expect(tables.map((t) => within(t).getByRole("heading").textContent)).toEqual(["p.d.summary", "p.d.orders"]);
     expect(within(tables[0]).getByTestId("reconciliation-actual").textContent).toContain("9");
     expect(within(tables[1]).getByTestId("reconciliation-actual").textContent).toContain("8");
+  });
+
+  it("says an overwrite's check counted the scope it replaced", () => {
+    const dynamic = { ...check(5, "p.d.orders", "ok", 8), overwrite: true, replaced_partitions: ["20261101", "__NULL__"] };
+    render(<ReconciliationPanel latest={dynamic} history={[dynamic]} />);
+    expect(screen.getByTestId("reconciliation-overwrite-scope").textContent).toBe(
+      "The run overwrote the table: counted the partitions it replaced (20261101, __NULL__), against the rows it staged.",
+    );
+    cleanup();
+    render(<ReconciliationPanel latest={check(6, "p.d.orders", "ok", 8)} history={[]} />);
+    expect(screen.queryByTestId("reconciliation-overwrite-scope")).toBeNull();
   });
 
   it("shows one verdict without a table heading for a run of one table", () => {

@@ -186,6 +186,15 @@ function Verdict({ check }: { check: Reconciliation }) {
           )}
         </span>
       </p>
+      {check.overwrite && (
+        <p className="muted" data-testid="reconciliation-overwrite-scope">
+          The run overwrote the table: counted{" "}
+          {check.replaced_partitions
+            ? `the partitions it replaced (${check.replaced_partitions.join(", ")})`
+            : "the whole table, which it replaced"}
+          , against the rows it staged.
+        </p>
+      )}
       {check.error && <ErrorNote message={check.error} />}
       <dl className="stats">
         <Stat label="Expected rows" value={formatCount(check.expected_rows)} testId="reconciliation-expected" />

@@ -1,6 +1,6 @@
 // The plan dialog's logic. The API calls are functions handed in here; the real ones
 // against a real backend and a real job are exercised by tests/browser (Chromium).
-import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ResumeAccepted, ResumePlan } from "../../api/client";
 import { ResumeDialog } from "./ResumeDialog";
@@ -22,6 +22,7 @@ const PLAN: ResumePlan = {
   last_committed_batch: 0,
   spark_last_planned_batch: 1,
   spark_last_finished_batch: 0,
+  overwrites: [],
   pending_intents: [
     {
       query_id: "q",
@@ -96,6 +97,33 @@ describe("ResumeDialog", () => {
     expect(screen.getByTestId("plan-approval").textContent).toContain("No operator has approved this command yet");
     expect(key).toMatch(/.{16,}/);
     expect(onResumed.mock.calls[0][0].idempotency_key).toBe(key);
+  });
+
+  it("says what a resume does with each overwrite, by the step its swap reached", async () => {
+    const overwrite = (write: string, step: "staged" | "swap_asked" | "swapped", will: string) => ({
+      query_id: "nightly",
+      batch_id: null,
+      table: "p.d.orders",
+      write,
+      staging_table: "p.d._onceover_staging_x",
+      step,
+      staged_rows: 300,
+      job_id: step === "staged" ? null : `job_${write}`,
+      resume_will: will,
+    });
+    const plan: ResumePlan = {
+      ...PLAN,
+      overwrites: [
+        overwrite("id-a", "staged", "swaps the staged rows in without staging them again"),
+        overwrite("id-b", "swap_asked", "asks BigQuery for the same swap job again (it runs once)"),
+      ],
+    };
+    render(<ResumeDialog runId="load-1" open onClose={() => {}} onResumed={() => {}} loadPlan={async () => plan} />);
+    const table = await screen.findByTestId("plan-overwrites");
+    expect(within(table).getAllByRole("row").slice(1).map((row) => row.textContent)).toEqual([
+      "p.d.orders write id-astaged300swaps the staged rows in without staging them again",
+      "p.d.orders write id-bswap asked300asks BigQuery for the same swap job again (it runs once)",
+    ]);
   });
 
   it("says why a run cannot be resumed and offers no confirm", async () => {

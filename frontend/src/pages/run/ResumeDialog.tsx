@@ -4,10 +4,36 @@
 // job's own events, which any ingest token can send, so an operator's eyes are the gate.
 import { useEffect, useState } from "react";
 import { api, errorMessage, type ResumeAccepted, type ResumePlan } from "../../api/client";
+import { DataTable, type Column } from "../../components/DataTable";
 import { Dialog } from "../../components/Dialog";
-import { ErrorNote, Loading } from "../../components/ui";
+import { ErrorNote, Loading, StatusBadge } from "../../components/ui";
 import { formatCount, formatTime } from "../../lib/format";
 import { PendingIntentsTable } from "./PendingIntents";
+
+type PendingSwap = ResumePlan["overwrites"][number];
+
+// An overwrite the ledger holds committed to its staging table, by how far its swap got.
+const OVERWRITE_COLUMNS: Column<PendingSwap>[] = [
+  {
+    id: "write",
+    header: "Write",
+    cell: (o) => (
+      <>
+        <span className="mono">{o.table}</span>
+        {o.write !== null && <span className="muted"> write {o.write}</span>}
+        {o.batch_id !== null && <span className="muted"> batch {o.batch_id}</span>}
+      </>
+    ),
+  },
+  { id: "step", header: "Step", cell: (o) => <StatusBadge status={o.step} label={o.step.replace("_", " ")} /> },
+  { id: "staged-rows", header: "Staged rows", cell: (o) => formatCount(o.staged_rows), align: "end" },
+  {
+    id: "resume-will",
+    header: "A resume",
+    cell: (o) => o.resume_will,
+    cellAttributes: () => ({ "data-testid": "overwrite-resume-will" }),
+  },
+];
 
 export function ResumePlanView({ plan }: { plan: ResumePlan }) {
   return (
@@ -42,6 +68,18 @@ export function ResumePlanView({ plan }: { plan: ResumePlan }) {
         </p>
       ) : (
         <PendingIntentsTable intents={plan.pending_intents} testId="plan-intents" />
+      )}
+      {plan.overwrites.length > 0 && (
+        <>
+          <h3>Overwrites ({plan.overwrites.length})</h3>
+          <DataTable
+            label="Overwrites"
+            testId="plan-overwrites"
+            columns={OVERWRITE_COLUMNS}
+            rows={plan.overwrites}
+            rowKey={(o) => `${o.table}/${o.query_id}/${o.batch_id ?? "-"}/${o.write ?? ""}`}
+          />
+        </>
       )}
       <SpecApproval plan={plan} />
       {plan.warnings.length > 0 && (

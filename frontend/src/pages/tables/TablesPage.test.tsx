@@ -41,6 +41,8 @@ function check(id: number, status: Reconciliation["status"]): Reconciliation {
     table: TABLE,
     key: "event_id",
     stamped: true,
+    overwrite: false,
+    replaced_partitions: null,
     status,
     expected_rows: 100,
     actual_rows: status === "ok" ? 100 : 102,

@@ -10,6 +10,8 @@ function check(id: number, status: Reconciliation["status"] = "ok"): Reconciliat
     table: "proj-1.ds.t",
     key: "id",
     stamped: true,
+    overwrite: false,
+    replaced_partitions: null,
     status,
     expected_rows: 10,
     actual_rows: 10,

@@ -29,6 +29,7 @@ from onceover.ledger_files import (
     read_payload,
     read_record,
     safe_name,
+    write_directory,
 )
 from onceover.ledger_store import StoreLike, join, open_store
 from onceover_jobs.sink.errors import (
@@ -84,13 +85,9 @@ class Ledger:
         self.query_id = scope
         self.table = table
         self.write = write
-        self.table_directory = join(safe_name(scope), safe_name(table))
+        self.table_directory = write_directory(scope, table)
         """The table's folder, a key under the store's root."""
-        self.directory = (
-            join(self.table_directory, "writes", safe_name(write))
-            if write
-            else self.table_directory
-        )
+        self.directory = write_directory(scope, table, write)
         """This write target's folder, a key under the store's root."""
         self._legacy = safe_name(scope) if write in ("", "0") else None
 

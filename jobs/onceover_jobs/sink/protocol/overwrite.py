@@ -24,12 +24,12 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from onceover.ledger_files import BatchRecord
+from onceover.ledger_files import BatchRecord, SwapRecord, read_swap
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import OverwriteError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
-from onceover_jobs.sink.ledger.swaps import SwapRecord, begin_swap, mark_swapped, read_swap
+from onceover_jobs.sink.ledger.swaps import begin_swap, mark_swapped
 from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_jobs.sink.table.overwrite import (
     ScopeFigures,
@@ -54,11 +54,12 @@ def commit_overwrite(job: SinkJob, results: Sequence[TaskResult | None]) -> Batc
     staged = committer.commit(results)  # 1. exactly once, in the staging table
     failpoints.hit("overwrite.after_staged")
     ledger, batch_id = committer.ledger, committer.batch_id
-    swap = read_swap(ledger, batch_id)
+    swap = read_swap(ledger.store, ledger.directory, batch_id)
     if swap is None or not swap.swapped:
         swap = _swap(job, committer, staged, swap)  # 2.
         failpoints.hit("overwrite.after_swap")
         swap = mark_swapped(ledger, batch_id, swap, at=_now())  # 3.
+        committer.events.swapped(swap)
         logger.warning(
             "onceover: %s replaced %s (%s rows) with %d rows (job %s)",
             committer.label, swap.scope, swap.rows_replaced, swap.staged_rows, swap.job_id,
@@ -112,6 +113,7 @@ def _swap(
                 partition_count=figures.partition_count,
             )  # fmt: skip
             begin_swap(ledger, batch_id, fresh, replacing=record)
+            committer.events.swap_started(fresh)
             record = fresh
         failpoints.hit("overwrite.before_swap")
         outcome = run_once(job.bigquery, job_id, sql, deadline_s=job.options.retry_deadline_s)

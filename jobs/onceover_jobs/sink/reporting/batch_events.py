@@ -1,7 +1,7 @@
 """The driver's batch events, for the control plane: a batch's intent, its commit, a
-replay skipped as a duplicate, an abort. Ids are derived from the facts, so an event sent
-twice is stored once; the write's table and place keep apart the writes of one
-foreachBatch call or run.
+replay skipped as a duplicate, an abort, an overwrite's swap. Ids are derived from the
+facts, so an event sent twice is stored once; the write's table and place keep apart the
+writes of one foreachBatch call or run.
 
 Events are built only for someone to hear them: without a monitor, the commit imports
 neither the event schema nor pydantic (onceover.events).
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from onceover.ledger_files import BatchRecord, StreamCommit
-from onceover_jobs.sink.reporting.telemetry import Telemetry
+from onceover.ledger_files import BatchRecord, StreamCommit, SwapRecord
+from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
 
 if TYPE_CHECKING:
     from onceover.events import StreamRows
@@ -92,6 +92,38 @@ class BatchEvents:
             )
         )
 
+    def swap_started(self, swap: SwapRecord) -> None:
+        """An overwrite's swap is recorded and about to be asked for; heard before the
+        driver asks, so a crash while the job runs shows the step it stopped at."""
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.OverwriteSwapStarted(
+                id=self._id("overwrite_swap_started", swap.job_id),
+                **_swap_fields(swap),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+        self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
+    def swapped(self, swap: SwapRecord) -> None:
+        """An overwrite's swap is done and recorded so."""
+        if not self.telemetry.enabled:
+            return
+        from onceover import events
+
+        self.telemetry.emit(
+            events.OverwriteSwapped(
+                id=self._id("overwrite_swapped", swap.job_id),
+                swapped_at=swap.swapped_at,
+                **_swap_fields(swap),
+                **self.telemetry.batch_event_fields(),
+            )
+        )
+        self.telemetry.flush(DRIVER_EVENT_FLUSH_S)
+
     def _id(self, kind: str, *facts: str) -> str:
         """Derived from the facts, so a repeated event is stored once; the write's table
         and place keep apart the writes of one foreachBatch call or run."""
@@ -124,4 +156,18 @@ def _dead_letter_fields(record: BatchRecord) -> dict[str, Any]:
         "dead_lettered_rows": record.dead_lettered_rows,
         "dead_letter_table": record.dead_letter_table,
         "dead_letter_streams": _stream_rows(record.dead_letter_streams),
+    }
+
+
+def _swap_fields(swap: SwapRecord) -> dict[str, Any]:
+    """A swap event's account of the swap, from its ledger record."""
+    return {
+        "staging": swap.staging,
+        "scope": swap.scope[:300],
+        "job_id": swap.job_id,
+        "attempt": swap.attempt,
+        "staged_rows": swap.staged_rows,
+        "rows_replaced": swap.rows_replaced,
+        "partitions": swap.partitions,
+        "partition_count": swap.partition_count,
     }

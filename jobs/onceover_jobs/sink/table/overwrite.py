@@ -19,7 +19,7 @@ DML keeps the target's schema, description, policy tags, partitioning and cluste
 
 The scope (:func:`scope_of`): the whole table (``partitionOverwriteMode`` static), or with
 ``dynamic`` only the partitions the staged rows fall in, by the target's own partitioning
-(time-unit or integer-range; the NULL partition and the integer range's
+(time-unit or integer-range, :mod:`onceover.partitions`; the NULL partition and the integer range's
 ``__UNPARTITIONED__`` are partitions like any). A partitioned table's overwrite must say
 which (:func:`dynamic_scope`): Spark's session setting does not reach a Python data
 source, and guessing static for a user who set it dynamic would delete the partitions
@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
+from onceover.ledger_files import stream_table
+from onceover.partitions import NULL_PARTITION, partitioning_of
 from onceover_jobs.sink.errors import SinkOptionError
 
 if TYPE_CHECKING:
@@ -59,10 +61,6 @@ PARTITION_OVERWRITE_OPTIONS = ("partitionoverwritemode", "spark.sql.sources.part
 
 ScopeKind = Literal["table", "partitions"]
 _TABLE_NAME_MAX = 1024
-_TRUNC = {"DATE": "DATE_TRUNC", "TIMESTAMP": "TIMESTAMP_TRUNC", "DATETIME": "DATETIME_TRUNC"}
-_FORMAT = {"DATE": "FORMAT_DATE", "TIMESTAMP": "FORMAT_TIMESTAMP", "DATETIME": "FORMAT_DATETIME"}
-_PARTITION_ID = {"HOUR": "%Y%m%d%H", "DAY": "%Y%m%d", "MONTH": "%Y%m", "YEAR": "%Y"}
-"""BigQuery's partition ids of each time unit (INFORMATION_SCHEMA.PARTITIONS)."""
 
 
 @dataclass(frozen=True)
@@ -151,40 +149,28 @@ def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
     ingestion time is refused (the rows carry no partition to replace)."""
     if not dynamic:
         return OverwriteScope("table")
-    columns = {field.name: field.field_type for field in table.schema}
     time = table.time_partitioning
-    if time is not None:
-        if time.field is None:
-            raise SinkOptionError(
-                "partitionOverwriteMode",
-                f"'dynamic': {table.full_table_id} is partitioned by ingestion time, so its "
-                "rows name no partition to replace; overwrite the whole table (leave the "
-                "option out), or partition the table by a column. Nothing was written",
-            )
-        kind = _standard(columns[time.field])
-        unit = (time.type_ or "DAY").upper()
-        truncated = f"{_TRUNC[kind]}({{c}}, {unit})"
-        return OverwriteScope(
-            "partitions", time.field, truncated,
-            f"{_FORMAT[kind]}('{_PARTITION_ID[unit]}', {truncated})",
-        )  # fmt: skip
-    ranges = table.range_partitioning
-    if ranges is not None and ranges.field is not None:
-        start, end, step = ranges.range_.start, ranges.range_.end, ranges.range_.interval
-        return OverwriteScope(
-            "partitions",
-            ranges.field,
-            f"CASE WHEN {{c}} < {start} OR {{c}} >= {end} THEN NULL "
-            f"ELSE DIV({{c}} - {start}, {step}) END",
-            f"CASE WHEN {{c}} < {start} OR {{c}} >= {end} THEN '__UNPARTITIONED__' "
-            f"ELSE CAST({start} + DIV({{c}} - {start}, {step}) * {step} AS STRING) END",
+    if time is not None and time.field is None:
+        raise SinkOptionError(
+            "partitionOverwriteMode",
+            f"'dynamic': {table.full_table_id} is partitioned by ingestion time, so its "
+            "rows name no partition to replace; overwrite the whole table (leave the "
+            "option out), or partition the table by a column. Nothing was written",
         )
-    logger.warning(
-        "onceover: partitionOverwriteMode=dynamic, but %s is not partitioned: the whole "
-        "table is replaced (as Spark does for an unpartitioned table)",
-        table.full_table_id,
+    try:
+        partitioning = partitioning_of(table)
+    except ValueError as exc:
+        raise SinkOptionError("partitionOverwriteMode", f"{exc} is not supported") from None
+    if partitioning is None:
+        logger.warning(
+            "onceover: partitionOverwriteMode=dynamic, but %s is not partitioned: the whole "
+            "table is replaced (as Spark does for an unpartitioned table)",
+            table.full_table_id,
+        )
+        return OverwriteScope("table")
+    return OverwriteScope(
+        "partitions", partitioning.column, partitioning.partition_of, partitioning.partition_id
     )
-    return OverwriteScope("table")
 
 
 def staging_table_id(target: str, run_id: str | None) -> str:
@@ -202,8 +188,7 @@ def staging_table_id(target: str, run_id: str | None) -> str:
 
 def table_of_stream(stream: str) -> str:
     """``projects/p/datasets/d/tables/t/streams/s`` as ``p.d.t``."""
-    parts = stream.split("/")
-    return f"{parts[1]}.{parts[3]}.{parts[5]}"
+    return stream_table(stream)
 
 
 def create_staging(config: BigQueryConfig, staging: str, fields: Sequence[SchemaField]) -> None:
@@ -266,7 +251,7 @@ def scope_figures(
         return ScopeFigures(int(replaced["n"]), None, None)
     partition = scope.partition_id.format(c=f"s.{_quoted(scope.column)}")
     found = [
-        "__NULL__" if row["p"] is None else str(row["p"])
+        NULL_PARTITION if row["p"] is None else str(row["p"])
         for row in client.query_and_wait(
             f"SELECT DISTINCT {partition} AS p FROM {_ref(staging)} AS s ORDER BY p"
         )
@@ -283,15 +268,6 @@ def swap_script(target: str, staging: str, columns: Sequence[str], scope: Overwr
         f"INSERT INTO {_ref(target)} ({names}) SELECT {names} FROM {_ref(staging)};\n"
         "COMMIT TRANSACTION;"
     )
-
-
-def _standard(field_type: str) -> str:
-    kind = field_type.upper()
-    if kind not in _TRUNC:
-        raise SinkOptionError(
-            "partitionOverwriteMode", f"a table partitioned on a {kind} column is not supported"
-        )
-    return kind
 
 
 def _quoted(column: str) -> str:
