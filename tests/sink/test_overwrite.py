@@ -20,6 +20,7 @@ from google.api_core.exceptions import ServiceUnavailable
 from google.cloud import bigquery
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.datasource import prepare_job
+from onceover_jobs.sink.errors import OverwriteError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.modes.staging import TaskContextInfo
@@ -340,3 +341,44 @@ def test_a_dynamic_swap_names_the_partitions_it_replaces(
     assert sorted(figures.partitions) == ["20261101", "__NULL__"]  # BigQuery's partition ids
     assert figures.partition_count == 2
     assert figures.rows_replaced == 2  # the old rows on DAY (k = 0, 5); none on NULL
+
+
+@pytest.mark.parametrize("change", ["expired", "emptied"])
+def test_an_overwrite_whose_staged_rows_are_gone_replaces_nothing(
+    change: str,
+    driver_env: None,
+    rest: bigquery.Client,
+    dataset: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopped after staging, resumed once the staging table expired (three days) and the
+    next attempt made an empty one of the same name, or once its rows were deleted: the
+    swap checks, inside its own transaction, that the staging table holds exactly the
+    rows staged, so it fails and rolls back instead of emptying the table."""
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    options = {"table": table, "run_id": "nightly-9", "write_id": "orders",
+               "ledger": str(tmp_path / "ledger"), "partitionOverwriteMode": "static"}  # fmt: skip
+    job, results = _attempt(options)
+    monkeypatch.setenv(failpoints.ENV, "overwrite.after_staged=error@1")
+    failpoints.reset()
+    with pytest.raises(ServiceUnavailable):
+        commit_overwrite(job, results)
+    monkeypatch.delenv(failpoints.ENV)
+    failpoints.reset()
+    (staging,) = _staging_tables(rest, dataset)
+    if change == "expired":
+        rest.delete_table(f"{dataset}.{staging}")
+    else:
+        rest.query_and_wait(f"DELETE FROM `{dataset}.{staging}` WHERE id < 10")
+
+    job, results = _attempt(options)  # the same run again: its driver re-creates the table
+    with pytest.raises(OverwriteError, match="staged rows") as failed:
+        commit_overwrite(job, results)
+    assert "new run_id" in str(failed.value)
+    assert _ids(rest, table) == [i for i, _, _ in OLD]  # nothing replaced, nothing lost
+    ledger = job.ledger()
+    swap = read_swap(ledger.store, ledger.directory, None)
+    assert swap is not None
+    assert not swap.swapped

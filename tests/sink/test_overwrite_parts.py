@@ -59,14 +59,15 @@ def test_a_wrong_partition_overwrite_mode_is_refused_naming_it() -> None:
 
 def test_the_swap_deletes_the_scope_and_inserts_the_staged_rows_in_one_transaction() -> None:
     days = OverwriteScope("partitions", "day", "DATE_TRUNC({c}, DAY)")
-    sql = swap_script("p.d.t", "p.d.s", ["id", "day"], days)
+    sql = swap_script("p.d.t", "p.d.s", ["id", "day"], days, 2)
     lines = sql.splitlines()
     assert lines[0] == "BEGIN TRANSACTION;"
     assert lines[-1] == "COMMIT TRANSACTION;"
-    assert "DATE_TRUNC(t.`day`, DAY) IN (SELECT DISTINCT DATE_TRUNC(s.`day`, DAY)" in lines[1]
-    assert "t.`day` IS NULL AND EXISTS" in lines[1]  # the NULL partition is one too
-    assert lines[2] == "INSERT INTO `p.d.t` (`id`, `day`) SELECT `id`, `day` FROM `p.d.s`;"
-    whole = swap_script("p.d.t", "p.d.s", ["id"], OverwriteScope("table"))
+    assert "SELECT COUNT(*) AS n FROM `p.d.s`) WHERE n != 2;" in lines[1]  # as staged
+    assert "DATE_TRUNC(t.`day`, DAY) IN (SELECT DISTINCT DATE_TRUNC(s.`day`, DAY)" in lines[2]
+    assert "t.`day` IS NULL AND EXISTS" in lines[2]  # the NULL partition is one too
+    assert lines[3] == "INSERT INTO `p.d.t` (`id`, `day`) SELECT `id`, `day` FROM `p.d.s`;"
+    whole = swap_script("p.d.t", "p.d.s", ["id"], OverwriteScope("table"), 0)
     assert "DELETE FROM `p.d.t` AS t WHERE TRUE;" in whole
 
 

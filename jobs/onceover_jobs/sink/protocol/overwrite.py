@@ -32,6 +32,8 @@ from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.swaps import begin_swap, mark_swapped
 from onceover_jobs.sink.protocol.committer import BatchCommitter
 from onceover_jobs.sink.table.overwrite import (
+    STAGED_ROWS_CHANGED,
+    STAGING_LIFETIME_S,
     ScopeFigures,
     drop_staging,
     scope_figures,
@@ -92,7 +94,8 @@ def _swap(
     )
     target = rest_client(job.bigquery).get_table(job.table)
     scope = scope_of(target, dynamic=job.overwrite.dynamic)
-    sql = swap_script(job.table, staging, [f.name for f in target.schema], scope)
+    columns = [f.name for f in target.schema]
+    sql = swap_script(job.table, staging, columns, scope, staged.expected_rows)
     # Counted once, before the first attempt: a later one finds the rows already replaced.
     figures = (
         _figures_of(started)
@@ -123,6 +126,15 @@ def _swap(
         tries += 1
         # A job an earlier run asked for and saw fail is tried again whatever it said:
         # this run may have fixed what it was (a schema, a permission).
+        if STAGED_ROWS_CHANGED in str(outcome.error):
+            raise OverwriteError(
+                f"{committer.label}: the staged rows are gone from {staging} (it expires "
+                f"{STAGING_LIFETIME_S // 86_400} days after the write, or was changed): "
+                f"{outcome.error.get('message') if outcome.error else ''}. The swap checked "
+                f"it and rolled back, so {job.table} holds its old rows. The ledger holds the "
+                "rows as staged, so this run_id cannot stage them again: run the write with "
+                "a new run_id"
+            )
         if not inherited and (not outcome.retryable or tries >= SWAP_ATTEMPTS):
             raise OverwriteError(
                 f"{committer.label}: the swap into {job.table} failed (job {job_id}: "

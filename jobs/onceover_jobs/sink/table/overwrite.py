@@ -259,11 +259,24 @@ def scope_figures(
     return ScopeFigures(int(replaced["n"]), tuple(found[:PARTITIONS_LISTED]), len(found))
 
 
-def swap_script(target: str, staging: str, columns: Sequence[str], scope: OverwriteScope) -> str:
-    """The transaction that replaces ``scope`` of ``target`` with ``staging``'s rows."""
+STAGED_ROWS_CHANGED = "onceover: the staging table does not hold the rows staged"
+"""The swap's own error when its staging table is not as staged (:func:`swap_script`)."""
+
+
+def swap_script(
+    target: str, staging: str, columns: Sequence[str], scope: OverwriteScope, staged_rows: int
+) -> str:
+    """The transaction that replaces ``scope`` of ``target`` with ``staging``'s rows. It
+    first checks, inside the transaction, that ``staging`` holds exactly the
+    ``staged_rows`` the ledger committed: a staging table that expired (and was made
+    again, empty, by the next attempt) or lost rows fails the job, which rolls back
+    before a row of ``target`` is deleted."""
     names = ", ".join(_quoted(c) for c in columns)
     return (
         "BEGIN TRANSACTION;\n"
+        f"SELECT ERROR(CONCAT('{STAGED_ROWS_CHANGED}: ', CAST(n AS STRING), ' rows, not "
+        f"{staged_rows}')) FROM (SELECT COUNT(*) AS n FROM {_ref(staging)}) "
+        f"WHERE n != {staged_rows};\n"
         f"DELETE FROM {_ref(target)} AS t WHERE {scope.where(target, staging)};\n"
         f"INSERT INTO {_ref(target)} ({names}) SELECT {names} FROM {_ref(staging)};\n"
         "COMMIT TRANSACTION;"
