@@ -128,6 +128,12 @@ class BigQueryConfig:
             )
         return str(project)
 
+    def table_project(self) -> str:
+        """The project of a table named without one (``save("dataset.table")``): the
+        connector's, which qualifies such a table with its client's project, so
+        ``parentProject`` when the write gives one, else :meth:`resolved_project`."""
+        return self.connection.parent_project or self.resolved_project()
+
     def env(self) -> dict[str, str]:
         """The environment variables that reproduce this configuration in a child process."""
         values = {

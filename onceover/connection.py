@@ -19,8 +19,8 @@ option                              meaning
 ``gcpImpersonationServiceAccount``  a service account to act as, with the credentials
                                     above (or the default ones) as the source
 ``parentProject``                   the project BigQuery jobs run in and are billed to
-                                    (the REST client's project); tables keep their own
-                                    project
+                                    (the REST client's project), and the project of a
+                                    table named without one; tables named with one keep it
 ``useParentProjectForMetadataOperations``
                                     ``true``: ``parentProject`` is also the quota project
                                     of every call (``x-goog-user-project``, which needs

@@ -95,6 +95,16 @@ def test_the_parent_project_is_the_rest_clients_project_and_the_jobs_run_there(
     assert client._credentials.quota_project_id is None
 
 
+def test_a_table_named_without_a_project_is_in_the_parent_project(key_file: Path) -> None:
+    """The connector qualifies ``save("dataset.table")`` with its client's project, which
+    is ``parentProject``; without one, the configured project, else the key's."""
+    given = {"credentialsFile": str(key_file)}
+    parent = connection_options({**given, "parentProject": "billing-jobs"})
+    assert real(parent, project="data-prod").table_project() == "billing-jobs"
+    assert real(connection_options(given), project="data-prod").table_project() == "data-prod"
+    assert real(connection_options(given)).table_project() == "billing-prod"
+
+
 @pytest.mark.parametrize(
     ("flag", "quota"), [("true", "billing-quota"), ("TRUE", "billing-quota"), ("false", None)]
 )

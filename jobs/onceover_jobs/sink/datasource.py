@@ -99,10 +99,11 @@ def prepare_job(
             "output (the table replaced every trigger) is not supported: to replace rows from "
             "a stream, write each micro-batch in foreachBatch with mode('overwrite')",
         )
-    # The connection first: the default project may come from its credentials.
+    # The connection first: the default project may be its parentProject or come from its
+    # credentials.
     config = replace(BigQueryConfig.from_env(), connection=connection_options(raw_options))
     options = parse_options(
-        raw_options, default_project=config.resolved_project(), streaming=streaming
+        raw_options, default_project=config.table_project(), streaming=streaming
     )
     for note in options.ignored:  # a connector option that steers nothing here
         logger.warning("onceover: %s", note)

@@ -53,7 +53,10 @@ CONNECTOR_OPTIONS: tuple[ConnectorOption, ...] = (
         "`[[project:]dataset.]table`, or `project.dataset.table`; the same as `save(path)`",
     ),
     ConnectorOption("dataset", "honoured", "the table's dataset when `table` names none"),
-    ConnectorOption("project", "honoured", "the table's project when `table` names none"),
+    ConnectorOption(
+        "project", "honoured",
+        "the table's project when `table` names none; else `parentProject`, as the connector",
+    ),
     ConnectorOption(
         "writeMethod", "honoured",
         "`direct` is what Onceover does; `indirect` is refused (Onceover has no load "
