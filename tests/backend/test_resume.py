@@ -288,6 +288,9 @@ def test_the_plan_says_what_a_resume_does_with_an_overwrite_stopped_at_each_step
     assert f"{f.TABLE} holds its old rows" in staged
     assert asked.startswith("asks BigQuery for the same swap job again (it runs once): job job_b")
     assert swapped.startswith("nothing: the rows were replaced (job job_c")
+    # Any reader asks the same of the run's intents, without a resume's rights.
+    intents = client.get("/api/runs/r1/intents", headers=bearer(VIEWER)).json()
+    assert intents["overwrites"] == plan["overwrites"]
 
 
 def test_any_reader_sees_the_intended_batches_and_what_bigquery_holds_of_them(

@@ -66,9 +66,14 @@ class RunIntentsPublic(BaseModel):
 
     run_id: str
     pending_intents: list[PendingIntentPublic]
+    overwrites: list[PendingSwapPublic] = Field(
+        default_factory=list,
+        description="the ledger's overwrites staged in full, each with the step its swap "
+        "reached and what a resume does with it",
+    )
     unavailable: str | None = Field(
         description="why the checkpoint could not be read (no launch spec naming it, or "
-        "the path is not readable here); pending_intents is then empty"
+        "the path is not readable here); pending_intents and overwrites are then empty"
     )
 
 

@@ -3534,13 +3534,18 @@ export interface components {
          *     checkpoint, with BigQuery's commit time as the proof, before anyone resumes.
          */
         RunIntentsPublic: {
+            /**
+             * Overwrites
+             * @description the ledger's overwrites staged in full, each with the step its swap reached and what a resume does with it
+             */
+            overwrites?: components["schemas"]["PendingSwapPublic"][];
             /** Pending Intents */
             pending_intents: components["schemas"]["PendingIntentPublic"][];
             /** Run Id */
             run_id: string;
             /**
              * Unavailable
-             * @description why the checkpoint could not be read (no launch spec naming it, or the path is not readable here); pending_intents is then empty
+             * @description why the checkpoint could not be read (no launch spec naming it, or the path is not readable here); pending_intents and overwrites are then empty
              */
             unavailable: string | null;
         };

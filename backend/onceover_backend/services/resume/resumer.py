@@ -206,6 +206,7 @@ class Resumer:
         return RunIntentsPublic(
             run_id=run_id,
             pending_intents=[_pending(b, self.intents.check(b)) for b in state.intents],
+            overwrites=[pending_swap(o) for o in state.overwrites],
             unavailable=None,
         )
 
