@@ -692,3 +692,43 @@ def test_a_table_inserted_into_a_missing_dataset_is_not_found(rest: bigquery.Cli
     )
     with pytest.raises(exceptions.NotFound, match="no_such_dataset"):
         rest.create_table(table, retry=Retry(timeout=5))
+
+
+# -- column_defaults ---------------------------------------------------------------
+
+
+def test_a_column_left_out_of_the_writer_schema_gets_its_default_when_asked(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """``default_missing_value_interpretation`` = DEFAULT_VALUE "is applied to all
+    requests on the connection from that point forward"; ``missing_value_interpretations``
+    overrides it for "only the current request"; a connection that asks for nothing gets
+    NULL (``AppendRowsRequest``). tables.get answers the column's
+    ``defaultValueExpression``."""
+    table_id = f"{dataset}.regions"
+    schema = [
+        bigquery.SchemaField("id", "INT64"),
+        bigquery.SchemaField("name", "STRING"),
+        bigquery.SchemaField("region", "STRING", default_value_expression="'EU'"),
+    ]
+    rest.create_table(bigquery.Table(table_id, schema=schema))
+    assert rest.get_table(table_id).schema[2].default_value_expression == "'EU'"
+    default = f"{table_path(write, table_id)}/streams/_default"
+    interpretation = types.AppendRowsRequest.MissingValueInterpretation
+    asking = append_request(default, rows(0, 2), None)  # id, name: no region
+    types.AppendRowsRequest.pb(asking).default_missing_value_interpretation = (
+        interpretation.DEFAULT_VALUE
+    )
+    later = append_request(default, rows(2, 2), None, with_schema=False)  # sticky
+    overridden = append_request(default, rows(4, 2), None, with_schema=False)
+    types.AppendRowsRequest.pb(overridden).missing_value_interpretations["region"] = (
+        interpretation.NULL_VALUE
+    )
+    append_all(write, [asking, later, overridden])
+    append_all(write, [append_request(default, rows(6, 2), None)])  # asks for nothing
+
+    got = {
+        row["id"]: row["region"]
+        for row in rest.query_and_wait(f"SELECT id, region FROM `{table_id}`")
+    }
+    assert got == {0: "EU", 1: "EU", 2: "EU", 3: "EU", 4: None, 5: None, 6: None, 7: None}

@@ -70,6 +70,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
+    from onceover_jobs.sink.rows.plan import WritePlan
+
 logger = logging.getLogger(__name__)
 
 
@@ -87,7 +89,6 @@ def prepare_job(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from onceover_jobs.sink.modes.staging import encoder_for
-    from onceover_jobs.sink.rows.schema import plan_write
     from onceover_jobs.sink.table.creation import ensure_table
     from onceover_jobs.sink.wire.requests import request_budget
 
@@ -133,7 +134,7 @@ def prepare_job(
             options.table, arrow_schema.names, {f.name: f.field_type for f in fields}
         )
         arrow_schema = with_stamp_fields(arrow_schema)
-    plan = plan_write(options.table, arrow_schema, fields)
+    plan = _plan(options, arrow_schema, fields)
     write: WriteIdentity | UnresolvedWrite
     if streaming:
         assert options.checkpoint is not None
@@ -173,6 +174,23 @@ def prepare_job(
     elif options.run_id is not None:
         claim_driver(job.store, options.run_id, f"run {options.run_id}", options.driver_lease_s)
     return job
+
+
+def _plan(options: SinkOptions, arrow_schema: pa.Schema, fields: list[Any]) -> WritePlan:
+    """The rows' plan against the table; the columns with a DEFAULT the DataFrame lacks
+    named when the write leaves them NULL."""
+    from onceover_jobs.sink.rows.missing_values import defaults_left_out
+    from onceover_jobs.sink.rows.schema import plan_write
+
+    defaults = options.missing_value == "default"
+    plan = plan_write(options.table, arrow_schema, fields, defaults=defaults)
+    if not defaults and (left := defaults_left_out(arrow_schema, fields)):
+        logger.warning(
+            "onceover: %s has a DEFAULT for %s, which the DataFrame lacks: they are written "
+            "NULL; give .option('missingValue', 'default') for their defaults",
+            options.table, ", ".join(left),
+        )  # fmt: skip
+    return plan
 
 
 def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) -> Overwrite:

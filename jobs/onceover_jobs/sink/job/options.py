@@ -51,6 +51,11 @@ option                      default     meaning
                                         false for a job that reports them itself
 ``row_format``              arrow       ``arrow``, or ``proto`` for projects without
                                         Arrow ingestion
+``missingValue``            null        what a table's column the DataFrame lacks gets:
+                                        ``null``, or ``default``: its DEFAULT
+                                        (``default_missing_value_interpretation``;
+                                        a REQUIRED column with a DEFAULT may then be
+                                        left out)
 ``request.max_bytes``       19000000    cap of one append request on the wire, writer
                                         schema included (BigQuery's limit is
                                         20,000,000 bytes; at most 19,500,000)
@@ -117,6 +122,8 @@ from onceover_jobs.sink.table.overwrite import (
 RowFormat = Literal["arrow", "proto"]
 
 ROW_FORMATS: tuple[RowFormat, ...] = ("arrow", "proto")
+MissingValue = Literal["null", "default"]
+MISSING_VALUES: tuple[MissingValue, ...] = ("null", "default")
 BIGQUERY_MAX_REQUEST_BYTES = 20_000_000
 """BigQuery's limit on one ``AppendRowsRequest``: "less than 20 MB" (the AppendRowsRequest
 reference), read as 20,000,000 bytes, the smaller reading and the one Google's Java
@@ -149,6 +156,7 @@ KNOWN = frozenset(
         "monitor.token",
         "run_events",
         "row_format",
+        "missingvalue",
         "request.max_bytes",
         "append.max_inflight",
         "retry.deadline_s",
@@ -190,6 +198,8 @@ class SinkOptions:
     monitor_token: str | None = None
     run_events: bool = True
     row_format: RowFormat = "arrow"
+    missing_value: MissingValue = "null"
+    """``missingValue``: a column the DataFrame lacks is NULL, or gets its DEFAULT."""
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_inflight: int = 4
     retry_deadline_s: float = 300.0
@@ -243,6 +253,17 @@ def _choice(
     if text not in choices:
         raise SinkOptionError(name, f"{text!r} is not one of {', '.join(choices)}")
     return text  # type: ignore[return-value,unused-ignore]  # one of choices
+
+
+def _missing_value(options: Mapping[str, str]) -> MissingValue:
+    text = options.get("missingvalue", "null").strip().lower()
+    if text not in MISSING_VALUES:
+        raise SinkOptionError(
+            "missingValue",
+            f"{text!r} is not null (a column the DataFrame lacks is NULL) or default (it "
+            "gets the column's DEFAULT)",
+        )
+    return text  # type: ignore[return-value,unused-ignore]  # one of MISSING_VALUES
 
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -401,6 +422,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         monitor_token=monitor_token,
         run_events=_bool(options, "run_events", default=True),
         row_format=_choice(options, "row_format", ROW_FORMATS),
+        missing_value=_missing_value(options),
         max_request_bytes=_int(
             options,
             "request.max_bytes",

@@ -65,12 +65,15 @@ class TaskContextInfo:
 
 def encoder_for(job: SinkJob) -> RowEncoder:
     """The row encoder of the job's ``row_format``: Arrow, or proto rows; DATETIME text
-    parsed on the way (onceover_jobs.sink.rows.datetime_text)."""
+    parsed on the way (onceover_jobs.sink.rows.datetime_text); its connections asking
+    for the columns' defaults with ``missingValue=default``
+    (onceover_jobs.sink.rows.missing_values)."""
     from onceover_jobs.sink.rows.datetime_text import sent_schema, with_datetime_text
+    from onceover_jobs.sink.rows.missing_values import with_defaults
 
     planned = job.plan.arrow_schema
     inner = row_encoder(job.options.row_format, job.schema_fields, sent_schema(planned))
-    return with_datetime_text(inner, planned)
+    return with_defaults(with_datetime_text(inner, planned), job.options.missing_value)
 
 
 def row_encoder(

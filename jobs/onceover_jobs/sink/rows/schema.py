@@ -164,16 +164,21 @@ def rest_client(config: BigQueryConfig) -> bigquery.Client:
 
 
 def plan_write(
-    table_id: str, arrow_schema: pa.Schema, table_schema: list[SchemaField]
+    table_id: str,
+    arrow_schema: pa.Schema,
+    table_schema: list[SchemaField],
+    *,
+    defaults: bool = False,
 ) -> WritePlan:
     """Check the DataFrame's ``arrow_schema`` against the table's; raise naming every problem.
 
     Raises :class:`SchemaMismatchError` listing each column at fault (nested ones as
-    ``address.city``): REQUIRED columns missing, columns the table lacks, types that do
-    not fit, arrays against non-REPEATED columns and the reverse.
+    ``address.city``): REQUIRED columns missing (unless ``defaults``, the write asking
+    for the columns' defaults, and the column has one), columns the table lacks, types
+    that do not fit, arrays against non-REPEATED columns and the reverse.
     """
     problems: list[str] = []
-    fields = _plan_fields(list(arrow_schema), table_schema, "", problems)
+    fields = _plan_fields(list(arrow_schema), table_schema, "", problems, defaults=defaults)
     if not problems and not fields:
         problems.append("the DataFrame has no columns")
     if problems:
@@ -220,7 +225,12 @@ def bigquery_schema_from_arrow(
 
 
 def _plan_fields(
-    sources: list[pa.Field], table_fields: Sequence[SchemaField], prefix: str, problems: list[str]
+    sources: list[pa.Field],
+    table_fields: Sequence[SchemaField],
+    prefix: str,
+    problems: list[str],
+    *,
+    defaults: bool = False,
 ) -> list[pa.Field]:
     """The sent fields for ``sources`` against ``table_fields``, in the table's order."""
     by_name = {f.name.casefold(): f for f in table_fields}
@@ -254,7 +264,8 @@ def _plan_fields(
                     continue
                 planned[key] = datetime_text.marked(planned[key])  # sent as DATETIME
     for column in table_fields:
-        if _mode(column) == "REQUIRED" and column.name.casefold() not in seen:
+        filled = defaults and bool(getattr(column, "default_value_expression", None))
+        if _mode(column) == "REQUIRED" and column.name.casefold() not in seen and not filled:
             problems.append(
                 f"column {prefix + column.name!r} is REQUIRED in the table but the "
                 "DataFrame does not have it"

@@ -37,6 +37,8 @@ of :data:`PATCHES`.
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
 ``duplicate_job_id``
     a job inserted under an id already taken is refused (409 duplicate), not run again.
+``column_defaults``
+    columns keep their DEFAULT; an append that asks for it gets it where it sends none.
 
 The next five enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
 ``row_errors`` take one setting each from the same place. Their values live in
@@ -70,6 +72,7 @@ from onceover_tools.localbq.patches import (
     append_request_limit,
     append_rows_pool,
     buffered_flush,
+    column_defaults,
     commit_stream_limit,
     create_stream_quota,
     duplicate_job_id,
@@ -118,6 +121,7 @@ PATCHES: tuple[Patch, ...] = (
     missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
     duplicate_job_id,
+    column_defaults,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
     create_stream_quota,
