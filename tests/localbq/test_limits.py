@@ -648,6 +648,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "buffered_flush",
         "linear_column_alignment",
         "wide_proto_rows",
+        "missing_stream_answers",
     ],
 )
 def test_every_limit_patch_is_installed_once(name: str) -> None:
@@ -672,3 +673,64 @@ def test_a_separately_launched_local_bigquery_reads_the_variables_at_start(
     assert "ONCEOVER_LOCALBQ_PENDING_LIFETIME_S='a day' is not a number of seconds" in (
         finished.stderr
     )
+
+
+# -- missing_stream_answers --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "raised", "storage_error"),
+    [
+        ("not_found", exceptions.NotFound, True),
+        ("invalid_argument", exceptions.InvalidArgument, True),
+        ("failed_precondition", exceptions.FailedPrecondition, True),
+        ("permission_denied", exceptions.PermissionDenied, False),
+    ],
+)
+def test_a_missing_stream_is_answered_in_each_shape_real_bigquery_uses(
+    rest: bigquery.Client,
+    write: BigQueryWriteClient,
+    bq_config: Any,
+    dataset: str,
+    shape: str,
+    raised: type[exceptions.GoogleAPICallError],
+    storage_error: bool,
+) -> None:
+    """Real BigQuery answers "this stream does not exist" as NOT_FOUND, as INVALID_ARGUMENT
+    (Beam PR #16906: "the stream doesn't exist or has already been finalized"), as
+    FAILED_PRECONDITION with the StorageError (java-bigquerystorage PR #1559: "can be
+    preconditioned_failure"), or as PERMISSION_DENIED "Permission 'TABLES_UPDATE_DATA'
+    denied on resource '...' (or it may not exist)." (python-bigquery-storage #238). The
+    setting gives each; the sink reads the first three as a stream that is gone, and never
+    the fourth, which it names as both."""
+    from onceover_jobs.sink.wire.retry import RetryPolicy
+    from onceover_jobs.sink.wire.stream_calls import stream_exists
+    from onceover_jobs.sink.wire.unary import CallDeniedError
+    from onceover_jobs.sink.wire.write_api import write_api
+
+    table_id = create_table(rest, dataset)
+    unknown = f"{table_path(write, table_id)}/streams/0123456789abcdef"
+    calls: list[Callable[[], object]] = [
+        lambda: write.get_write_stream(name=unknown, retry=None),
+        lambda: write.finalize_write_stream(name=unknown, retry=None),
+        lambda: append_all(write, [append_request(unknown, rows(0, 1), 0)]),
+    ]
+    sink_client = write_api(bq_config)
+    with limited(missing_stream_answer=shape):
+        for call in calls:
+            with pytest.raises(raised) as failed:
+                call()
+            expected = [(Code.STREAM_NOT_FOUND, unknown)] if storage_error else []
+            assert unary_storage_errors(failed.value) == expected
+            if not storage_error:
+                assert failed.value.message == (
+                    f"Permission 'TABLES_UPDATE_DATA' denied on resource '{unknown}' "
+                    "(or it may not exist)."
+                )
+        policy = RetryPolicy(deadline_s=5)
+        if storage_error:
+            assert stream_exists(sink_client, policy, unknown) is False
+        else:
+            with pytest.raises(CallDeniedError, match="does not say which") as denied:
+                stream_exists(sink_client, policy, unknown)
+            assert "roles/bigquery.dataEditor" in str(denied.value)

@@ -605,6 +605,7 @@ def test_starting_in_process_leaves_the_host_logging_alone() -> None:
         "optional_spatial",
         "one_duckdb_user_at_a_time",
         "buffered_flush",
+        "column_defaults",
     ],
 )
 def test_every_patch_is_installed_once(name: str) -> None:
@@ -716,9 +717,9 @@ def test_a_column_left_out_of_the_writer_schema_gets_its_default_when_asked(
     default = f"{table_path(write, table_id)}/streams/_default"
     interpretation = types.AppendRowsRequest.MissingValueInterpretation
     asking = append_request(default, rows(0, 2), None)  # id, name: no region
-    types.AppendRowsRequest.pb(asking).default_missing_value_interpretation = (
-        interpretation.DEFAULT_VALUE
-    )
+    types.AppendRowsRequest.pb(
+        asking
+    ).default_missing_value_interpretation = interpretation.DEFAULT_VALUE
     later = append_request(default, rows(2, 2), None, with_schema=False)  # sticky
     overridden = append_request(default, rows(4, 2), None, with_schema=False)
     types.AppendRowsRequest.pb(overridden).missing_value_interpretations["region"] = (

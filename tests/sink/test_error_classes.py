@@ -21,7 +21,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.api_core.exceptions import GoogleAPICallError, NotFound, from_grpc_error
+from google.api_core.exceptions import (
+    GoogleAPICallError,
+    NotFound,
+    from_grpc_error,
+    from_grpc_status,
+)
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from google.cloud.bigquery_storage_v1.services.big_query_write.transports import (
@@ -502,10 +507,14 @@ def test_a_unary_call_refused_for_good_fails_at_once(
     assert isinstance(error, NotFound) is (code is Code.NOT_FOUND)
     assert elapsed < AT_ONCE_S
     assert fake.calls["FinalizeWriteStream"] == 1
+    meaning = {
+        Code.NOT_FOUND: f": {storage_errors.READINGS['missing']}",
+        Code.PERMISSION_DENIED: f": {storage_errors.READINGS['denied_or_missing']}",
+    }.get(code, "")
     assert str(error) == (
         f"FinalizeWriteStream on stream {FAKE_STREAM} (table {FAKE_TABLE}) failed: "
         f"{code.name}: refused by the fake "
-        f"[StorageError INVALID_STREAM_STATE on {FAKE_STREAM}: not finalized]"
+        f"[StorageError INVALID_STREAM_STATE on {FAKE_STREAM}: not finalized]{meaning}"
     )
     assert (error.what, error.target, error.grpc_code, error.storage_code) == (
         "FinalizeWriteStream",
@@ -683,3 +692,61 @@ def test_tables_are_named_from_streams_and_tables() -> None:
     assert target_text("projects/p/datasets/d/tables/t") == f"table {FAKE_TABLE}"
     assert target_text("elsewhere") == "elsewhere"
     assert target_text(None) == "an unnamed stream or table"
+
+
+# -- what an answer means (issue 55, item 4) ------------------------------------------
+
+
+def _storage(code: str) -> StorageErrorInfo:
+    return StorageErrorInfo(code, "projects/p/datasets/d/tables/t/streams/s", "")
+
+
+@pytest.mark.parametrize(
+    ("grpc_code", "message", "storage", "reading"),
+    [
+        # NOT_FOUND, as the local BigQuery and often real BigQuery answer (Beam #37140)
+        ("NOT_FOUND", "Requested entity was not found. Entity: projects/p/.../_default", None,
+         "missing"),
+        # the StorageError decides, whatever the code (java-bigquerystorage PR #1559)
+        ("INVALID_ARGUMENT", "", _storage("STREAM_NOT_FOUND"), "missing"),
+        ("FAILED_PRECONDITION", "", _storage("STREAM_NOT_FOUND"), "missing"),
+        ("INVALID_ARGUMENT", "", _storage("TABLE_NOT_FOUND"), "missing"),
+        ("FAILED_PRECONDITION", "finalized", _storage("STREAM_FINALIZED"), None),
+        # no StorageError: the message says so (Beam PR #16906)
+        ("INVALID_ARGUMENT", "Stream projects/p/datasets/d/tables/t/streams/s does not exist",
+         None, "missing"),
+        ("FAILED_PRECONDITION", "Requested entity was not found.", None, "missing"),
+        # an INVALID_ARGUMENT about something else is not a missing stream
+        ("INVALID_ARGUMENT", "Field amount: value not found in enum", None, None),
+        ("INVALID_ARGUMENT", "Invalid offset", None, None),
+        # PERMISSION_DENIED, which BigQuery answers for a missing resource too (#238)
+        ("PERMISSION_DENIED", "Permission 'TABLES_UPDATE_DATA' denied on resource "
+         "'projects/p/datasets/d/tables/t' (or it may not exist).", None, "denied_or_missing"),
+    ],
+)  # fmt: skip
+def test_each_shape_of_a_missing_stream_is_read_as_one(
+    grpc_code: str, message: str, storage: StorageErrorInfo | None, reading: str | None
+) -> None:
+    assert storage_errors.reading_of(grpc_code, message, storage) == reading
+
+
+@pytest.mark.parametrize("shape", ["INVALID_ARGUMENT", "FAILED_PRECONDITION"])
+def test_a_unary_call_on_a_missing_stream_is_not_found_whatever_code_it_came_with(
+    shape: str,
+) -> None:
+    """As NotFound (so code catching it keeps working), naming what BigQuery said."""
+    stream = "projects/p/datasets/d/tables/t/streams/s"
+    packed = any_pb2.Any()
+    code = types.StorageError.StorageErrorCode.STREAM_NOT_FOUND
+    packed.Pack(types.StorageError.pb()(code=code, entity=stream, error_message="gone"))
+    error = from_grpc_status(getattr(grpc.StatusCode, shape), "gone", details=[packed])
+
+    def attempt(timeout: float) -> None:
+        raise error
+
+    with pytest.raises(CallNotFoundError) as refused:
+        call_with_retry(RetryPolicy(deadline_s=5), attempt, what="GetWriteStream", on=stream)
+    assert isinstance(refused.value, NotFound)
+    assert refused.value.grpc_code == shape
+    assert refused.value.storage_code == "STREAM_NOT_FOUND"
+    assert "BigQuery says it does not exist" in refused.value.message

@@ -14,7 +14,10 @@ The tree::
     │   │   ├── DuplicateAppendError    ALREADY_EXISTS for a request that was never sent before
     │   │   └── StreamUnusableError     the stream takes no more appends (finalized, gone, ...)
     │   ├── CallRejectedError       a unary call (create, get, finalize, flush, commit) refused
-    │   │   └── CallNotFoundError       NOT_FOUND; also google.api_core NotFound (wire.unary)
+    │   │   ├── CallNotFoundError       the stream or table does not exist (NOT_FOUND, or as
+    │   │   │                           real BigQuery also says it); also google.api_core
+    │   │   │                           NotFound (wire.unary)
+    │   │   └── CallDeniedError         PERMISSION_DENIED: no access, or it does not exist
     │   ├── NonDeterministicInputError  a retry's rows are not the rows its partition sent
     │   ├── RetryDeadlineError      transient failures outlasted the retry deadline
     │   ├── RowCountMismatchError   a finalized stream holds other than the rows sent

@@ -12,10 +12,12 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-Two settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
-flushed (the ``buffered_flush`` patch), and ``row_errors``, whether AppendRows checks
+Three settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+flushed (the ``buffered_flush`` patch), ``row_errors``, whether AppendRows checks
 each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
-as bqemulator did, so a test can show what the patch changes).
+as bqemulator did, so a test can show what the patch changes), and
+``missing_stream_answer``, which of real BigQuery's shapes a missing stream is answered
+in (the ``missing_stream_answers`` patch).
 
 The defaults are BigQuery's, but for ``repeated_flush``, which BigQuery does not
 document: its default is the answer Apache Beam reads as "already flushed". A separately
@@ -84,6 +86,13 @@ class WriteApiLimitValues:
     """Whether AppendRows checks every row against the table's column rules, as BigQuery
     does (``row_errors``): ``"on"``, a request with a bad row is refused whole with
     ``row_errors``; ``"off"``, rows are taken unchecked, as bqemulator did."""
+    missing_stream_answer: str = "not_found"
+    """How a call on a stream that does not exist is answered (``missing_stream_answers``):
+    ``"not_found"``, NOT_FOUND with the StorageError ``STREAM_NOT_FOUND``; the other
+    shapes real BigQuery also gives, ``"invalid_argument"`` and ``"failed_precondition"``
+    (that code, the same StorageError), and ``"permission_denied"`` ("Permission
+    'TABLES_UPDATE_DATA' denied on resource '...' (or it may not exist).", no
+    StorageError)."""
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
@@ -94,9 +103,17 @@ REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
 """The values ``repeated_flush`` takes."""
 ROW_ERRORS_SETTINGS = ("on", "off")
 """The values ``row_errors`` takes."""
+MISSING_STREAM_ANSWERS = (
+    "not_found",
+    "invalid_argument",
+    "failed_precondition",
+    "permission_denied",
+)
+"""The values ``missing_stream_answer`` takes."""
 _CHOICES: dict[str, tuple[str, ...]] = {
     "repeated_flush": REPEATED_FLUSH_ANSWERS,
     "row_errors": ROW_ERRORS_SETTINGS,
+    "missing_stream_answer": MISSING_STREAM_ANSWERS,
 }
 _KINDS = {
     **dict.fromkeys(_COUNTS, "a whole number >= 0"),
@@ -105,7 +122,8 @@ _KINDS = {
 }
 
 LimitValue: TypeAlias = float | str
-"""A field's value: a number, or one of a few words (``repeated_flush``, ``row_errors``)."""
+"""A field's value: a number, or one of a few words (``repeated_flush``, ``row_errors``,
+``missing_stream_answer``)."""
 
 
 def _checked(name: str, value: object) -> LimitValue:
@@ -198,6 +216,10 @@ class WriteApiLimits:
     @property
     def row_errors(self) -> str:
         return self._values.row_errors
+
+    @property
+    def missing_stream_answer(self) -> str:
+        return self._values.missing_stream_answer
 
 
 WRITE_API_LIMITS = WriteApiLimits()

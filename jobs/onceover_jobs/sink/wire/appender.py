@@ -74,9 +74,11 @@ from onceover_jobs.sink.wire.retry import (
     is_retried,
 )
 from onceover_jobs.sink.wire.storage_errors import (
+    READINGS,
     StorageErrorInfo,
     from_rpc_error,
     from_status,
+    reading_of,
     table_of,
     target_text,
 )
@@ -569,6 +571,8 @@ class StreamAppender:
     ) -> NoReturn:
         storage = failure.storage if failure is not None else None
         cause = f"{message} [{storage}]" if storage is not None else message
+        if (reading := reading_of(code, message, storage)) is not None:
+            cause = f"{cause or '(no message)'}: {READINGS[reading]}"
         self.listener.error(head, code, cause, False)
         raise AppendRejectedError(
             f"{self.context}: BigQuery refused {head.describe} of {target_text(self.stream)} "

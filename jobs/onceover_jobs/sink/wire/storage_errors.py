@@ -17,6 +17,21 @@ The gRPC code says how to react (retry or not); the ``StorageError`` code says w
 exactly is wrong, which the messages name and the appender acts on (a finalized
 stream is unusable for good; an offset error is the offset path of invariant 1).
 
+What the answer means (:func:`reading_of`) is read from all three, as Google's clients
+read it, because real BigQuery answers one fact in several shapes:
+
+* a stream or table that does not exist: NOT_FOUND ("Requested entity was not found.
+  Entity: projects/.../streams/_default", Beam issue #37140), but also INVALID_ARGUMENT or
+  FAILED_PRECONDITION with a ``StorageError`` ``STREAM_NOT_FOUND`` (Google's Java client
+  keys its ``StreamNotFound`` on the ``StorageError`` alone, "because we are not sure
+  what kind of status code it actually would return", java-bigquerystorage PR #1559;
+  Beam reads INVALID_ARGUMENT as "the stream doesn't exist or has already been
+  finalized", PR #16906), or one of those codes with only a message saying so;
+* PERMISSION_DENIED, "Permission 'TABLES_UPDATE_DATA' denied on resource '...' (or it
+  may not exist)." (python-bigquery-storage #238): BigQuery does not tell a caller
+  without access from a resource that is missing, so neither can the sink. It is never
+  read as "gone" (which would let a stream's rows be given up for lost), only named.
+
 Also here: :func:`table_of` and :func:`target_text`, which name the table of a
 stream in messages (``projects/p/datasets/d/tables/t/streams/s`` → ``p.d.t``).
 """
@@ -26,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 STORAGE_ERROR_TYPE = "google.cloud.bigquery.storage.v1.StorageError"
 """The full name of the proto message, as in an ``Any``'s type URL."""
@@ -138,6 +153,48 @@ def _info(serialized: bytes) -> StorageErrorInfo:
 
     facts = storage_error(serialized)
     return StorageErrorInfo(code=facts.code, entity=facts.entity, message=facts.message)
+
+
+# -- what an answer means ----------------------------------------------------------
+
+Reading = Literal["missing", "denied_or_missing"]
+
+MISSING_CODES = frozenset({"STREAM_NOT_FOUND", "TABLE_NOT_FOUND"})
+"""``StorageError`` codes of a stream or table that does not exist, whatever gRPC code."""
+_MISSING_WORDS = ("not found", "does not exist", "doesn't exist", "no longer exists")
+_ABOUT_A_RESOURCE = ("stream", "entity", "table")
+_MISSING_AS = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION"})
+"""The gRPC codes real BigQuery also answers a missing stream with (module docstring)."""
+
+READINGS: dict[Reading, str] = {
+    "missing": "BigQuery says it does not exist (a stream expired, or was never created)",
+    "denied_or_missing": (
+        "BigQuery answers so both when the caller lacks bigquery.tables.updateData on the "
+        "table and when the stream or table does not exist, and does not say which: check "
+        "that the table exists and that the job's credentials have roles/bigquery.dataEditor "
+        "on it (or on its dataset)"
+    ),
+}
+"""How messages say what an answer means."""
+
+
+def reading_of(grpc_code: str, message: str, storage: StorageErrorInfo | None) -> Reading | None:
+    """What a failure answered with ``grpc_code`` (by name), ``message`` and ``storage``
+    means, when it means one of :data:`READINGS` (module docstring); None otherwise."""
+    if grpc_code == "PERMISSION_DENIED":
+        return "denied_or_missing"
+    if grpc_code == "NOT_FOUND":
+        return "missing"
+    if storage is not None:
+        return "missing" if storage.code in MISSING_CODES else None
+    lowered = message.lower()
+    if (
+        grpc_code in _MISSING_AS
+        and any(words in lowered for words in _MISSING_WORDS)
+        and any(word in lowered for word in _ABOUT_A_RESOURCE)
+    ):
+        return "missing"
+    return None
 
 
 # -- names ------------------------------------------------------------------------

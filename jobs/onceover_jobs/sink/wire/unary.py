@@ -12,7 +12,12 @@ RESOURCE_EXHAUSTED, a transport that failed), with the appender's exponential ba
 and jitter; anything else raises at once a :class:`~onceover_jobs.sink.errors.CallRejectedError`
 that names the call, the stream or table and the cause. NOT_FOUND raises
 :class:`CallNotFoundError`, which is a google-api-core ``NotFound`` as well, so code
-that catches ``NotFound`` around a call keeps working.
+that catches ``NotFound`` around a call keeps working; so does every other answer real
+BigQuery gives for a stream or table that does not exist (INVALID_ARGUMENT or
+FAILED_PRECONDITION with a ``StorageError`` ``STREAM_NOT_FOUND``, or a message saying so:
+:func:`~onceover_jobs.sink.wire.storage_errors.reading_of`). PERMISSION_DENIED, which
+BigQuery also answers for a resource that is missing, raises :class:`CallDeniedError`,
+whose message says both.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from google.api_core.exceptions import GoogleAPICallError, NotFound
 from onceover_jobs.sink.errors import CallRejectedError, RetryDeadlineError
 from onceover_jobs.sink.wire.retry import RetryPolicy, code_name, is_retried
 from onceover_jobs.sink.wire.storage_errors import (
+    READINGS,
     StorageErrorInfo,
+    reading_of,
     storage_error_of,
     table_of,
     target_text,
@@ -58,6 +65,11 @@ class CallNotFoundError(CallRejectedError, NotFound):
     def __str__(self) -> str:
         # GoogleAPICallError's own __str__ prefixes the HTTP code; ours reads as a sentence.
         return self.message
+
+
+class CallDeniedError(CallRejectedError):
+    """PERMISSION_DENIED from a unary call: the caller lacks the permission, or what the
+    call is on does not exist; BigQuery answers both so. Never taken for "gone"."""
 
 
 class GapicAttempt(Generic[R]):
@@ -220,9 +232,13 @@ def _cause(code: int, message: str, storage: StorageErrorInfo | None) -> str:
 def _rejected(
     what: str, on: str | None, code: int, message: str, storage: StorageErrorInfo | None
 ) -> CallRejectedError:
-    error = CallNotFoundError if code == grpc.StatusCode.NOT_FOUND.value[0] else CallRejectedError
+    reading = reading_of(code_name(code), message, storage)
+    error = {"missing": CallNotFoundError, "denied_or_missing": CallDeniedError}.get(
+        reading or "", CallRejectedError
+    )
+    meaning = f": {READINGS[reading]}" if reading is not None else ""
     return error(
-        f"{what} on {target_text(on)} failed: {_cause(code, message, storage)}",
+        f"{what} on {target_text(on)} failed: {_cause(code, message, storage)}{meaning}",
         what=what,
         target=on,
         table=table_of(on),

@@ -60,6 +60,8 @@ launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at insta
     FlushRows flushes up to and including its offset, once, and empties the buffer.
 ``storage_error_details``
     Write API errors carry the ``StorageError`` detail BigQuery gives them.
+``missing_stream_answers``
+    a missing stream can be answered in each shape real BigQuery uses (a setting).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from onceover_tools.localbq.patches import (
     keep_host_logging,
     linear_column_alignment,
     missing_dataset,
+    missing_stream_answers,
     no_snapshot_per_write,
     one_duckdb_user_at_a_time,
     optional_spatial,
@@ -128,7 +131,8 @@ PATCHES: tuple[Patch, ...] = (
     commit_stream_limit,
     append_request_limit,
     buffered_flush,
-    storage_error_details,  # last: sees the answers of the patches above
+    storage_error_details,  # sees the answers of the patches above
+    missing_stream_answers,  # after it: reshapes its answer for a missing stream
 )
 """Every patch, in the order :func:`install` applies them."""
 
