@@ -98,6 +98,11 @@ class StreamCommit:
     base: int = 0
     """Where the rows start on the stream (a stream continued from an earlier batch);
     buffered mode flushes it to ``base + rows - 1``."""
+    finalized_at: str | None = None
+    """When the task finalized the stream (its clock, ISO 8601): BigQuery keeps a finalized
+    PENDING stream's rows "for up to 4 hours" before they are committed, so an older one
+    is never committed blind (onceover_jobs.sink.modes.pending). None: not recorded (a
+    stream of another mode, or a ledger written before it was)."""
 
 
 @dataclass(frozen=True)

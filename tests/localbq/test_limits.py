@@ -31,6 +31,7 @@ from onceover_tools.localbq.limits import (
 )
 
 from onceover.errors import ConfigurationError
+from tests.helpers.waiting import wait_until
 from tests.helpers.writeapi import (
     ARROW_SCHEMA,
     append_all,
@@ -649,6 +650,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "linear_column_alignment",
         "wide_proto_rows",
         "missing_stream_answers",
+        "pending_buffer",
     ],
 )
 def test_every_limit_patch_is_installed_once(name: str) -> None:
@@ -734,3 +736,34 @@ def test_a_missing_stream_is_answered_in_each_shape_real_bigquery_uses(
             with pytest.raises(CallDeniedError, match="does not say which") as denied:
                 stream_exists(sink_client, policy, unknown)
             assert "roles/bigquery.dataEditor" in str(denied.value)
+
+
+# -- pending_buffer ------------------------------------------------------------------
+
+
+def test_a_finalized_pending_streams_rows_are_dropped_after_the_buffer_time(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """ "After the stream is finalized and before it is committed, the data can remain in
+    the buffer for up to 4 hours" (write-api-batch). A stream committed in time keeps its
+    rows; one committed later commits none of them, and its commit still succeeds (the
+    answer a caller must guard against: BigQuery documents none)."""
+    table_id = create_table(rest, dataset)
+    with limited(pending_buffer_s=1.0):
+        late = create(write, table_id, PENDING).name
+        append_all(write, [append_request(late, rows(0, 5), 0)])
+        write.finalize_write_stream(name=late)
+        finalized = time.monotonic()
+        in_time = create(write, table_id, PENDING).name
+        append_all(write, [append_request(in_time, rows(5, 5), 0)])
+        write.finalize_write_stream(name=in_time)
+        assert commit(write, table_id, in_time).commit_time
+        assert count(rest, table_id) == (5, 5)
+
+        # What is waited for is the buffer's time itself: BigQuery's clock, not a race.
+        passed = lambda: time.monotonic() - finalized > 1.2 or None  # noqa: E731
+        wait_until("the buffer's time to pass", passed, 5)
+        answer = commit(write, table_id, late)
+    assert answer.commit_time
+    assert not answer.stream_errors
+    assert count(rest, table_id) == (5, 5)  # the late stream's rows are gone

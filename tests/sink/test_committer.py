@@ -4,14 +4,17 @@ BigQuery's own COUNT decides; the ledger and the events are checked as well."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.errors import CommitRejectedError
+from onceover_jobs.sink.errors import CommitRejectedError, PendingBufferError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.protocol.committer import BatchCommitter
@@ -21,6 +24,7 @@ from onceover_tools.chaos.proxy import BATCH_COMMIT, FaultProxy, WireFault
 from onceover.bigquery import BigQueryConfig
 from onceover.ledger_files import BatchRecord, StreamCommit
 from tests.helpers.receiver import TOKEN, Receiver
+from tests.helpers.waiting import wait_until
 from tests.helpers.writeapi import (
     append_all,
     append_request,
@@ -234,3 +238,72 @@ def test_a_commit_answered_without_a_commit_time_is_not_taken_as_done(
             assert kept is not None
             assert kept.state == "intent"
     assert len(proxy.fired) == empty_answers
+
+
+# -- BigQuery's 4-hour buffer (issue 55, item 2) -------------------------------------
+
+
+@pytest.fixture
+def short_buffer(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
+    """BigQuery's buffer time and the sink's rule for it, both shortened to 1 s: the
+    local BigQuery drops a finalized PENDING stream's rows 1 s after (``pending_buffer``),
+    the sink commits none finalized longer ago."""
+    from onceover_jobs.sink.wire import commit_limits
+    from onceover_tools.localbq.limits import limited
+
+    monkeypatch.setattr(commit_limits, "PENDING_BUFFER_S", 1.0)
+    monkeypatch.setattr(commit_limits, "BUFFER_MARGIN_S", 0.0)
+    with limited(pending_buffer_s=1.0):
+        yield 1.0
+
+
+def finalized_now(results: list[TaskResult]) -> list[TaskResult]:
+    """``results`` as the pending mode's tasks return them: each with its finalize time."""
+    now = datetime.now(UTC).isoformat()
+    return [replace(r, finalized_at=now) for r in results]
+
+
+def wait_past(seconds: float) -> None:
+    """Until ``seconds`` have passed: the buffer's own time is what the test is about."""
+    start = time.monotonic()
+    wait_until("the buffer's time to pass", lambda: time.monotonic() - start > seconds or None, 10)
+
+
+def test_a_batch_finalized_longer_ago_than_bigquery_keeps_it_is_never_committed_blind(
+    job: SinkJob, write: BigQueryWriteClient, rest: bigquery.Client, table: str,
+    short_buffer: float,
+) -> None:  # fmt: skip
+    """Committed anyway, the commit would succeed and the rows would be gone (the
+    local BigQuery shows it: tests/localbq/test_limits.py). Refused before its intent; the
+    replay writes the batch again on new streams, once."""
+    late = finalized_now(staged(write, table, (0, 30), (30, 30)))
+    wait_past(short_buffer + 0.2)
+    with pytest.raises(PendingBufferError, match=r"2 of its 2 streams .* finalized more than"):
+        BatchCommitter(job, 6).commit(late)
+    assert job.ledger().batch(6) is None  # no intent
+    assert count(rest, table) == (0, 0)
+
+    replay = finalized_now(staged(write, table, (0, 30), (30, 30)))
+    assert BatchCommitter(job, 6).commit(replay).committed
+    assert count(rest, table) == (60, 60)
+
+
+def test_an_intent_left_past_the_buffer_time_is_written_again_not_committed(
+    job: SinkJob, write: BigQueryWriteClient, rest: bigquery.Client, table: str,
+    monkeypatch: pytest.MonkeyPatch, short_buffer: float,
+) -> None:  # fmt: skip
+    """A driver that stopped between its intent and its commit, resumed after BigQuery
+    dropped the rows: the intent's streams are not committed (their rows may be gone),
+    the replay's are, and the batch is in the table once."""
+    monkeypatch.setenv(failpoints.ENV, "commit.before=error@1")
+    failpoints.reset()
+    first = finalized_now(staged(write, table, (0, 25)))
+    with pytest.raises(Exception, match=r"commit\.before"):
+        BatchCommitter(job, 7).commit(first)
+    assert job.ledger().batch(7) is not None
+    wait_past(short_buffer + 0.2)
+
+    replay = finalized_now(staged(write, table, (0, 25)))
+    record = BatchCommitter(job, 7).commit(replay)
+    assert [s.stream for s in record.streams] == [replay[0].stream]
+    assert count(rest, table) == (25, 25)

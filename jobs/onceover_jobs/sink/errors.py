@@ -22,6 +22,7 @@ The tree::
     │   ├── RetryDeadlineError      transient failures outlasted the retry deadline
     │   ├── RowCountMismatchError   a finalized stream holds other than the rows sent
     │   ├── CommitLimitError        a batch needs more streams than one commit takes; a ValueError
+    │   ├── PendingBufferError      a pending batch's stream was finalized over ~4 h ago
     │   └── CommitRejectedError     BatchCommitWriteStreams refused the batch
     │       └── StreamsUncommittableError   for good: gone, or never finalized
     │           └── StreamsGoneError        NOT_FOUND: expired, or forgotten
@@ -250,6 +251,11 @@ class ConcurrentDriverError(LedgerError, SinkError):
 
 class OverwriteError(SinkError):
     """The transaction replacing a table's rows failed; it rolled back (old rows kept)."""
+
+
+class PendingBufferError(SinkError):
+    """A pending batch's stream was finalized longer ago than BigQuery keeps its rows for
+    a commit (4 hours): refused before its intent (onceover_jobs.sink.wire.commit_limits)."""
 
 
 class CommitLimitError(SinkError, ValueError):

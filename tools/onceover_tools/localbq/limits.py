@@ -66,6 +66,10 @@ class WriteApiLimitValues:
     """Streams one BatchCommitWriteStreams may name."""
     pending_lifetime_s: float = DAY_S
     """A PENDING stream not committed this long after its creation is deleted."""
+    pending_buffer_s: float = 4 * HOUR_S
+    """A finalized PENDING stream's rows are kept this long for a commit, then dropped
+    (``pending_buffer``): "After the stream is finalized and before it is committed, the
+    data can remain in the buffer for up to 4 hours"."""
     committed_idle_s: float = 3 * DAY_S
     """A COMMITTED stream without an append for this long is deleted."""
     buffered_idle_s: float = 7 * DAY_S
@@ -196,6 +200,10 @@ class WriteApiLimits:
     @property
     def pending_lifetime_s(self) -> float:
         return self._values.pending_lifetime_s
+
+    @property
+    def pending_buffer_s(self) -> float:
+        return self._values.pending_buffer_s
 
     @property
     def committed_idle_s(self) -> float:

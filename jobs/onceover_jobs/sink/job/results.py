@@ -38,6 +38,8 @@ class TaskResult:
     key_buckets: tuple[KeyBucket, ...] | None = None
     """The partition's share of the batch's key tally (onceover.key_checksum), kept with
     the checksum; None when the write keeps none."""
+    finalized_at: str | None = None
+    """When the task finalized its PENDING stream (its clock, ISO 8601)."""
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,5 @@ class DeadLetters:
     bytes: int
     keys: tuple[str | None, ...] = ()
     """The refused rows' keys, as text: the key checksum leaves them out."""
+    finalized_at: str | None = None
+    """When the task finalized the stream (its clock, ISO 8601)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from onceover.ledger_files import BatchRecord, StreamCommit
@@ -25,6 +26,7 @@ from onceover.modes import TRAITS
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import (
     IntentUnresolvableError,
+    PendingBufferError,
     RowCountMismatchError,
     StreamsGoneError,
     StreamsUncommittableError,
@@ -32,7 +34,13 @@ from onceover_jobs.sink.errors import (
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.modes.base import CommitContext, WriteMode
 from onceover_jobs.sink.wire.batch_commit import batch_commit, commit_time
-from onceover_jobs.sink.wire.commit_limits import check_bytes, check_partition, check_streams
+from onceover_jobs.sink.wire.commit_limits import (
+    check_buffer_age,
+    check_bytes,
+    check_partition,
+    check_streams,
+    expired_streams,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,6 +73,7 @@ class PendingMode(WriteMode):
             rows -= appender.rows_refused
             appender.close()
             row_count = stage.finalize(stream)
+            finalized_at = datetime.now(UTC).isoformat()  # BigQuery's 4 hours start here
             dead_letters = stage.dead_letters(refusals)
         except BaseException as exc:
             appender.close()
@@ -80,13 +89,14 @@ class PendingMode(WriteMode):
             )
         return TaskResult(
             stream, kind, rows, appender.bytes_acknowledged, task.partition, task.attempt,
-            dead_letters=dead_letters,
+            dead_letters=dead_letters, finalized_at=finalized_at,
         )  # fmt: skip
 
     def prepare(self, ctx: CommitContext, streams: Sequence[StreamCommit]) -> None:
         """One commit's limits, before an intent: a batch over them is never written."""
         job = ctx.job
         check_streams(ctx.label, job.table, len(streams))
+        check_buffer_age(ctx.label, job.table, streams)
         check_bytes(
             ctx.label, job.table, sum(s.bytes for s in streams), lambda: _dataset_location(job)
         )
@@ -104,6 +114,14 @@ class PendingMode(WriteMode):
                 ctx.client, ctx.job.retry_policy, [s.stream for s in record.streams],
                 label=ctx.label,
             )  # fmt: skip
+            if committed_at is None and (old := expired_streams(record.streams)):
+                # Not committed, and BigQuery may no longer hold their rows: committing
+                # them could publish a batch with rows missing and say it succeeded.
+                return ctx.write_again(record, PendingBufferError(
+                    f"{len(old)} of the intent's streams were finalized over "
+                    f"{max(age for _, age in old) / 3600:.1f} h ago, past the 4 hours "
+                    "BigQuery keeps their rows for a commit"
+                ), replay)  # fmt: skip
             if committed_at is None:
                 # Commit the intent's own streams, never the replay's: if the driver that
                 # wrote it still runs (an orchestrator's retry, a resume of a run that

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -297,8 +298,9 @@ class Stage:
             job.options.dead_letter,
         )
         return DeadLetters(
-            stream, sent, appender.bytes_acknowledged, keys=tuple(r.key for r in refusals.refused)
-        )
+            stream, sent, appender.bytes_acknowledged, keys=tuple(r.key for r in refusals.refused),
+            finalized_at=datetime.now(UTC).isoformat(),
+        )  # fmt: skip
 
     def continuable(
         self, slots: StreamSlots, *, after_flush: bool

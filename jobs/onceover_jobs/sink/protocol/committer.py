@@ -59,6 +59,7 @@ from onceover_jobs.sink.modes.base import WriteMode
 from onceover_jobs.sink.reporting.batch_events import BatchEvents
 from onceover_jobs.sink.reporting.telemetry import DRIVER_EVENT_FLUSH_S, Telemetry
 from onceover_jobs.sink.wire.batch_commit import batch_commit, commit_time
+from onceover_jobs.sink.wire.commit_limits import check_buffer_age
 
 if TYPE_CHECKING:
     from onceover_jobs.sink.wire.write_api import WriteApi
@@ -79,7 +80,15 @@ def _now_text() -> str:
 def _streams(results: Sequence[TaskResult | None]) -> tuple[StreamCommit, ...]:
     found = [r for r in results if r is not None and r.stream is not None and not r.skipped]
     return tuple(
-        StreamCommit(r.stream, r.rows, r.bytes, r.partition, r.attempt, base=r.base)
+        StreamCommit(
+            r.stream,
+            r.rows,
+            r.bytes,
+            r.partition,
+            r.attempt,
+            base=r.base,
+            finalized_at=r.finalized_at,
+        )
         for r in sorted(found, key=lambda r: r.partition)
         if r.stream
     )
@@ -105,7 +114,7 @@ def _dead_letter_streams(results: Sequence[TaskResult | None]) -> tuple[StreamCo
     """The tasks' PENDING streams on the dead-letter table (onceover_jobs.sink.rows.dead_letter)."""
     found = [r for r in results if r is not None and r.dead_letters is not None and not r.skipped]
     return tuple(
-        StreamCommit(d.stream, d.rows, d.bytes, r.partition, r.attempt)
+        StreamCommit(d.stream, d.rows, d.bytes, r.partition, r.attempt, finalized_at=d.finalized_at)
         for r in sorted(found, key=lambda r: r.partition)
         if (d := r.dead_letters) is not None
     )
@@ -210,6 +219,8 @@ class BatchCommitter:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
         self.mode.prepare(self, streams)
+        if dead_letters:  # PENDING streams in every mode: committed first, as one batch
+            check_buffer_age(self.label, str(job.options.dead_letter), dead_letters)
         intent = BatchRecord(
             query_id=job.query_id,
             batch_id=self.batch_id,

@@ -13,13 +13,25 @@ the driver checks them (the bytes of the append requests its tasks report) befor
 writes an intent: a batch over the limit is never committed and none of it becomes
 visible, rather than failing in BigQuery with its intent left behind. The dataset's
 location is looked up only for a batch over the smaller limit.
+
+And BigQuery keeps a finalized stream's rows only so long: "After the stream is finalized
+and before it is committed, the data can remain in the buffer for up to 4 hours"
+(``write-api-batch``). A commit after that may commit a stream whose rows are gone, and
+its answer would not say so. So no stream finalized longer ago than
+:data:`PENDING_BUFFER_S` less :data:`BUFFER_MARGIN_S` (the tasks' clocks may run apart from
+the driver's) is ever committed: a new batch with one is refused before its intent
+(:func:`check_buffer_age`: the batch is written again by the replay, or by a re-run of the
+write), and an intent left with them is written again rather than committed
+(:func:`expired_streams`, onceover_jobs.sink.modes.pending).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from onceover_jobs.sink.errors import CommitLimitError
+from onceover.ledger_files import StreamCommit
+from onceover_jobs.sink.errors import CommitLimitError, PendingBufferError
 
 MAX_STREAMS_PER_COMMIT = 10_000
 """Streams one BatchCommitWriteStreams takes (BigQuery's documented limit)."""
@@ -28,6 +40,10 @@ REGIONAL_COMMIT_BYTES = 10**12
 MULTI_REGION_COMMIT_BYTES = 10 * 10**12
 """... and in a multi-region dataset ("10 TB")."""
 MULTI_REGIONS = frozenset({"US", "EU"})
+PENDING_BUFFER_S = 4 * 3600.0
+"""How long BigQuery keeps a finalized PENDING stream's rows for a commit ("up to 4 hours")."""
+BUFFER_MARGIN_S = 30 * 60.0
+"""Taken off :data:`PENDING_BUFFER_S`: clocks apart, and the commit's own time."""
 
 
 def commit_bytes_limit(location: str | None) -> int:
@@ -77,3 +93,40 @@ def check_bytes(label: str, table: str, pending: int, location: Callable[[], str
             "per slice of a column, each with its own write_id), or mode=buffered, which "
             "publishes each stream with FlushRows and has no such limit"
         )
+
+
+def expired_streams(
+    streams: Sequence[StreamCommit], now: datetime | None = None
+) -> list[tuple[StreamCommit, float]]:
+    """The streams finalized too long ago to be committed, each with its age in seconds
+    (a stream without ``finalized_at`` is taken as fresh: nothing says otherwise)."""
+    at = now or datetime.now(UTC)
+    limit = PENDING_BUFFER_S - BUFFER_MARGIN_S
+    old = []
+    for stream in streams:
+        if stream.finalized_at is None:
+            continue
+        age = (at - datetime.fromisoformat(stream.finalized_at)).total_seconds()
+        if age > limit:
+            old.append((stream, age))
+    return old
+
+
+def check_buffer_age(
+    label: str, table: str, streams: Sequence[StreamCommit], now: datetime | None = None
+) -> None:
+    """Before the intent: a batch with a stream finalized too long ago is refused."""
+    old = expired_streams(streams, now)
+    if not old:
+        return
+    stream, age = max(old, key=lambda found: found[1])
+    raise PendingBufferError(
+        f"{label}: {len(old)} of its {len(streams)} streams into {table} were finalized "
+        f"more than {(PENDING_BUFFER_S - BUFFER_MARGIN_S) / 3600:g} h ago (the oldest, "
+        f"partition {stream.partition}, {age / 3600:.1f} h ago). BigQuery keeps a finalized "
+        "stream's rows for up to 4 hours before they are committed, so the batch is not "
+        "committed: nothing of it is visible and no intent was written. Running the write "
+        "again (a streaming query: restarting it) writes the batch again on new streams. "
+        "Fix: finish the batch's tasks within about 3 hours of each other (more executors, "
+        "or smaller batches: maxFilesPerTrigger, or one write per slice)"
+    )

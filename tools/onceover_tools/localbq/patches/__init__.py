@@ -40,7 +40,7 @@ of :data:`PATCHES`.
 ``column_defaults``
     columns keep their DEFAULT; an append that asks for it gets it where it sends none.
 
-The next five enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
+The next ones enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
 ``row_errors`` take one setting each from the same place. Their values live in
 :mod:`onceover_tools.localbq.limits` (``WRITE_API_LIMITS``, BigQuery's defaults), are read
 on every call, shortened by tests with ``limits.limited(...)`` and set for a separately
@@ -50,6 +50,8 @@ launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at insta
     an append with rows that break a column's rules is refused whole, with ``row_errors``.
 ``stream_lifetimes``
     streams expire as BigQuery's do (PENDING uncommitted, COMMITTED and BUFFERED idle).
+``pending_buffer``
+    a finalized PENDING stream's rows are kept 4 hours for a commit, then dropped.
 ``create_stream_quota``
     CreateWriteStream is refused over the project's quota (RESOURCE_EXHAUSTED).
 ``commit_stream_limit``
@@ -85,6 +87,7 @@ from onceover_tools.localbq.patches import (
     no_snapshot_per_write,
     one_duckdb_user_at_a_time,
     optional_spatial,
+    pending_buffer,
     range_partitioning,
     record_columns,
     row_errors,
@@ -127,6 +130,7 @@ PATCHES: tuple[Patch, ...] = (
     column_defaults,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
+    pending_buffer,
     create_stream_quota,
     commit_stream_limit,
     append_request_limit,
