@@ -17,6 +17,7 @@ from onceover_tools.chaos.schedule import (
     DEFAULT_MODES,
     KINDS,
     MODES,
+    OVERWRITE_KINDS,
     STORES,
     WORKLOAD_MODES,
     WORKLOADS,
@@ -46,7 +47,7 @@ def test_two_hundred_schedules_arm_every_fault_kind_thirteen_times_or_more() -> 
     # schedules: pending's nine, buffered's five)...
     assert DEFAULT_MODES == ("pending", "buffered", "committed")
     armed = collections.Counter(f.kind for s in draw_schedules(1, 200) for f in s.faults)
-    assert set(armed) == set(KINDS)
+    assert set(armed) == set(KINDS) - OVERWRITE_KINDS  # the load job passes no overwrite
     assert min(armed.values()) >= 13, armed.most_common()[-3:]
     # ... and over pending and committed alone, 18+ as before buffered mode: those draws
     # are the ones a session of those two modes drew then (same seed, same schedules).
@@ -197,8 +198,14 @@ def test_cis_share_of_the_curated_set_still_arms_every_kind_on_every_job() -> No
     assert len(share) == len(every) - len(CI_LEFT_OUT)
     assert [s.name for s in share] == [s.name for s in every if s in share]  # names kept
     assert {f.kind for s in share for f in s.faults} == set(KINDS)
-    # the load job in both modes whose points it arms, and a second driver racing it
-    assert {s.workload for s in share} == {"load_files", "racing_drivers"}
+    # the load job in both modes whose points it arms, a second driver racing it, and
+    # a user's nightly overwrite, plain and dynamic (the only ones to pass its steps)
+    assert {s.workload for s in share} == {
+        "load_files",
+        "racing_drivers",
+        "overwrite",
+        "overwrite_dynamic",
+    }
     assert {s.mode for s in share if s.workload == "load_files"} == {"pending", "buffered"}
     assert {s.workload for s in every} == set(WORKLOADS)  # the rest run beyond CI
     assert {(s.workload, s.mode) for s in every} >= CI_LEFT_OUT  # nothing left out by typo
@@ -226,6 +233,8 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
         ("cluster", "committed"),
         ("bad_rows", "buffered"),
         ("bad_rows", "committed"),
+        ("overwrite", "pending"),
+        ("overwrite_dynamic", "pending"),
     }
     assert set(WORKLOADS) == {s.workload for s in schedules}
     assert len({s.name for s in schedules}) == len(schedules)
@@ -254,11 +263,11 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
 
 
 def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -> None:
-    pairs = 2 * len(WORKLOADS)
-    drawn = list(draw_schedules(5, pairs + 2, workloads=WORKLOADS, modes=("pending", "committed")))
-    assert [(s.workload, s.mode) for s in drawn[:pairs]] == [
-        (w, m) for w in WORKLOADS for m in ("pending", "committed")
-    ]
+    two = ("pending", "committed")
+    expected = [(w, m) for w in WORKLOADS for m in two if m in WORKLOAD_MODES[w]]
+    pairs = len(expected)
+    drawn = list(draw_schedules(5, pairs + 2, workloads=WORKLOADS, modes=two))
+    assert [(s.workload, s.mode) for s in drawn[:pairs]] == expected
     racers = [s.racer_at_s for s in drawn if s.workload == "racing_drivers"]
     assert racers
     assert all(r is not None and 2.0 <= r <= 20.0 for r in racers), racers
@@ -278,11 +287,15 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
     ):
         Schedule(seed=1, index=0, mode="default", faults=(), workload="foreach_batch")
     # every workload in each exactly-once mode, in turn
-    three = list(draw_schedules(5, 3 * len(WORKLOADS), workloads=WORKLOADS))
-    assert [(s.workload, s.mode) for s in three] == [
-        (w, m) for w in WORKLOADS for m in DEFAULT_MODES if m in WORKLOAD_MODES[w]
-    ]
-    assert {s.workload for s in three if s.mode == "buffered"} == set(WORKLOADS)
+    each = [(w, m) for w in WORKLOADS for m in DEFAULT_MODES if m in WORKLOAD_MODES[w]]
+    three = list(draw_schedules(5, len(each), workloads=WORKLOADS))
+    assert [(s.workload, s.mode) for s in three] == each
+    assert {s.workload for s in three if s.mode == "buffered"} == set(WORKLOADS) - {
+        "overwrite",
+        "overwrite_dynamic",  # staged in pending mode only
+    }
+    with pytest.raises(ValueError, match="overwrite runs in pending mode"):
+        Schedule(seed=1, index=0, mode="buffered", faults=(), workload="overwrite")
     with pytest.raises(ValueError, match="two_tables runs in pending, buffered or committed"):
         Schedule(seed=1, index=0, mode="default", faults=(), workload="two_tables")
     with pytest.raises(ValueError, match="cluster runs in pending, buffered or committed mode"):

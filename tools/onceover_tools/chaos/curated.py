@@ -24,7 +24,9 @@ driver against the load job (``racing_drivers``, buffered), one submits the load
 job to a standalone cluster of two workers (``cluster``, committed), and two load
 rows of which BigQuery refuses a few into a dead-letter table (``bad_rows``, buffered
 and committed: the modes where the dead-letter commit is the batch's only
-BatchCommitWriteStreams).
+BatchCommitWriteStreams), and two run a user's nightly ``mode("overwrite")``
+(``overwrite``, ``overwrite_dynamic``, pending), the only jobs that pass an overwrite's
+steps, arming each with each action between them.
 
 Five keep their ledger in a bucket (:data:`IN_A_BUCKET`), the others on this disk: in
 CI's share (:data:`CI_LEFT_OUT` says what it leaves) the second pending load on S3 (the
@@ -230,6 +232,32 @@ _BAD_ROWS: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
+# A user's nightly mode("overwrite") (onceover_jobs.examples.nightly_overwrite) of a table
+# seeded with old rows: three tasks stage the rows in pending mode (one commit into the
+# staging table), then one transaction swaps them in. Between them the two arm each step
+# after the staging with each action: the driver dies (crash) or the job fails (error)
+# once the rows are staged, once the swap is in the ledger but not asked for, and once
+# its job ran but is not marked; each restart must go on from the step the ledger shows,
+# never staging or swapping twice. On the way a staging append is refused (UNAVAILABLE)
+# or its task killed, and the staging commit's answer is lost. The plain one replaces the
+# whole table; the dynamic one only the day its rows fall in, the day before untouched.
+_OVERWRITES: tuple[tuple[str, tuple[Fault, ...]], ...] = (
+    ("overwrite", (
+        _fp("overwrite.after_staged", "crash", 1),
+        _fp("overwrite.before_swap", "error", 1),
+        _fp("overwrite.after_swap", "crash", 1),
+        _wire("unavailable", APPEND_ROWS, 5),
+        _wire("drop_response", _COMMIT, 1),
+    )),
+    ("overwrite_dynamic", (
+        _fp("overwrite.after_staged", "error", 1),
+        _fp("overwrite.before_swap", "crash", 1),
+        _fp("overwrite.after_swap", "error", 1),
+        Fault("spark/kill_task", nth=4),
+    )),
+)  # fmt: skip
+
+
 # Where the ledger is, for the schedules not on this disk (the store is orthogonal to
 # the faults: each keeps the faults it had on disk). In CI's share: the second pending
 # load (the driver's JVM SIGKILLed just before its first commit and just after its third,
@@ -247,14 +275,15 @@ IN_A_BUCKET: dict[str, str] = {
     "seed0-0011": "s3",
 }
 
-# CI's share: the six schedules that between them arm every fault kind (the three
+# CI's share: the eight schedules that between them arm every fault kind (the three
 # pending loads take each pending point's actions, the two buffered loads and the racing
-# drivers the flush points'), with a ledger on each object store (the second pending load
-# on S3, the racing drivers on Cloud Storage). Left to ``onceover chaos --curated`` and
-# ``make chaos``, each run elsewhere on every change under faults of its own: the
-# committed load (tests/jobs/test_load_files.py continues a crashed partition from the
-# ledger), the users' jobs (tests/jobs/test_user_scripts.py, test_ledger_in_a_bucket.py),
-# the standalone cluster (tests/jobs/test_cluster_job.py resumes onto one) and bad rows
+# drivers the flush points', the two overwrites the overwrite steps'), with a ledger on
+# each object store (the second pending load on S3, the racing drivers on Cloud Storage).
+# Left to ``onceover chaos --curated`` and ``make chaos``, each run elsewhere on every
+# change under faults of its own: the committed load (tests/jobs/test_load_files.py
+# continues a crashed partition from the ledger), the users' jobs
+# (tests/jobs/test_user_scripts.py, test_ledger_in_a_bucket.py), the standalone cluster
+# (tests/jobs/test_cluster_job.py resumes onto one) and bad rows
 # (tests/jobs/test_dead_letter_script.py, tests/chaos/test_bad_rows.py). The whole set's
 # time against CI's budget is in docs/guides/chaos.md ("The curated schedules").
 CI_LEFT_OUT: frozenset[tuple[str, str]] = frozenset({
@@ -304,5 +333,10 @@ def _curated() -> list[Schedule]:
         Schedule(seed=CURATED_SEED, index=index, mode=mode, faults=faults, workload="bad_rows")
         for index, (mode, faults) in enumerate(_BAD_ROWS, start=first)
     ]
-    every = [*schedules, racing, cluster, *bad_rows]
+    first = len(schedules) + 2 + len(bad_rows)
+    overwrites = [
+        Schedule(seed=CURATED_SEED, index=index, mode="pending", faults=faults, workload=workload)
+        for index, (workload, faults) in enumerate(_OVERWRITES, start=first)
+    ]
+    every = [*schedules, racing, cluster, *bad_rows, *overwrites]
     return [replace(s, store=IN_A_BUCKET.get(s.name, "posix")) for s in every]

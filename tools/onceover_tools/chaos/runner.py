@@ -5,8 +5,9 @@ For a schedule, in order:
 1. write the source files (``rows`` unique keys; for ``bad_rows`` a few of them bad)
    and fresh tables (the orders table; a summary table for the user-code workloads;
    for ``bad_rows`` an orders table whose ``currency`` is ``STRING(3)``, and no
-   dead-letter table: the sink creates it); for a schedule whose ledger is in a bucket
-   (its ``store``), a fresh bucket on the session's stand-in
+   dead-letter table: the sink creates it; for the overwrite workloads the orders
+   table seeded with old rows, :mod:`onceover_tools.chaos.overwrite`); for a schedule
+   whose ledger is in a bucket (its ``store``), a fresh bucket on the session's stand-in
    (:mod:`onceover_tools.chaos.stores`);
 2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
    with the schedule's wire faults and task kills;
@@ -19,9 +20,11 @@ For a schedule, in order:
 5. ask BigQuery (every workload: the orders table holds each source key once, but
    the bad ones, which it must not hold; the summary table one row per group,
    summing to the source's rows; the dead-letter table each bad key once for the
-   run, and nothing else) and, for the load job that reports to it, the control
-   plane (:mod:`onceover_tools.chaos.verify`), and read the ledger where the store put
-   it: the table's writes committed there, none on this disk if it is in a bucket.
+   run, and nothing else; after an overwrite the old rows of the replaced scope gone,
+   the others there once, and no staging table left) and, for the load job that
+   reports to it, the control plane (:mod:`onceover_tools.chaos.verify`), and read the
+   ledger where the store put it: the table's writes committed there, none on this
+   disk if it is in a bucket.
 
 The stack (local BigQuery, control plane, object-store stand-ins) is shared by every
 schedule of a chaos session: :class:`ChaosStack`.
@@ -56,8 +59,9 @@ from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.modes import traits_of
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
 from onceover_tools.chaos.on_cluster import cluster_outcome, driver_dir, submit_argv
+from onceover_tools.chaos.overwrite import create_seeded, old_keys, staging_problems
 from onceover_tools.chaos.proxy import FaultProxy
-from onceover_tools.chaos.schedule import Fault, Schedule
+from onceover_tools.chaos.schedule import OVERWRITE_WORKLOADS, Fault, Schedule
 from onceover_tools.chaos.stores import BucketLedger, StandIns
 from onceover_tools.chaos.task_kill import KILLED, kill_sender
 from onceover_tools.chaos.verify import (
@@ -284,21 +288,8 @@ def run_schedule(
         assert stack.cluster is not None
         cluster, problems = cluster_outcome(stack.cluster, f"onceover-{job_name(schedule)}")
         violations += problems
-    control_plane: dict[str, Any] = {}
-    run_id_path = checkpoint_run_id(work / "checkpoint")
-    if (summary_schema := SUMMARY_SCHEMAS.get(schedule.workload)) is not None:
-        group = summary_schema[0].name
-        violations += summary_problems(client, f"{table}_summary", group, schedule.rows)
-    elif run_id_path.exists():
-        run_id = run_id_path.read_text().strip()
-        if schedule.workload == "bad_rows":
-            set_aside, problems = _dead_letter_problems(client, schedule, table, run_id)
-            counts |= set_aside
-            violations += problems
-        control_plane, problems = _control_plane_problems(schedule, stack, run_id)
-        violations += problems
-    else:
-        violations.append("the job never recorded a run id")
+    control_plane, problems = _workload_problems(client, schedule, stack, table, work, counts)
+    violations += problems
     ledger, problems = _ledger_problems(schedule, table, work, bucket)
     violations += problems
     return ScheduleResult(
@@ -313,6 +304,34 @@ def run_schedule(
         cluster=cluster,
         ledger=ledger,
     )
+
+
+def _workload_problems(  # noqa: PLR0917 - one call site, every argument named there
+    client: bigquery.Client,
+    schedule: Schedule,
+    stack: ChaosStack,
+    table: str,
+    work: Path,
+    counts: dict[str, int],
+) -> tuple[dict[str, Any], list[str]]:
+    """What the workload's own tables and the control plane say, and what is wrong: a
+    user's job's summary table, an overwrite's staging tables, the load job's dead
+    letters (added to ``counts``) and its run as the control plane tells it."""
+    if (summary_schema := SUMMARY_SCHEMAS.get(schedule.workload)) is not None:
+        group = summary_schema[0].name
+        return {}, summary_problems(client, f"{table}_summary", group, schedule.rows)
+    if schedule.workload in OVERWRITE_WORKLOADS:
+        return {}, staging_problems(client, table)
+    run_id_path = checkpoint_run_id(work / "checkpoint")
+    if not run_id_path.exists():
+        return {}, ["the job never recorded a run id"]
+    run_id = run_id_path.read_text().strip()
+    problems: list[str] = []
+    if schedule.workload == "bad_rows":
+        set_aside, problems = _dead_letter_problems(client, schedule, table, run_id)
+        counts |= set_aside
+    control_plane, more = _control_plane_problems(schedule, stack, run_id)
+    return control_plane, problems + more
 
 
 def _command(  # noqa: PLR0917 - one call site, every argument named there
@@ -343,6 +362,9 @@ def _table_problems(
     bad = schedule.bad_keys()
     actual = table_aggregate(client, table, KEY)
     good = sorted(set(range(schedule.rows)) - set(bad))
+    if schedule.workload in OVERWRITE_WORKLOADS:  # with the old rows it keeps, each once
+        _, kept = old_keys(dynamic=schedule.workload == "overwrite_dynamic")
+        good += list(kept)
     problems = compare_keys(KeyAggregate.of(good), actual)
     if bad:
         problems += bad_keys_problems(table, keys_present(client, table, KEY, bad))
@@ -409,7 +431,11 @@ def _fresh_tables(client: bigquery.Client, schedule: Schedule) -> str:
     table = f"{client.project}.{DATASET}.{schedule.name.replace('-', '_')}"
     client.delete_table(table, not_found_ok=True)
     schema = BAD_ROWS_SCHEMA if schedule.workload == "bad_rows" else ORDER_SCHEMA
-    client.create_table(bigquery.Table(table, schema=schema))
+    if schedule.workload in OVERWRITE_WORKLOADS:  # old rows the run must replace
+        dynamic = schedule.workload == "overwrite_dynamic"
+        create_seeded(client, table, schema, dynamic=dynamic)
+    else:
+        client.create_table(bigquery.Table(table, schema=schema))
     if schedule.workload == "bad_rows":  # the sink creates it (onceover_jobs.sink.rows.dead_letter)
         client.delete_table(dead_letter_table(table), not_found_ok=True)
     summary_schema = SUMMARY_SCHEMAS.get(schedule.workload)
@@ -616,6 +642,13 @@ def job_argv(schedule: Schedule, table: str, work: Path, *, ledger: str | None =
             "--summary-table", f"{table}_summary", "--checkpoint", str(work / "checkpoint"),
             "--max-files-per-trigger", str(schedule.files_per_batch),
         ]  # fmt: skip
+    if schedule.workload in OVERWRITE_WORKLOADS:
+        dynamic = ["--dynamic"] if schedule.workload == "overwrite_dynamic" else []
+        return [
+            sys.executable, "-m", "onceover_jobs.examples.nightly_overwrite", *common,
+            "--ledger", ledger or str(work / "ledger"), "--run-id", f"chaos-{schedule.name}",
+            *dynamic,
+        ]  # fmt: skip
     if schedule.workload == "two_tables":
         return [
             sys.executable, "-m", "onceover_jobs.examples.daily_tables", *common,
@@ -638,8 +671,8 @@ def disk_ledger(schedule: Schedule, work: Path) -> str:
     """Where the schedule's job keeps its ledger on this disk when given no bucket: the
     users' jobs in ``work/ledger`` (``--ledger``, ``$ONCEOVER_LEDGER``), the load job in
     its checkpoint."""
-    if schedule.workload in SUMMARY_SCHEMAS:  # the users' jobs
-        return str(work / "ledger")
+    if schedule.workload in SUMMARY_SCHEMAS or schedule.workload in OVERWRITE_WORKLOADS:
+        return str(work / "ledger")  # the users' jobs
     return ledger_root(work / "checkpoint")
 
 

@@ -27,6 +27,13 @@ Workloads:
                     :meth:`Schedule.bad_keys`) carry a currency too long for the
                     table's ``STRING(3)``; BigQuery refuses them, the sink sets
                     them aside in a dead-letter table and loads the rest
+``overwrite``       ``onceover_jobs.examples.nightly_overwrite``: a user's nightly
+                    ``mode("overwrite")`` of a table seeded with old rows, every one
+                    of which must go; staged in pending mode, then swapped in by one
+                    transaction, crashes drawn at each step (``overwrite.*``)
+``overwrite_dynamic``  the same into a table partitioned by day, with
+                    ``partitionOverwriteMode=dynamic``: the old rows of the day the
+                    new ones fall in must go, those of another day must stay
 ==================  ===============================================================
 
 Each runs in a sink mode its job takes (:data:`WORKLOAD_MODES`): ``pending``,
@@ -92,7 +99,12 @@ WORKLOADS = (
     "racing_drivers",
     "cluster",
     "bad_rows",
+    "overwrite",
+    "overwrite_dynamic",
 )
+OVERWRITE_WORKLOADS = frozenset({"overwrite", "overwrite_dynamic"})
+"""A user's nightly ``mode("overwrite")`` job (onceover_jobs.examples.nightly_overwrite):
+the whole table replaced, or (dynamic) only the days its rows fall in."""
 RACER_AT_S = (2.0, 20.0)
 """When the racing driver starts, drawn: from both planning at once to mid-run."""
 MODES: tuple[str, ...] = SINK_MODES
@@ -107,6 +119,9 @@ WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     "racing_drivers": EXACTLY_ONCE_MODES,
     "cluster": EXACTLY_ONCE_MODES,
     "bad_rows": EXACTLY_ONCE_MODES,
+    # an overwrite stages its rows in pending mode, its only one
+    "overwrite": ("pending",),
+    "overwrite_dynamic": ("pending",),
 }
 """The modes each workload's job takes; ``default`` is the load job's baseline only."""
 STORES = ("posix", "s3", "gcs")
@@ -129,15 +144,16 @@ BAD_FRACTION = 0.005
 """``bad_rows``: the share of the source's rows BigQuery refuses (15 of 3,000)."""
 
 OVERWRITE_POINTS = frozenset(name for name in POINTS if name.startswith("overwrite."))
-"""The steps of a ``mode("overwrite")`` write, which no workload here runs yet (an
-overwrite workload is issue 54's seventh item); tests/sink/test_overwrite.py crashes at
-each of them."""
+"""The steps of a ``mode("overwrite")`` write after its rows are staged: only the
+overwrite workloads pass them (:func:`kinds_for`)."""
 FAILPOINT_KINDS = tuple(
     f"failpoint/{name}/{action}"
     for name, point in POINTS.items()
     for action in Action
-    if (action is not Action.DROP or point.has_response) and name not in OVERWRITE_POINTS
+    if action is not Action.DROP or point.has_response
 )
+OVERWRITE_KINDS = frozenset(k for k in FAILPOINT_KINDS if k.split("/")[1] in OVERWRITE_POINTS)
+"""The failpoint kinds only the overwrite workloads meet."""
 WIRE_KINDS = (
     "wire/unavailable",
     "wire/drop_response",
@@ -191,6 +207,8 @@ def kinds_for(mode: str, workload: str = "load_files") -> tuple[str, ...]:
     dead_letters = _sets_rows_aside(traits, workload)
     batch_commits = traits.publish == "batch_commit" or dead_letters
     not_passed = _points_not_passed(traits) - (_DEAD_LETTER_POINTS if dead_letters else frozenset())
+    if workload not in OVERWRITE_WORKLOADS:
+        not_passed |= OVERWRITE_POINTS
     return tuple(
         k
         for k in KINDS
@@ -279,7 +297,8 @@ class Schedule:
         if self.store not in STORES:
             raise ValueError(f"store must be one of {', '.join(STORES)}, not {self.store!r}")
         if self.mode not in (takes := WORKLOAD_MODES[self.workload]):
-            raise ValueError(f"{self.workload} runs in {', '.join(takes[:-1])} or {takes[-1]} mode")
+            modes = f"{', '.join(takes[:-1])} or {takes[-1]}" if len(takes) > 1 else takes[0]
+            raise ValueError(f"{self.workload} runs in {modes} mode")
         if (self.workload == "racing_drivers") != (self.racer_at_s is not None):
             raise ValueError("racer_at_s is set for racing_drivers, and only for it")
         if self.racer_at_s is not None and self.racer_at_s < 0:
@@ -395,6 +414,9 @@ class Shape:
             return cls(3, 7, 7, None, 2)
         if s.workload == "bad_rows":
             return shape.with_dead_letters(s, slotted=slotted)
+        if s.workload in OVERWRITE_WORKLOADS:
+            # One write over three shuffle partitions, staged and swapped once.
+            return cls.of(s.rows, 3, 3, s.request_max_bytes)
         if slotted:  # the streaming sink: one stream per partition, once
             return replace(shape, streams=s.files_per_batch)
         return shape
@@ -432,7 +454,10 @@ class Shape:
         }.get(point_or_method)
         if counted is not None:
             return counted
-        per_batch = ("ledger.after_intent", "commit.before", "commit.after", "flush.between")
+        per_batch = (
+            "ledger.after_intent", "commit.before", "commit.after", "flush.between",
+            *OVERWRITE_POINTS,
+        )  # fmt: skip
         if point_or_method in (*per_batch, "BatchCommitWriteStreams"):
             return self.batches
         # Every task's partition has rows: a stream and a finalize per task (pending), a
