@@ -103,7 +103,7 @@ def test_each_job_is_told_its_ledger_is_in_the_bucket(tmp_path: Path, workload: 
         assert "--ledger" not in argv
         assert argv == on_disk
         assert disk_ledger(schedule, tmp_path) == str(tmp_path / "ledger")
-    elif workload == "two_tables":
+    elif workload in ("two_tables", "overwrite", "overwrite_dynamic"):  # their --ledger
         assert argv[argv.index("--ledger") + 1] == url
         assert on_disk[on_disk.index("--ledger") + 1] == disk_ledger(schedule, tmp_path)
     else:  # the load job: the sink's ledger option, the checkpoint staying on disk

@@ -733,3 +733,34 @@ def test_a_column_left_out_of_the_writer_schema_gets_its_default_when_asked(
         for row in rest.query_and_wait(f"SELECT id, region FROM `{table_id}`")
     }
     assert got == {0: "EU", 1: "EU", 2: "EU", 3: "EU", 4: None, 5: None, 6: None, 7: None}
+
+
+# -- schema_update -------------------------------------------------------------------
+
+
+def test_a_column_added_by_a_schema_update_takes_rows(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """ "You can add columns to an existing table's schema ... by using the tables.update
+    or tables.patch method" and relax "REQUIRED to NULLABLE" (Modifying table schemas):
+    rows appended afterwards carry the new column."""
+    table_id = f"{dataset}.widened"
+    rest.create_table(bigquery.Table(table_id, schema=[
+        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+        bigquery.SchemaField("name", "STRING", mode="REQUIRED"),
+    ]))  # fmt: skip
+    table = rest.get_table(table_id)
+    table.schema = [
+        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+        bigquery.SchemaField("name", "STRING"),
+        bigquery.SchemaField("amount", "FLOAT64"),
+    ]
+    rest.update_table(table, ["schema"])
+    batch = pa.record_batch(
+        [pa.array([1, 2], pa.int64()), pa.array([2.5, 4.0])],
+        schema=pa.schema([("id", pa.int64()), ("amount", pa.float64())]),
+    )
+    default = f"{table_path(write, table_id)}/streams/_default"
+    append_all(write, [append_request(default, batch, None)])
+    got = rest.query_and_wait(f"SELECT id, name, amount FROM `{table_id}` ORDER BY id")
+    assert [(r["id"], r["name"], r["amount"]) for r in got] == [(1, None, 2.5), (2, None, 4.0)]

@@ -89,7 +89,6 @@ def prepare_job(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from onceover_jobs.sink.modes.staging import encoder_for
-    from onceover_jobs.sink.table.creation import ensure_table
     from onceover_jobs.sink.wire.requests import request_budget
 
     failpoints.check_environment()
@@ -121,7 +120,7 @@ def prepare_job(
         from onceover_jobs.sink.rows.stamp import with_stamp_fields
 
         written = with_stamp_fields(arrow_schema)  # a table created for it has them
-    fields = ensure_table(config, options.table, options.creation, written)
+    fields = _table_fields(config, options, written)
     replacing = _overwrite(config, options, fields) if overwrite else None
     if options.dead_letter is not None:
         from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
@@ -174,6 +173,18 @@ def prepare_job(
     elif options.run_id is not None:
         claim_driver(job.store, options.run_id, f"run {options.run_id}", options.driver_lease_s)
     return job
+
+
+def _table_fields(config: BigQueryConfig, options: SinkOptions, written: pa.Schema) -> list[Any]:
+    """The table's schema: the table created first when missing, then widened for the
+    DataFrame when ``allowFieldAddition`` / ``allowFieldRelaxation`` say so."""
+    from onceover_jobs.sink.table.creation import ensure_table
+    from onceover_jobs.sink.table.widening import widen_table
+
+    fields = ensure_table(config, options.table, options.creation, written)
+    if options.widening.any:
+        return widen_table(config, options.table, written, options.widening)
+    return fields
 
 
 def _plan(options: SinkOptions, arrow_schema: pa.Schema, fields: list[Any]) -> WritePlan:

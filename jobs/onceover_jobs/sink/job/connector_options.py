@@ -85,14 +85,14 @@ CONNECTOR_OPTIONS: tuple[ConnectorOption, ...] = (
         "replaced); to append, write the rows with their partitioning column set",
     ),
     ConnectorOption(
-        "allowFieldAddition", "refused",
-        "not yet: add the new NULLABLE columns to the table first (`ALTER TABLE ... ADD "
-        "COLUMN`); the sink names every column the table lacks",
+        "allowFieldAddition", "honoured",
+        "`true`: the DataFrame's columns the table lacks are added (NULLABLE, or REPEATED; "
+        "inside a RECORD too) before the write, by one schema update",
     ),
     ConnectorOption(
-        "allowFieldRelaxation", "refused",
-        "not yet: relax the columns first (`ALTER TABLE ... ALTER COLUMN ... DROP NOT "
-        "NULL`); a nullable column may already feed a REQUIRED one",
+        "allowFieldRelaxation", "honoured",
+        "`true`: REQUIRED columns the DataFrame gives as nullable, or leaves out, become "
+        "NULLABLE before the write, by one schema update",
     ),
     ConnectorOption(
         "bigQueryJobLabel", "ignored",
@@ -151,6 +151,8 @@ connection's (``credentialsFile``, ``parentProject``,
 the connector's meanings: :mod:`onceover.connection`."""
 
 BY_KEY = {option.name.lower(): option for option in CONNECTOR_OPTIONS}
+WIDENING_KEYS = ("allowfieldaddition", "allowfieldrelaxation")
+"""Kept for the sink's options: read by onceover_jobs.sink.table.widening."""
 """By the lower-case name Spark hands the data source."""
 
 _LEGACY_TABLE_RE = re.compile(r"^(?P<project>[^:.]+):(?P<rest>[^:]+)$")
@@ -163,7 +165,7 @@ def translate(options: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     notes: list[str] = []
     for key in sorted(options):
         option = BY_KEY.get(key)
-        if option is None or key in ("path", "table", "dataset", "project"):
+        if option is None or key in ("path", "table", "dataset", "project", *WIDENING_KEYS):
             continue
         if option.disposition == "refused":
             raise SinkOptionError(option.name, f"{option.here}; nothing was written")

@@ -118,6 +118,7 @@ from onceover_jobs.sink.table.overwrite import (
     PartitionOverwrite,
     partition_overwrite_option,
 )
+from onceover_jobs.sink.table.widening import Widening, widening_option
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -157,6 +158,8 @@ KNOWN = frozenset(
         "run_events",
         "row_format",
         "missingvalue",
+        "allowfieldaddition",
+        "allowfieldrelaxation",
         "request.max_bytes",
         "append.max_inflight",
         "retry.deadline_s",
@@ -212,6 +215,9 @@ class SinkOptions:
     creation: TableCreation = field(default_factory=TableCreation)
     """What the write may do about a missing table (createDisposition, partitioning, ...:
     onceover_jobs.sink.table.creation)."""
+    widening: Widening = field(default_factory=Widening)
+    """``allowFieldAddition`` / ``allowFieldRelaxation``: what the write may widen in the
+    table's schema first (onceover_jobs.sink.table.widening)."""
     partition_overwrite: PartitionOverwrite | None = None
     """``partitionOverwriteMode`` as given: a ``mode("overwrite")`` write replaces every
     row (static) or only its rows' partitions (dynamic); None: not given, refused for a
@@ -436,5 +442,6 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
         ignored=tuple(ignored),
         creation=table_creation(options),
+        widening=widening_option(options),
         partition_overwrite=partition_overwrite_option(options),
     )

@@ -37,6 +37,8 @@ of :data:`PATCHES`.
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
 ``duplicate_job_id``
     a job inserted under an id already taken is refused (409 duplicate), not run again.
+``schema_update``
+    a column added by tables.update / patch is added to the table's storage too.
 ``column_defaults``
     columns keep their DEFAULT; an append that asks for it gets it where it sends none.
 
@@ -91,6 +93,7 @@ from onceover_tools.localbq.patches import (
     range_partitioning,
     record_columns,
     row_errors,
+    schema_update,
     sticky_write_stream,
     storage_error_details,
     stream_already_committed,
@@ -127,6 +130,7 @@ PATCHES: tuple[Patch, ...] = (
     missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
     duplicate_job_id,
+    schema_update,
     column_defaults,
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
