@@ -49,7 +49,7 @@ def test_the_table_is_named_as_the_connector_names_it(options: dict[str, str], t
             "writeAtLeastOnce",
             "but mode is 'pending'",
         ),
-        ({"path": "sales.orders", "datePartition": "20261102"}, "datePartition", "overwrite"),
+        ({"path": "sales.orders", "datePartition": "2026-11-02"}, "datePartition", "YYYYMMDD"),
     ],
 )
 def test_what_cannot_be_honoured_is_refused_naming_the_option(

@@ -182,6 +182,50 @@ def test_a_dynamic_overwrite_of_integer_ranges_replaces_their_buckets_only(
     assert _ids(rest, table) == sorted([*kept, *range(NEW)])
 
 
+def test_the_connectors_date_partition_overwrite_replaces_that_day_only(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """The connector README's ``.option("datePartition", "20220331").mode("overwrite")``:
+    the old rows of that day go, every other day's stay; no partitionOverwriteMode needed."""
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    day = DAY + dt.timedelta(days=1)
+    df = _new_rows(spark, days=1).selectExpr("id", f"DATE '{day}' AS day", "bucket", "name")
+    df.write.format("onceover").option("datePartition", f"{day:%Y%m%d}").mode("overwrite").save(
+        table
+    )
+    kept = [i for i, old_day, _ in OLD if old_day != str(day)]
+    assert len(kept) == len(OLD) - 2
+    assert _ids(rest, table) == sorted([*kept, *range(NEW)])
+    assert _staging_tables(rest, dataset) == []
+
+
+def test_a_date_partition_write_takes_only_that_days_rows_and_stops_with_nothing_written(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    table = _table(rest, dataset)
+    _insert(rest, table, OLD)
+    df_write = _new_rows(spark, days=3).write.format("onceover")
+    into_day = df_write
+    with pytest.raises(Exception, match="rows are not in partition 20261101") as refused:
+        into_day.option("datePartition", f"{DAY:%Y%m%d}").mode("append").save(table)
+    assert "nothing of it is committed" in str(refused.value)
+    assert _ids(rest, table) == [i for i, _, _ in OLD]  # not a row of the write
+    (
+        _new_rows(spark, days=1).write.format("onceover")
+        .option("datePartition", f"{DAY:%Y%m%d}").mode("append").save(table)
+    )  # fmt: skip
+    assert _ids(rest, table) == sorted([*(i for i, _, _ in OLD), *range(NEW)])
+    for options, says in (
+        ({"datePartition": "202611"}, "names a month, but"),
+        ({"datePartition": "20261101", "mode": "committed"}, "only the pending mode"),
+    ):
+        with pytest.raises(Exception, match="onceover option 'datePartition'") as refused:
+            df_write.options(**options).mode("append").save(table)
+        assert says in str(refused.value)
+    assert len(_ids(rest, table)) == len(OLD) + NEW
+
+
 def test_what_an_overwrite_cannot_do_is_refused_before_a_row_is_staged(
     spark: SparkSession, rest: bigquery.Client, dataset: str
 ) -> None:
@@ -199,6 +243,10 @@ def test_what_an_overwrite_cannot_do_is_refused_before_a_row_is_staged(
     with pytest.raises(Exception, match="onceover option 'partitionOverwriteMode'") as refused:
         unsaid.mode("overwrite").save(table)
     assert "never reaches a Python data source" in str(refused.value)
+    one_day = df.write.format("onceover").option("datePartition", f"{DAY:%Y%m%d}")
+    with pytest.raises(Exception, match="onceover option 'datePartition'") as refused:
+        one_day.mode("overwrite").save(table)
+    assert "ingestion time" in str(refused.value)
     wrong = df.write.format("onceover").option("partitionOverwriteMode", "sometimes")
     with pytest.raises(Exception, match="'sometimes' is not static or dynamic"):
         wrong.mode("overwrite").save(table)

@@ -64,6 +64,7 @@ from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tas
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
 from onceover_jobs.sink.reporting.lineage import LineageReport
 from onceover_jobs.sink.reporting.run_report import RunReport
+from onceover_jobs.sink.table.date_partition import DatePartition
 from onceover_jobs.sink.table.overwrite import Overwrite
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ def prepare_job(
 
         written = with_stamp_fields(arrow_schema)  # a table created for it has them
     fields = _table_fields(config, options, written)
-    replacing = _overwrite(config, options, fields) if overwrite else None
+    partition = _date_partition(config, options, overwrite)
+    replacing = _overwrite(config, options, fields, partition) if overwrite else None
     if options.dead_letter is not None:
         from onceover_jobs.sink.rows.dead_letter import ensure_dead_letter_table
 
@@ -153,6 +155,7 @@ def prepare_job(
         write=write,
         lineage=lineage,
         overwrite=replacing,
+        date_partition=partition,
     )
     # A writer schema that leaves no room for a row under the cap: refused here, before
     # any task creates a stream.
@@ -204,9 +207,38 @@ def _plan(options: SinkOptions, arrow_schema: pa.Schema, fields: list[Any]) -> W
     return plan
 
 
-def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) -> Overwrite:
+def _date_partition(
+    config: BigQueryConfig, options: SinkOptions, overwrite: bool
+) -> DatePartition | None:
+    """The partition ``datePartition`` names in the table, checked before any task runs.
+    Only a pending write may take one: its tasks refuse a row outside the partition, and
+    only a write committed at once leaves nothing of itself behind them."""
+    from onceover_jobs.sink.rows.schema import rest_client
+    from onceover_jobs.sink.table.date_partition import OPTION, resolve
+
+    if options.date_partition is None:
+        return None
+    if traits_of(options.mode).publish != "batch_commit":
+        raise SinkOptionError(
+            OPTION,
+            f"{options.date_partition!r} with mode {options.mode!r}: a row outside the "
+            "partition stops the write, and only the pending mode (every stream committed "
+            "at once, the batch default) then leaves nothing of it in the table; leave the "
+            "mode out. Nothing was written",
+        )
+    target = rest_client(config).get_table(options.table)
+    return resolve(target, options.date_partition)
+
+
+def _overwrite(
+    config: BigQueryConfig,
+    options: SinkOptions,
+    fields: list[Any],
+    partition: DatePartition | None,
+) -> Overwrite:
     """A ``mode("overwrite")`` write's staging table, made before any task writes to it;
-    what cannot be replaced is refused here, before a row is staged."""
+    what cannot be replaced is refused here, before a row is staged. With
+    ``datePartition`` the scope is that partition, whatever ``partitionOverwriteMode``."""
     from onceover_jobs.sink.rows.schema import rest_client
     from onceover_jobs.sink.table.overwrite import (
         create_staging,
@@ -223,8 +255,8 @@ def _overwrite(config: BigQueryConfig, options: SinkOptions, fields: list[Any]) 
             "out. Nothing was written",
         )
     target = rest_client(config).get_table(options.table)
-    dynamic = dynamic_scope(target, options.partition_overwrite)
-    scope_of(target, dynamic=dynamic)  # refused now, not after staging
+    dynamic = partition is None and dynamic_scope(target, options.partition_overwrite)
+    scope_of(target, dynamic=dynamic, partition=partition)  # refused now, not after staging
     staging = staging_table_id(options.table, options.run_id)
     create_staging(config, staging, fields)
     return Overwrite(staging, dynamic=dynamic)

@@ -132,6 +132,12 @@ class RowsRejectedError(AppendRejectedError):
         super().__init__(message, grpc_code="INVALID_ARGUMENT", **where)
 
 
+class RowsOutsidePartitionError(SinkError, ValueError):
+    """A row of a ``datePartition`` write falls outside that partition (its partitioning
+    column NULL or another date): BigQuery takes only the partition's rows into it. The
+    write is pending, so nothing of it is committed."""
+
+
 class DuplicateAppendError(AppendRejectedError):
     """ALREADY_EXISTS for a request that was not a retry of the same rows: offsets are wrong."""
 

@@ -79,10 +79,11 @@ CONNECTOR_OPTIONS: tuple[ConnectorOption, ...] = (
         "there is a row BigQuery refuses, named (or set aside with `dead_letter`)",
     ),
     ConnectorOption(
-        "datePartition", "refused",
-        "not yet: to replace one day, write that day's rows with `mode(\"overwrite\")` "
-        "and `partitionOverwriteMode=dynamic` (only the partitions the rows fall in are "
-        "replaced); to append, write the rows with their partitioning column set",
+        "datePartition", "honoured",
+        "`YYYYMMDD` (`YYYYMMDDHH`, `YYYYMM`, `YYYY`: the table's unit): every row must fall "
+        "in that partition, or the write stops with nothing committed; with "
+        "`mode(\"overwrite\")` only that partition is replaced. A table partitioned by "
+        "ingestion time is refused (its rows name no partition to check)",
     ),
     ConnectorOption(
         "allowFieldAddition", "honoured",
@@ -153,6 +154,9 @@ the connector's meanings: :mod:`onceover.connection`."""
 BY_KEY = {option.name.lower(): option for option in CONNECTOR_OPTIONS}
 WIDENING_KEYS = ("allowfieldaddition", "allowfieldrelaxation")
 """Kept for the sink's options: read by onceover_jobs.sink.table.widening."""
+KEPT_KEYS = ("path", "table", "dataset", "project", "datepartition", *WIDENING_KEYS)
+"""Read by the sink's own options, not translated here (datePartition:
+onceover_jobs.sink.table.date_partition)."""
 """By the lower-case name Spark hands the data source."""
 
 _LEGACY_TABLE_RE = re.compile(r"^(?P<project>[^:.]+):(?P<rest>[^:]+)$")
@@ -165,7 +169,7 @@ def translate(options: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     notes: list[str] = []
     for key in sorted(options):
         option = BY_KEY.get(key)
-        if option is None or key in ("path", "table", "dataset", "project", *WIDENING_KEYS):
+        if option is None or key in KEPT_KEYS:
             continue
         if option.disposition == "refused":
             raise SinkOptionError(option.name, f"{option.here}; nothing was written")

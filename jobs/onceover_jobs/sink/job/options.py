@@ -113,6 +113,8 @@ from onceover_jobs.sink.job.lineage_config import OPTIONS as LINEAGE_OPTIONS
 from onceover_jobs.sink.ledger.leases import DEFAULT_DRIVER_LEASE_S
 from onceover_jobs.sink.ledger.retention import DEFAULT_KEEP, how_many_to_keep
 from onceover_jobs.sink.table.creation import TableCreation, is_creation_option, table_creation
+from onceover_jobs.sink.table.date_partition import KEY as DATE_PARTITION_KEY
+from onceover_jobs.sink.table.date_partition import date_partition_option
 from onceover_jobs.sink.table.overwrite import (
     PARTITION_OVERWRITE_OPTIONS,
     PartitionOverwrite,
@@ -169,6 +171,7 @@ KNOWN = frozenset(
         "path",
         "queryname",  # writeStream.queryName(...): Spark passes it to the sink
         *PARTITION_OVERWRITE_OPTIONS,
+        DATE_PARTITION_KEY,
         *CONNECTION_OPTIONS,
         *LINEAGE_OPTIONS,
     }
@@ -222,6 +225,9 @@ class SinkOptions:
     """``partitionOverwriteMode`` as given: a ``mode("overwrite")`` write replaces every
     row (static) or only its rows' partitions (dynamic); None: not given, refused for a
     partitioned table (onceover_jobs.sink.table.overwrite)."""
+    date_partition: str | None = None
+    """``datePartition`` (``20220331``): the one partition the rows go to, and the one an
+    overwrite replaces (onceover_jobs.sink.table.date_partition); None: any."""
     ignored: tuple[str, ...] = ()
     """A note for each of the connector's options given and ignored here
     (onceover_jobs.sink.job.connector_options), logged by the driver."""
@@ -444,4 +450,5 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         creation=table_creation(options),
         widening=widening_option(options),
         partition_overwrite=partition_overwrite_option(options),
+        date_partition=date_partition_option(options),
     )

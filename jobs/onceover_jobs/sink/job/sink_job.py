@@ -13,6 +13,7 @@ from onceover_jobs.sink.job.lineage_config import LineageConfig
 from onceover_jobs.sink.job.options import SinkOptions
 from onceover_jobs.sink.ledger.identity import UnresolvedWrite, WriteIdentity
 from onceover_jobs.sink.ledger.records import Ledger
+from onceover_jobs.sink.table.date_partition import DatePartition
 from onceover_jobs.sink.table.overwrite import Overwrite
 from onceover_jobs.sink.wire.retry import RetryPolicy
 
@@ -38,6 +39,9 @@ class SinkJob:
     overwrite: Overwrite | None = None
     """A ``mode("overwrite")`` write: its rows go to this staging table, then replace the
     table's (onceover_jobs.sink.protocol.overwrite); None: an append."""
+    date_partition: DatePartition | None = None
+    """``datePartition``: the one partition every row must fall in, and the one an
+    overwrite replaces (onceover_jobs.sink.table.date_partition); None: any."""
 
     def resolved_as(self, write: WriteIdentity) -> SinkJob:
         """This job as the write ``write``, which its tasks worked out."""

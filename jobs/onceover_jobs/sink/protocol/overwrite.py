@@ -93,7 +93,7 @@ def _swap(
         else job.overwrite.staging
     )
     target = rest_client(job.bigquery).get_table(job.table)
-    scope = scope_of(target, dynamic=job.overwrite.dynamic)
+    scope = scope_of(target, dynamic=job.overwrite.dynamic, partition=job.date_partition)
     columns = [f.name for f in target.schema]
     sql = swap_script(job.table, staging, columns, scope, staged.expected_rows)
     # Counted once, before the first attempt: a later one finds the rows already replaced.

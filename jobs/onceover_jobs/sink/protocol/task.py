@@ -47,14 +47,19 @@ def current_task(batch_id: int | None) -> TaskContextInfo:
 def converted(
     batches: Iterable[pa.RecordBatch], job: SinkJob, batch_id: int | None
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's non-empty batches as the table takes them, stamped if asked."""
+    """The partition's non-empty batches as the table takes them, stamped if asked; with
+    ``datePartition``, each row checked to fall in that partition."""
     from onceover_jobs.sink.rows.schema import to_bigquery_arrow
     from onceover_jobs.sink.rows.stamp import stamped
+    from onceover_jobs.sink.table.date_partition import check_rows
 
     for batch in batches:
         if batch.num_rows:
             rows = stamped(batch, job.run_id, batch_id) if job.options.stamp else batch
-            yield to_bigquery_arrow(rows, job.plan)
+            converted = to_bigquery_arrow(rows, job.plan)
+            if job.date_partition is not None:
+                check_rows(converted, job.date_partition)
+            yield converted
 
 
 def write_partition(

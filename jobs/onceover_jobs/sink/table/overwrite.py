@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from google.cloud.bigquery import SchemaField, Table
 
     from onceover.bigquery import BigQueryConfig
+    from onceover_jobs.sink.table.date_partition import DatePartition
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ STAGING_LABEL = ("onceover", "staging")
 PARTITION_OVERWRITE_OPTIONS = ("partitionoverwritemode", "spark.sql.sources.partitionoverwritemode")
 """Spark's per-write option and its session setting's name, as a write may give either."""
 
-ScopeKind = Literal["table", "partitions"]
+ScopeKind = Literal["table", "partitions", "partition"]
 _TABLE_NAME_MAX = 1024
 
 
@@ -85,14 +86,21 @@ class OverwriteScope:
     partition_id: str | None = None
     """A SQL expression of ``{c}``: the partition's id as BigQuery names it (``20261102``,
     a range's start, ``__UNPARTITIONED__``); NULL for the NULL partition."""
+    only: str | None = None
+    """Kind ``partition``: the one partition replaced, by its id (``datePartition``)."""
 
     def describe(self) -> str:
         if self.kind == "table":
             return "every row of the table"
+        if self.kind == "partition":
+            return f"the rows of partition {self.only} (by {self.column})"
         return f"the rows of the partitions (by {self.column}) the new rows fall in"
 
     def where(self, target: str, staging: str) -> str:
         """The DELETE's condition over ``target`` (aliased ``t``)."""
+        if self.kind == "partition" and self.column and self.partition_id and self.only:
+            # ``only`` is digits (onceover_jobs.sink.table.date_partition checked it).
+            return f"{self.partition_id.format(c=f't.{_quoted(self.column)}')} = '{self.only}'"
         if self.kind == "table" or self.column is None or self.partition_of is None:
             return "TRUE"
         column = _quoted(self.column)
@@ -144,9 +152,17 @@ def dynamic_scope(table: Table, given: PartitionOverwrite | None) -> bool:
     return False
 
 
-def scope_of(table: Table, *, dynamic: bool) -> OverwriteScope:
-    """What a write into ``table`` replaces; a dynamic overwrite of a table partitioned by
-    ingestion time is refused (the rows carry no partition to replace)."""
+def scope_of(
+    table: Table, *, dynamic: bool, partition: DatePartition | None = None
+) -> OverwriteScope:
+    """What a write into ``table`` replaces: the one partition ``datePartition`` names, or
+    by ``dynamic``; a dynamic overwrite of a table partitioned by ingestion time is
+    refused (the rows carry no partition to replace)."""
+    if partition is not None:
+        return OverwriteScope(
+            "partition", partition.column, partition_id=partition.partition_id,
+            only=partition.value,
+        )  # fmt: skip
     if not dynamic:
         return OverwriteScope("table")
     time = table.time_partitioning
@@ -247,6 +263,8 @@ def scope_figures(
     (replaced,) = client.query_and_wait(
         f"SELECT COUNT(*) AS n FROM {_ref(target)} AS t WHERE {scope.where(target, staging)}"
     )
+    if scope.kind == "partition" and scope.only is not None:
+        return ScopeFigures(int(replaced["n"]), (scope.only,), 1)
     if scope.kind == "table" or scope.column is None or scope.partition_id is None:
         return ScopeFigures(int(replaced["n"]), None, None)
     partition = scope.partition_id.format(c=f"s.{_quoted(scope.column)}")
