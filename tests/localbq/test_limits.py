@@ -34,6 +34,7 @@ from onceover.errors import ConfigurationError
 from tests.helpers.waiting import wait_until
 from tests.helpers.writeapi import (
     ARROW_SCHEMA,
+    acknowledged_offset,
     append_all,
     append_request,
     commit,
@@ -651,6 +652,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "wide_proto_rows",
         "missing_stream_answers",
         "pending_buffer",
+        "idle_connections",
     ],
 )
 def test_every_limit_patch_is_installed_once(name: str) -> None:
@@ -767,3 +769,47 @@ def test_a_finalized_pending_streams_rows_are_dropped_after_the_buffer_time(
     assert answer.commit_time
     assert not answer.stream_errors
     assert count(rest, table_id) == (5, 5)  # the late stream's rows are gone
+
+
+# -- idle_connections ------------------------------------------------------------------
+
+
+def test_a_connection_idle_past_its_time_is_closed_with_aborted(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """BigQuery ends an AppendRows connection that has had no request for 10 minutes:
+    ABORTED, "Closing the stream because it has been inactive for 600 seconds. Entity:
+    <stream>" (python-bigquery-storage #593; java-bigquerystorage PR #2942: "An idle
+    connection will be closed by the server after 10 minutes of inactivity"). The rows
+    answered stay; the stream takes the next offset on a new connection."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    table_id = create_table(rest, dataset)
+    stream = create(write, table_id, COMMITTED).name
+    requests: queue.Queue[types.AppendRowsRequest | None] = queue.Queue()
+
+    def sent() -> Iterator[types.AppendRowsRequest]:
+        while (request := requests.get()) is not None:
+            yield request
+
+    with limited(connection_idle_s=0.5):
+        requests.put(append_request(stream, rows(0, 5), 0))
+        responses = write.append_rows(sent())
+        assert acknowledged_offset(next(responses)) == 0
+        began = time.monotonic()
+        with ThreadPoolExecutor(1) as reader:
+            ended = reader.submit(next, responses)  # nothing more is sent
+            try:
+                with pytest.raises(exceptions.Aborted) as closed:
+                    ended.result(timeout=5)  # bounded: without the patch it never ends
+            finally:
+                requests.put(None)
+        waited = time.monotonic() - began
+    assert closed.value.message == (
+        f"Closing the stream because it has been inactive for 0.5 seconds. Entity: {stream}"
+    )
+    assert 0.4 < waited < 5
+    (answer,) = append_all(write, [append_request(stream, rows(5, 5), 5)])
+    assert acknowledged_offset(answer) == 5
+    assert count(rest, table_id) == (10, 10)

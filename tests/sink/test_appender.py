@@ -201,3 +201,38 @@ def test_a_single_row_over_the_cap_is_refused_naming_it() -> None:
     )
     with pytest.raises(AppendRejectedError, match=r"row at offset 1 .*\(request.max_bytes\)"):
         list(plan_requests([batch], ArrowEncoder(ARROW_SCHEMA), 100_000))
+
+
+def test_a_connection_bigquery_closed_while_idle_is_replaced_and_every_row_lands_once(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    """A task whose rows come slowly (an upstream join, a slow source) leaves its
+    connection idle; BigQuery closes it after 10 minutes with ABORTED. The next request
+    goes on a new connection at the next offset: no error reported, no retry, each row
+    once."""
+    from onceover_tools.localbq.limits import limited
+
+    from tests.helpers.waiting import wait_until
+
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    heard = Heard()
+    target = appender(write, stream, heard)
+    encoder = ArrowEncoder(ARROW_SCHEMA)
+    with limited(connection_idle_s=0.5):
+        for start in (0, 100):
+            encoded = encoder.encode(make_rows(start, 100))
+            target.append(PlannedAppend(start, 100, encoded.bytes, encoded.apply))
+            target.flush()
+            connection = target._connection
+            assert connection is not None
+            closed = lambda: connection.ended.is_set() or None  # noqa: B023, E731
+            wait_until("BigQuery to close the idle connection", closed, 10)
+        encoded = encoder.encode(make_rows(200, 100))
+        target.append(PlannedAppend(200, 100, encoded.bytes, encoded.apply))
+        target.flush()
+    target.close()
+    assert heard.acked == [0, 100, 200]
+    assert heard.errors == []  # an idle close is not a failure
+    assert heard.existing == []
+    assert count(rest, table) == (300, 300)

@@ -74,6 +74,10 @@ class WriteApiLimitValues:
     """A COMMITTED stream without an append for this long is deleted."""
     buffered_idle_s: float = 7 * DAY_S
     """A BUFFERED stream without an append for this long is deleted."""
+    connection_idle_s: float = 600.0
+    """An AppendRows connection without a request for this long is closed with ABORTED
+    (``idle_connections``): "Closing the stream because it has been inactive for 600
+    seconds"."""
     append_request_max_bytes: int = 20_000_000
     """The largest serialized ``AppendRowsRequest`` taken; a larger one is refused in the
     stream with INVALID_ARGUMENT. BigQuery's "20 MB", read as 20,000,000 bytes: the
@@ -204,6 +208,10 @@ class WriteApiLimits:
     @property
     def pending_buffer_s(self) -> float:
         return self._values.pending_buffer_s
+
+    @property
+    def connection_idle_s(self) -> float:
+        return self._values.connection_idle_s
 
     @property
     def committed_idle_s(self) -> float:

@@ -199,6 +199,8 @@ class _Connection:
     call: Any = None
     channel: Any = None
     """The channel of the sink's client the call went on (None for a client library's)."""
+    ended: threading.Event = field(default_factory=threading.Event)
+    """The call is over: its last item (a status, or the stream's end) is in ``responses``."""
 
     def start(self) -> None:
         def request_iterator() -> Iterator[object]:
@@ -231,6 +233,8 @@ class _Connection:
             )
         except Exception as exc:  # the reader must always report, never die silently
             self.responses.put(_lost(grpc.StatusCode.UNKNOWN, f"reader failed: {exc!r}"))
+        finally:
+            self.ended.set()
 
     def send(self, request: object) -> None:
         self.requests.put(request)
@@ -293,6 +297,8 @@ class StreamAppender:
         try:
             while len(self.inflight) >= self.max_inflight:
                 self._receive_one()
+            if not self.inflight:
+                self._drop_ended_connection()
             if append.offset is not None:
                 # After waiting: a refusal answered meanwhile moves this request too.
                 append.offset -= self.offset_shift
@@ -330,6 +336,25 @@ class StreamAppender:
             self._schema_sent = False
             self._connection.start()
         return self._connection
+
+    def _drop_ended_connection(self) -> None:
+        """Forget a connection that ended with nothing in flight: BigQuery closes one idle
+        for 10 minutes with ABORTED ("Closing the stream because it has been inactive for
+        600 seconds"), a task whose rows come slowly meets it, and since every request
+        sent on it was answered, the next one simply goes on a new connection. Not a
+        failure: nothing is retried, counted or reported, and the retry deadline does not
+        start from it (java-bigquerystorage PR #2942 fixed the same in Google's client)."""
+        connection = self._connection
+        if connection is None or not connection.ended.is_set():
+            return
+        self._connection = None
+        try:
+            last = connection.responses.get_nowait()
+        except queue.Empty:
+            last = None
+        reason = last.cause if isinstance(last, _Failure) else "it ended"
+        logger.info("%s: the connection to %s closed (%s); reconnecting", self.context,
+                    self.stream, reason)  # fmt: skip
 
     def _send(self, append: PlannedAppend) -> None:
         from google.cloud.bigquery_storage_v1 import types

@@ -66,6 +66,8 @@ launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at insta
     Write API errors carry the ``StorageError`` detail BigQuery gives them.
 ``missing_stream_answers``
     a missing stream can be answered in each shape real BigQuery uses (a setting).
+``idle_connections``
+    an AppendRows connection without a request for 10 minutes is closed with ABORTED.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ from onceover_tools.localbq.patches import (
     commit_stream_limit,
     create_stream_quota,
     duplicate_job_id,
+    idle_connections,
     keep_host_logging,
     linear_column_alignment,
     missing_dataset,
@@ -138,6 +141,7 @@ PATCHES: tuple[Patch, ...] = (
     create_stream_quota,
     commit_stream_limit,
     append_request_limit,
+    idle_connections,  # outside the request limit: it times the requests as they come
     buffered_flush,
     storage_error_details,  # sees the answers of the patches above
     missing_stream_answers,  # after it: reshapes its answer for a missing stream
