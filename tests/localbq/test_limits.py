@@ -795,7 +795,7 @@ def test_a_connection_idle_past_its_time_is_closed_with_aborted(
 
     with limited(connection_idle_s=0.5):
         requests.put(append_request(stream, rows(0, 5), 0))
-        responses = write.append_rows(sent())
+        responses = iter(write.append_rows(sent()))
         assert acknowledged_offset(next(responses)) == 0
         began = time.monotonic()
         with ThreadPoolExecutor(1) as reader:
