@@ -431,6 +431,18 @@ class AppendError(_StreamEvent):
     retrying: bool
 
 
+class AppendThrottled(_StreamEvent):
+    """BigQuery's throughput quota refused an append (RESOURCE_EXHAUSTED): the stream waits
+    for the quota to refill, up to ``wait_limit_s``. Sent once per spell of refusals; each
+    try is an ``append_error`` as well."""
+
+    type: Literal["append_throttled"] = "append_throttled"
+    offset: _COUNT | None
+    rows: _COUNT
+    message: Annotated[str, Field(max_length=4000)] = ""
+    wait_limit_s: Annotated[float, Field(ge=0)]
+
+
 ROW_REJECTION_SAMPLES = 20
 """Rows a ``rows_rejected`` event names (its ``rows`` counts them all)."""
 
@@ -486,6 +498,7 @@ Event = Annotated[
     | AppendAlreadyExists
     | AppendOutOfRange
     | AppendError
+    | AppendThrottled
     | RowsRejected
     | StreamFinalized
     | StreamOrphaned,
@@ -515,6 +528,7 @@ StreamEvent = (
     | AppendAlreadyExists
     | AppendOutOfRange
     | AppendError
+    | AppendThrottled
     | RowsRejected
     | StreamFinalized
     | StreamOrphaned

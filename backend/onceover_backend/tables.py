@@ -102,6 +102,10 @@ class Run(SQLModel, table=True):
     # and a run's counts outlive its rollups' retention, as its other totals do.
     already_exists_requests: int = _count("append requests answered ALREADY_EXISTS")
     out_of_range_requests: int = _count("append requests answered OUT_OF_RANGE")
+    throttled_requests: int = _count(
+        "append requests BigQuery's throughput quota refused (RESOURCE_EXHAUSTED)"
+    )
+    throttled_at: datetime | None = _when()
     rejections: list[dict[str, Any]] = Field(
         default_factory=list,
         sa_type=JSON,

@@ -158,14 +158,33 @@ def out_of_range(run: str, stream: str, t: float, offset: int) -> ev.AppendOutOf
     )
 
 
-def append_error(run: str, stream: str, t: float, code: str) -> ev.AppendError:
+def append_error(run: str, stream: str, t: float, code: str, tried: int = 0) -> ev.AppendError:
+    """``tried``: which try of the request this answers (each is an event of its own)."""
+    facts = (code, tried) if tried else (code,)
     return ev.AppendError(
         code=code,
         offset=0,
         rows=1,
         retrying=True,
         message="try again",
-        **_stream(run, "error", t, stream, code),
+        **_stream(run, "error", t, stream, *facts),
+    )
+
+
+THROTTLE_MESSAGE = (
+    "Exceeds 'AppendRows throughput' quota, user_id: project000000_us (status: "
+    "INSUFFICIENT_TOKENS), you can issue a raise quota request through Google Cloud Console."
+)
+"""BigQuery's refusal of an append by the throughput quota (Apache Beam PR #25073)."""
+
+
+def throttled(run: str, stream: str, t: float, offset: int) -> ev.AppendThrottled:
+    return ev.AppendThrottled(
+        offset=offset,
+        rows=10,
+        message=THROTTLE_MESSAGE,
+        wait_limit_s=900,
+        **_stream(run, "throttled", t, stream, offset),
     )
 
 

@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from onceover.bigquery import BigQueryConfig
 from tests.browser.dashboard import VIEWPORT
-from tests.conftest import ARTIFACTS
+from tests.conftest import ARTIFACTS, REPO_ROOT
+from tests.jobs.orders import control_plane, served
+
+DIST = REPO_ROOT / "frontend" / "dist"
 
 CHROMIUM = os.environ.get("ONCEOVER_CHROMIUM", "/usr/bin/chromium")
 # Without the networking flags Chromium keeps trying Google's hosts, which this
@@ -53,3 +57,13 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     context.close()
     assert not blocked, f"the page broke the Content-Security-Policy: {blocked}"
+
+
+# `page` after `backend_url`: the page and its change stream close before the server stops.
+@pytest.fixture
+def backend_url(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[str]:
+    """A real backend serving the built dashboard, reconciling nothing by itself."""
+    assert (DIST / "index.html").is_file(), "run `make frontend` first"
+    app = control_plane(bq_config, tmp_path, frontend_dist=DIST, reconcile_on_success=False)
+    with served(app) as url:
+        yield url

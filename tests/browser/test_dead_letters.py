@@ -3,34 +3,19 @@ from events a job sent to a real backend (no Spark: the events are the sink's ow
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from onceover.bigquery import BigQueryConfig
 from tests.backend import factory
 from tests.backend.conftest import INGEST, VIEWER
 from tests.browser.dashboard import screenshot, sign_in
-from tests.conftest import REPO_ROOT
-from tests.jobs.orders import control_plane, served
 
 pytestmark = pytest.mark.browser
 
-DIST = REPO_ROOT / "frontend" / "dist"
 DLQ = "onceover-local.ds.orders_dead_letters"
-
-
-# `page` after `backend_url`: the page and its change stream close before the server stops.
-@pytest.fixture
-def backend_url(bq_config: BigQueryConfig, tmp_path: Path) -> Iterator[str]:
-    assert (DIST / "index.html").is_file(), "run `make frontend` first"
-    app = control_plane(bq_config, tmp_path, frontend_dist=DIST, reconcile_on_success=False)
-    with served(app) as url:
-        yield url
 
 
 def test_the_run_page_shows_the_rows_set_aside_and_why(backend_url: str, page: Page) -> None:

@@ -47,6 +47,7 @@ from tests.helpers.writeapi import (
 
 PENDING = types.WriteStream.Type.PENDING
 COMMITTED = types.WriteStream.Type.COMMITTED
+RESOURCE_EXHAUSTED_CODE = 8
 BUFFERED = types.WriteStream.Type.BUFFERED
 Code = types.StorageError.StorageErrorCode
 INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, OUT_OF_RANGE = 3, 5, 6, 9, 11
@@ -653,6 +654,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "missing_stream_answers",
         "pending_buffer",
         "idle_connections",
+        "throughput_quota",
     ],
 )
 def test_every_limit_patch_is_installed_once(name: str) -> None:
@@ -813,3 +815,38 @@ def test_a_connection_idle_past_its_time_is_closed_with_aborted(
     (answer,) = append_all(write, [append_request(stream, rows(5, 5), 5)])
     assert acknowledged_offset(answer) == 5
     assert count(rest, table_id) == (10, 10)
+
+
+# -- throughput_quota ------------------------------------------------------------------
+
+
+def test_appends_over_the_throughput_quota_are_refused_until_it_refills(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """BigQuery refuses an append over the project's throughput quota with
+    RESOURCE_EXHAUSTED, "Exceeds 'AppendRows throughput' quota, user_id: ... (status:
+    INSUFFICIENT_TOKENS) ... Entity: <stream>" (Beam PR #25073), and "all append
+    operations are rejected while a quota is being refilled" (Beam PR #31837). Refused
+    requests take no offset; once refilled the same offset is taken."""
+    table_id = create_table(rest, dataset)
+    stream = create(write, table_id, COMMITTED).name
+    small = append_request(stream, rows(0, 5), 0)
+    size = len(types.AppendRowsRequest.serialize(small))
+    budget = 3 * size + size // 2  # three requests of the size, not four
+    with limited(append_bytes_per_window=budget, append_window_s=60.0, append_refill_s=0.5):
+        answers = append_all(
+            write, [append_request(stream, rows(5 * i, 5), 5 * i) for i in range(5)]
+        )
+        codes = [types.AppendRowsResponse.pb(a).error.code for a in answers]
+        assert codes[:3] == [0, 0, 0]
+        assert codes[3:] == [RESOURCE_EXHAUSTED_CODE] * 2  # over it, then while it refills
+        message = types.AppendRowsResponse.pb(answers[3]).error.message
+        assert message.startswith("Exceeds 'AppendRows throughput' quota, user_id: ")
+        assert "(status: INSUFFICIENT_TOKENS)" in message
+        assert message.endswith(f"Entity: {stream}")
+        began = time.monotonic()
+        refilled = lambda: time.monotonic() > began + 0.6 or None  # noqa: E731
+        wait_until("the quota to refill", refilled, 5)
+        (again,) = append_all(write, [append_request(stream, rows(15, 5), 15)])
+    assert acknowledged_offset(again) == 15
+    assert count(rest, table_id) == (20, 20)

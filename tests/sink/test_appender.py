@@ -8,7 +8,7 @@ import pytest
 from google.cloud import bigquery
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.errors import AppendRejectedError, DuplicateAppendError
+from onceover_jobs.sink.errors import AppendRejectedError, DuplicateAppendError, RetryDeadlineError
 from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
 from onceover_jobs.sink.wire.requests import ArrowEncoder, plan_requests
 from onceover_jobs.sink.wire.retry import RetryPolicy
@@ -32,6 +32,7 @@ class Heard:
         self.existing: list[int | None] = []
         self.gaps: list[int | None] = []
         self.errors: list[tuple[str, bool]] = []
+        self.throttles: list[tuple[int | None, str]] = []
 
     def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
         self.acked.append(append.offset)
@@ -44,6 +45,9 @@ class Heard:
 
     def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
         self.errors.append((code, retrying))
+
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
+        self.throttles.append((append.offset, message))
 
 
 def arm(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
@@ -236,3 +240,64 @@ def test_a_connection_bigquery_closed_while_idle_is_replaced_and_every_row_lands
     assert heard.errors == []  # an idle close is not a failure
     assert heard.existing == []
     assert count(rest, table) == (300, 300)
+
+
+def test_appends_the_throughput_quota_refuses_wait_for_it_past_the_retry_deadline(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    """BigQuery refuses every append while its throughput quota refills (up to 10 minutes
+    for the long-term quota): the stream waits for it under ``retry.throttle_s``, not the
+    shorter ``retry.deadline_s``, says so once per spell, and each row lands once."""
+    from onceover_tools.localbq.limits import limited
+
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    heard = Heard()
+    encoder = ArrowEncoder(ARROW_SCHEMA)
+    target = StreamAppender(
+        write, stream, schema_payload=encoder.schema_payload, listener=heard, context="test",
+        policy=RetryPolicy(deadline_s=0.3, throttle_deadline_s=30, initial_backoff_s=0.05,
+                           throttle_max_backoff_s=0.2),
+        max_inflight=2,
+    )  # fmt: skip
+    first = encoder.encode(make_rows(0, 100))
+    with limited(append_bytes_per_window=4 * first.bytes, append_window_s=60.0,
+                 append_refill_s=1.0):  # fmt: skip
+        for start in range(0, 1000, 100):
+            encoded = encoder.encode(make_rows(start, 100))
+            target.append(PlannedAppend(start, 100, encoded.bytes, encoded.apply))
+        target.flush()
+    target.close()
+    assert sorted(o for o in heard.acked if o is not None) == list(range(0, 1000, 100))
+    assert heard.throttles, "no throttling was heard"
+    assert len(heard.throttles) <= 3  # once per spell, not per try
+    assert all(code == "RESOURCE_EXHAUSTED" for code, _ in heard.errors)
+    assert all(retrying for _, retrying in heard.errors)
+    assert count(rest, table) == (1000, 1000)
+
+
+def test_a_quota_that_does_not_refill_in_time_fails_naming_it(
+    write: BigQueryWriteClient, rest: bigquery.Client, dataset: str
+) -> None:
+    from onceover_tools.localbq.limits import limited
+
+    table = create_table(rest, dataset)
+    stream = create_stream(write, table, COMMITTED).name
+    encoder = ArrowEncoder(ARROW_SCHEMA)
+    target = StreamAppender(
+        write, stream, schema_payload=encoder.schema_payload, listener=Heard(),
+        context="batch 2 partition 0",
+        policy=RetryPolicy(deadline_s=0.2, throttle_deadline_s=0.5, initial_backoff_s=0.05,
+                           throttle_max_backoff_s=0.1),
+    )  # fmt: skip
+    encoded = encoder.encode(make_rows(0, 100))
+    with limited(append_bytes_per_window=0, append_refill_s=30.0):
+        target.append(PlannedAppend(0, 100, encoded.bytes, encoded.apply))
+        with pytest.raises(RetryDeadlineError) as failed:
+            target.flush()
+    said = str(failed.value)
+    assert "BigQuery's throughput quota refused rows at offsets 0..99" in said
+    assert "(retry.throttle_s 0.5 s)" in said
+    assert "Exceeds 'AppendRows throughput' quota" in said  # BigQuery's own words
+    assert "Ask for more AppendRows throughput quota" in said
+    assert count(rest, table) == (0, 0)

@@ -217,6 +217,7 @@ class Heard:
         self.acked: list[int | None] = []
         self.gaps: list[int | None] = []
         self.errors: list[tuple[str, bool]] = []
+        self.throttles: list[tuple[int | None, str]] = []
 
     def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
         self.acked.append(append.offset)
@@ -229,6 +230,9 @@ class Heard:
 
     def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
         self.errors.append((code, retrying))
+
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
+        self.throttles.append((append.offset, message))
 
 
 def appender(

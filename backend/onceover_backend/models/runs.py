@@ -42,6 +42,14 @@ class RunPublic(BaseModel):
     updated_at: AwareDatetime = Field(description="last change, a reconciliation of it included")
     already_exists: int = Field(0, description="append requests answered ALREADY_EXISTS")
     out_of_range: int = Field(0, description="append requests answered OUT_OF_RANGE")
+    throttled: int = Field(
+        0,
+        description="append requests BigQuery's throughput quota refused (RESOURCE_EXHAUSTED); "
+        "the sink waits for the quota to refill (retry.throttle_s) and sends them again",
+    )
+    throttled_at: AwareDatetime | None = Field(
+        None, description="when a stream of the run was last throttled by the quota"
+    )
     rows_dead_lettered: int = Field(
         0,
         description="rows BigQuery refused that committed batches set aside in the "

@@ -1259,6 +1259,80 @@ export interface components {
             write?: string | null;
         };
         /**
+         * AppendThrottled
+         * @description BigQuery's throughput quota refused an append (RESOURCE_EXHAUSTED): the stream waits
+         *     for the quota to refill, up to ``wait_limit_s``. Sent once per spell of refusals; each
+         *     try is an ``append_error`` as well.
+         */
+        AppendThrottled: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Message
+             * @default
+             */
+            message: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
+            /** Offset */
+            offset: number | null;
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /** Rows */
+            rows: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_throttled";
+            /** Wait Limit S */
+            wait_limit_s: number;
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
+        };
+        /**
          * AttemptLogPublic
          * @description The end of an attempt's log.
          */
@@ -3391,6 +3465,17 @@ export interface components {
              */
             tables: string[];
             /**
+             * Throttled
+             * @description append requests BigQuery's throughput quota refused (RESOURCE_EXHAUSTED); the sink waits for the quota to refill (retry.throttle_s) and sends them again
+             * @default 0
+             */
+            throttled: number;
+            /**
+             * Throttled At
+             * @description when a stream of the run was last throttled by the quota
+             */
+            throttled_at?: string | null;
+            /**
              * Updated At
              * Format: date-time
              * @description last change, a reconciliation of it included
@@ -3636,6 +3721,17 @@ export interface components {
             status: "running" | "succeeded" | "failed" | "stalled" | "resuming";
             /** Table */
             table: string;
+            /**
+             * Throttled
+             * @description append requests BigQuery's throughput quota refused (RESOURCE_EXHAUSTED); the sink waits for the quota to refill (retry.throttle_s) and sends them again
+             * @default 0
+             */
+            throttled: number;
+            /**
+             * Throttled At
+             * @description when a stream of the run was last throttled by the quota
+             */
+            throttled_at?: string | null;
             /**
              * Updated At
              * Format: date-time
@@ -4982,7 +5078,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["OverwriteSwapStarted"] | components["schemas"]["OverwriteSwapped"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
+                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["OverwriteSwapStarted"] | components["schemas"]["OverwriteSwapped"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["AppendThrottled"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
             };
         };
         responses: {

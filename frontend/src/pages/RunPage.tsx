@@ -57,6 +57,15 @@ function RunSummary({ run }: { run: RunDetail }) {
         {run.key_column ? `, key ${run.key_column}` : ""}; last heard{" "}
         {formatTime(run.last_event_at)}.
       </p>
+      {run.throttled > 0 && (
+        <p className="warning" data-testid="run-throttled">
+          Throttled by BigQuery&apos;s throughput quota: {formatCount(run.throttled)} append
+          request{run.throttled === 1 ? "" : "s"} refused
+          {run.throttled_at ? `, last at ${formatTime(run.throttled_at)}` : ""}. The appends wait
+          for the quota to refill (up to <span className="mono">retry.throttle_s</span>, 15 minutes
+          by default) and are sent again, each row once.
+        </p>
+      )}
       {run.error && <ErrorNote message={`Error: ${run.error}`} />}
     </section>
   );

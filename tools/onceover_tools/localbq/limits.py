@@ -74,6 +74,17 @@ class WriteApiLimitValues:
     """A COMMITTED stream without an append for this long is deleted."""
     buffered_idle_s: float = 7 * DAY_S
     """A BUFFERED stream without an append for this long is deleted."""
+    append_bytes_per_window: int = 3_000_000_000
+    """Request bytes all AppendRows of a project may send per ``append_window_s``
+    (``throughput_quota``): BigQuery's "Throughput: 3 GB per second per project" in a
+    multi-region (300 MB in a region)."""
+    append_window_s: float = 1.0
+    """The window of ``append_bytes_per_window``."""
+    append_refill_s: float = 10.0
+    """Once the throughput quota is exceeded, every append of the project is refused for
+    this long while it refills: "short-term quota can take up to 10s to refill ...
+    long-term quota ... up to 10min", and "all append operations are rejected while a
+    quota is being refilled" (Apache Beam PR #31837)."""
     connection_idle_s: float = 600.0
     """An AppendRows connection without a request for this long is closed with ABORTED
     (``idle_connections``): "Closing the stream because it has been inactive for 600
@@ -104,7 +115,7 @@ class WriteApiLimitValues:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
-_COUNTS = frozenset({"create_streams_per_window", "commit_max_streams"})
+_COUNTS = frozenset({"create_streams_per_window", "commit_max_streams", "append_bytes_per_window"})
 _BYTES = frozenset({"append_request_max_bytes"})
 _WHOLE = _COUNTS | _BYTES
 REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
@@ -214,6 +225,18 @@ class WriteApiLimits:
         return self._values.connection_idle_s
 
     @property
+    def append_bytes_per_window(self) -> int:
+        return self._values.append_bytes_per_window
+
+    @property
+    def append_window_s(self) -> float:
+        return self._values.append_window_s
+
+    @property
+    def append_refill_s(self) -> float:
+        return self._values.append_refill_s
+
+    @property
     def committed_idle_s(self) -> float:
         return self._values.committed_idle_s
 
@@ -287,6 +310,45 @@ CREATE_STREAM_QUOTA = CreateStreamQuota(WRITE_API_LIMITS)
 """The quota ``create_stream_quota`` enforces."""
 
 
+class ThroughputQuota:
+    """AppendRows request bytes per project over the rolling window of
+    :data:`WRITE_API_LIMITS`; once over it, every append of the project is refused until
+    ``append_refill_s`` has passed (the quota refilling)."""
+
+    def __init__(self, limits: WriteApiLimits) -> None:
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._sent: dict[str, deque[tuple[float, int]]] = {}
+        self._refilled_at: dict[str, float] = {}
+
+    def admit(self, project: str, size: int) -> bool:
+        """Count a request of ``size`` bytes and return True; while the quota refills, or
+        when the request would exceed it, count nothing and return False."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._refilled_at.get(project, 0.0):
+                return False
+            sent = self._sent.setdefault(project, deque())
+            horizon = now - self._limits.append_window_s
+            while sent and sent[0][0] <= horizon:
+                sent.popleft()
+            if sum(n for _, n in sent) + size > self._limits.append_bytes_per_window:
+                self._refilled_at[project] = now + self._limits.append_refill_s
+                sent.clear()
+                return False
+            sent.append((now, size))
+            return True
+
+    def reset(self) -> None:
+        with self._lock:
+            self._sent.clear()
+            self._refilled_at.clear()
+
+
+THROUGHPUT_QUOTA = ThroughputQuota(WRITE_API_LIMITS)
+"""The quota ``throughput_quota`` enforces."""
+
+
 def create_stream_calls(project: str) -> int:
     """How many CreateWriteStream calls of ``project`` the quota counts right now (in the
     current window; refused calls are not counted)."""
@@ -302,11 +364,13 @@ def limited(**overrides: LimitValue) -> Iterator[WriteApiLimitValues]:
     """
     previous = WRITE_API_LIMITS.update(**overrides)
     CREATE_STREAM_QUOTA.reset()
+    THROUGHPUT_QUOTA.reset()
     try:
         yield WRITE_API_LIMITS.snapshot()
     finally:
         WRITE_API_LIMITS.restore(previous)
         CREATE_STREAM_QUOTA.reset()
+        THROUGHPUT_QUOTA.reset()
 
 
 def from_environment(environ: Mapping[str, str]) -> dict[str, LimitValue]:

@@ -45,12 +45,15 @@ def count(rollups: Rollups, key: RollupKey, rows: int, size: int) -> None:
 
 
 def count_retry_codes(runs: Mapping[str, Run], rollups: Rollups) -> None:
-    """Add these ALREADY_EXISTS and OUT_OF_RANGE requests to their runs' counts."""
+    """Add these ALREADY_EXISTS, OUT_OF_RANGE and RESOURCE_EXHAUSTED (the throughput
+    quota's refusals) requests to their runs' counts."""
     for (run_id, _, _, _, code), counts in rollups.items():
         if code == "ALREADY_EXISTS":
             runs[run_id].already_exists_requests += counts.requests
         elif code == "OUT_OF_RANGE":
             runs[run_id].out_of_range_requests += counts.requests
+        elif code == "RESOURCE_EXHAUSTED":
+            runs[run_id].throttled_requests += counts.requests
 
 
 def upsert(connection: Connection, rollups: Rollups) -> None:

@@ -45,6 +45,13 @@ def count_append(
         rollups.count(counted, rollup_key(event, at, "ALREADY_EXISTS"), rows, event.bytes)
 
 
+def throttled_note(event: ev.AppendThrottled) -> str:
+    return (
+        f"throttled by BigQuery's throughput quota at offset {event.offset} (waiting up to "
+        f"{event.wait_limit_s:.0f} s for it to refill): {event.message}"
+    ).rstrip(": ")
+
+
 def raise_state(stream: StreamRow, state: str) -> None:
     """States only move up a rank: a late ``stream_created`` never undoes ``committed``."""
     if STREAM_RANK[state] > STREAM_RANK[stream.state]:
@@ -150,6 +157,12 @@ class StreamProjection:
         tally.appending = True
         if isinstance(event, ev.RowsRejected):
             self._rows_rejected(stream, event, time)
+            return
+        if isinstance(event, ev.AppendThrottled):
+            # Each refused try is an append_error (counted below); this says why they wait.
+            self._note_error(stream, time, throttled_note(event))
+            if run.run.throttled_at is None or time > run.run.throttled_at:
+                run.run.throttled_at = time
             return
         if isinstance(event, ev.AppendAcknowledged | ev.AppendAlreadyExists):
             count_append(tally, event, time, self.counted)

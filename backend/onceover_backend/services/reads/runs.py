@@ -30,6 +30,7 @@ def _run_fields(run: Run) -> dict[str, Any]:
     fields["table"] = fields.pop("table_id")
     fields["already_exists"] = fields.pop("already_exists_requests")
     fields["out_of_range"] = fields.pop("out_of_range_requests")
+    fields["throttled"] = fields.pop("throttled_requests")
     return fields
 
 

@@ -121,6 +121,7 @@ from onceover_jobs.sink.table.overwrite import (
     partition_overwrite_option,
 )
 from onceover_jobs.sink.table.widening import Widening, widening_option
+from onceover_jobs.sink.wire.retry import DEFAULT_THROTTLE_S
 
 RowFormat = Literal["arrow", "proto"]
 
@@ -165,6 +166,7 @@ KNOWN = frozenset(
         "request.max_bytes",
         "append.max_inflight",
         "retry.deadline_s",
+        "retry.throttle_s",
         "driver.lease_s",
         "ledger.keep_batches",
         "checkpointlocation",
@@ -209,6 +211,9 @@ class SinkOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_inflight: int = 4
     retry_deadline_s: float = 300.0
+    retry_throttle_s: float = DEFAULT_THROTTLE_S
+    """``retry.throttle_s``: how long appends BigQuery's throughput quota refuses are
+    tried again (onceover_jobs.sink.wire.retry)."""
     driver_lease_s: int = DEFAULT_DRIVER_LEASE_S
     """How long a driver on another host keeps its claim after its last commit
     (onceover_jobs.sink.ledger.leases.claim_driver); 0: never refuse one."""
@@ -243,6 +248,20 @@ class SinkOptions:
     @property
     def table_name(self) -> str:
         return self.table.rsplit(".", 2)[2]
+
+
+def _seconds(options: Mapping[str, str], name: str, default: float) -> float:
+    """A duration option in seconds, in (0, 86400]."""
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise SinkOptionError(name, f"{text!r} is not seconds") from None
+    if not 0 < value <= 86_400:
+        raise SinkOptionError(name, f"{value} is outside (0, 86400]")
+    return value
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -345,7 +364,7 @@ def ledger_location(ledger: str) -> str:
         raise SinkOptionError("ledger", f"{ledger!r}: {str(exc).split(': ', 1)[-1]}") from None
 
 
-def parse_options(  # noqa: PLR0912 - one check per option, in order
+def parse_options(
     raw: Mapping[str, str], *, default_project: str | None, streaming: bool
 ) -> SinkOptions:
     """Validate the writer's options; a bad one raises :class:`SinkOptionError` naming it."""
@@ -405,13 +424,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
     if monitor_token is not None and monitor_url is None:
         raise SinkOptionError("monitor.token", "given without monitor.url")
 
-    deadline_text = options.get("retry.deadline_s", "300")
-    try:
-        deadline = float(deadline_text)
-    except ValueError:
-        raise SinkOptionError("retry.deadline_s", f"{deadline_text!r} is not seconds") from None
-    if not 0 < deadline <= 86_400:
-        raise SinkOptionError("retry.deadline_s", f"{deadline} is outside (0, 86400]")
+    deadline = _seconds(options, "retry.deadline_s", 300.0)
 
     return SinkOptions(
         table=table,
@@ -444,6 +457,7 @@ def parse_options(  # noqa: PLR0912 - one check per option, in order
         ),
         max_inflight=_int(options, "append.max_inflight", 4, 1, 64),
         retry_deadline_s=deadline,
+        retry_throttle_s=_seconds(options, "retry.throttle_s", DEFAULT_THROTTLE_S),
         driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
         ignored=tuple(ignored),

@@ -97,7 +97,10 @@ class SinkJob:
     @property
     def retry_policy(self) -> RetryPolicy:
         """How long BigQuery calls are retried (the ``retry.deadline_s`` option)."""
-        return RetryPolicy(deadline_s=self.options.retry_deadline_s)
+        return RetryPolicy(
+            deadline_s=self.options.retry_deadline_s,
+            throttle_deadline_s=self.options.retry_throttle_s,
+        )
 
     @property
     def store(self) -> LedgerStore:

@@ -231,6 +231,20 @@ class StreamTelemetry:
             )
         )
 
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
+        from onceover import events
+
+        self.parent.emit(
+            events.AppendThrottled(
+                id=self._id("append_throttled", self._next(), self.fields["attempt"]),
+                offset=append.offset,
+                rows=append.rows,
+                message=message[:4000],
+                wait_limit_s=limit_s,
+                **self._base(),
+            )
+        )
+
     def rows_rejected(self, append: PlannedAppend, rows: list[RefusedRow]) -> None:
         """BigQuery refused ``rows`` of ``append`` (onceover_jobs.sink.rows.dead_letter)."""
         from onceover import events
@@ -290,6 +304,9 @@ class _Quiet:
         pass
 
     def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        pass
+
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
         pass
 
 

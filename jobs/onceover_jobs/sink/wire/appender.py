@@ -67,6 +67,7 @@ from onceover_jobs.sink.wire.retry import (
     ALREADY_EXISTS,
     OK,
     OUT_OF_RANGE,
+    RESOURCE_EXHAUSTED,
     UNAVAILABLE,
     UNKNOWN,
     RetryPolicy,
@@ -156,6 +157,9 @@ class AppendListener(Protocol):
     def error(
         self, append: PlannedAppend | None, code: str, message: str, retrying: bool
     ) -> None: ...
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
+        """BigQuery's throughput quota refused ``append``: the stream waits for it, up
+        to ``limit_s``; said once per spell of refusals."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,8 @@ class StreamAppender:
         self._schema_sent = False
         self._failures = 0
         self._failing_since: float | None = None
+        self._throttled = False
+        """This run of failures met the throughput quota: it is waited for longer."""
         self._gap_offsets: set[int] = set()
 
     # -- public -------------------------------------------------------------------
@@ -424,7 +430,8 @@ class StreamAppender:
         failures are being retried no longer than the retry deadline leaves."""
         wait = self.policy.response_timeout_s
         if self._failing_since is not None:
-            left = self._failing_since + self.policy.deadline_s - time.monotonic()
+            deadline = self.policy.deadline_for(throttled=self._throttled)
+            left = self._failing_since + deadline - time.monotonic()
             wait = min(wait, max(left, _MIN_WAIT_S))
         return wait
 
@@ -563,22 +570,39 @@ class StreamAppender:
         self.bytes_acknowledged += head.bytes
         self._failures = 0
         self._failing_since = None
+        self._throttled = False
 
     def _transient(self, head: PlannedAppend, code: int, message: str) -> None:
         now = time.monotonic()
         self._failing_since = self._failing_since or now
         self._failures += 1
+        if code == RESOURCE_EXHAUSTED and not self._throttled:
+            # The throughput quota: every append is refused until it refills, which
+            # takes up to 10 minutes; waited for, not counted against deadline_s.
+            self._throttled = True
+            self.listener.throttled(head, message, self.policy.throttle_deadline_s)
+        deadline = self.policy.deadline_for(throttled=self._throttled)
         elapsed = now - self._failing_since
-        retrying = elapsed < self.policy.deadline_s
+        retrying = elapsed < deadline
         self.listener.error(head, code_name(code), message, retrying)
         if not retrying:
+            if self._throttled:
+                raise RetryDeadlineError(
+                    f"{self.context}: BigQuery's throughput quota refused {head.describe} of "
+                    f"{target_text(self.stream)} for {elapsed:.0f} s, {self._failures} tries "
+                    f"(retry.throttle_s {deadline:g} s): {message}. Ask for more AppendRows "
+                    "throughput quota, or write with fewer partitions at once; a larger "
+                    "retry.throttle_s waits longer"
+                )
             raise RetryDeadlineError(
                 f"{self.context}: {code_name(code)} from BigQuery for {head.describe} of "
                 f"{target_text(self.stream)} kept failing for {elapsed:.0f} s, "
                 f"{self._failures} failures (retry deadline {self.policy.deadline_s:.0f} s): "
                 f"{message}"
             )
-        delay = min(self.policy.backoff(self._failures), self.policy.deadline_s - elapsed)
+        delay = min(
+            self.policy.backoff(self._failures, throttled=self._throttled), deadline - elapsed
+        )
         logger.warning(
             "%s: %s on %s (%s); retry %d in %.2f s",
             self.context,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import grpc
 
 OK = 0
+RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
 ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS.value[0]
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE.value[0]
@@ -83,14 +84,33 @@ def is_retried(code: int, message: str, *, broken: bool = False) -> bool:
     return broken or code in TRANSIENT or is_broken_transport(code, message)
 
 
+DEFAULT_THROTTLE_S = 900.0
+"""How long appends refused by the throughput quota are tried again: BigQuery refuses
+every append while a quota refills, "short-term quota can take up to 10s to refill" and
+"long-term quota ... can take up to 10min" (Apache Beam PR #31837, from BigQuery's
+team); 15 minutes outlasts the longer with room to spare."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     deadline_s: float = 300.0
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 10.0
     response_timeout_s: float = 120.0
+    throttle_deadline_s: float = DEFAULT_THROTTLE_S
+    """While BigQuery's throughput quota refuses the appends (RESOURCE_EXHAUSTED), how
+    long they are tried again before the write gives up (``retry.throttle_s``): the
+    quota's refill, not a failure, so not bounded by ``deadline_s``."""
+    throttle_max_backoff_s: float = 30.0
+    """The longest wait between tries while throttled: a quota that came back is used
+    within half a minute, and a stream asks at most ~30 times in 15 minutes."""
 
-    def backoff(self, failures: int) -> float:
-        """Exponential backoff with full jitter (AWS style): uniform in [0, cap]."""
-        cap = min(self.max_backoff_s, self.initial_backoff_s * (2 ** max(0, failures - 1)))
+    def backoff(self, failures: int, *, throttled: bool = False) -> float:
+        """Exponential backoff with jitter: uniform in [cap/2, cap]."""
+        most = self.throttle_max_backoff_s if throttled else self.max_backoff_s
+        cap = min(most, self.initial_backoff_s * (2 ** max(0, failures - 1)))
         return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not security
+
+    def deadline_for(self, *, throttled: bool) -> float:
+        """How long a run of failures is tried again: longer while throttled."""
+        return max(self.deadline_s, self.throttle_deadline_s) if throttled else self.deadline_s

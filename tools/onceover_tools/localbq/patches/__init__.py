@@ -68,6 +68,8 @@ launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at insta
     a missing stream can be answered in each shape real BigQuery uses (a setting).
 ``idle_connections``
     an AppendRows connection without a request for 10 minutes is closed with ABORTED.
+``throughput_quota``
+    appends over the project's throughput quota are refused while it refills.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ from onceover_tools.localbq.patches import (
     stream_already_committed,
     stream_lifetimes,
     stream_times,
+    throughput_quota,
     wide_proto_rows,
 )
 from onceover_tools.localbq.patches.append_rows_pool import shutdown_pool
@@ -140,6 +143,7 @@ PATCHES: tuple[Patch, ...] = (
     pending_buffer,
     create_stream_quota,
     commit_stream_limit,
+    throughput_quota,  # inside the request limit: a request too large is not counted
     append_request_limit,
     idle_connections,  # outside the request limit: it times the requests as they come
     buffered_flush,
