@@ -1,0 +1,229 @@
+"""``onceover check``: each verdict against the local BigQuery, and ``check=true`` in a write.
+
+The command runs in process (its handler, as ``main`` calls it) with the local
+BigQuery's endpoints in the environment, as a job's driver finds them; its printed
+report and exit code are what is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import bigquery
+from onceover_jobs.sink.datasource import prepare_job
+from onceover_jobs.sink.errors import CheckFailedError
+from onceover_tools.cli import build_parser
+from onceover_tools.localbq.limits import limited
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from onceover.bigquery import BigQueryConfig
+
+SCHEMA = [
+    bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+    bigquery.SchemaField("name", "STRING"),
+]
+SPARK_SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
+WITHOUT_UPDATE = "bigquery.tables.get,bigquery.tables.getData,bigquery.tables.create"
+WITHOUT_CREATE = "bigquery.tables.get,bigquery.tables.getData,bigquery.tables.updateData"
+NAMES = ["credentials", "location", "permissions", "ledger", "arrow", "stream creations",
+         "connections", "commit size"]  # fmt: skip
+
+
+@pytest.fixture
+def driver_env(bq_config: BigQueryConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The local BigQuery, as a job's driver finds it (``ONCEOVER_BIGQUERY_*``)."""
+    for name, value in bq_config.env().items():
+        monkeypatch.setenv(name, value)
+    yield  # noqa: PT022 - monkeypatch undoes the variables after the test
+
+
+@pytest.fixture
+def table(rest: bigquery.Client, dataset: str) -> str:
+    rest.create_table(bigquery.Table(f"{dataset}.orders", schema=SCHEMA))
+    return f"{dataset}.orders"
+
+
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``onceover check ARGS``: its exit code and what it printed."""
+    parsed = build_parser().parse_args(["check", *args])
+    code = int(parsed.handler(parsed))
+    return code, capsys.readouterr().out
+
+
+def verdicts(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    """``onceover check ARGS --json``: its exit code and each check by name."""
+    code, out = check(capsys, *args, "--json")
+    report = json.loads(out)
+    assert report["passed"] is (code == 0)
+    return code, {c["name"]: c for c in report["checks"]}
+
+
+def test_a_healthy_setup_is_all_ok(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(
+        capsys, "--table", table, "--ledger", str(tmp_path / "ledger"),
+        "--partitions", "4", "--trigger-seconds", "60", "--rows-per-batch", "100000",
+        "--mode", "pending",
+    )  # fmt: skip
+
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == f"onceover check {table}"
+    rows = lines[1:-1]  # one a check, in order; no fix lines when all is ok
+    assert [row[8:24].strip() for row in rows] == NAMES, out
+    assert all(row.startswith("  OK    ") for row in rows), out
+    assert lines[-1] == "8 ok, 0 warn, 0 fail: ready to run"
+    assert "bigquery.tables.updateData, bigquery.tables.getData, bigquery.tables.get held" in out
+    assert "one Arrow row appended to a PENDING stream" in out
+    assert "240 an hour" in out  # 4 partitions, a batch a minute
+
+
+def test_a_missing_permission_fails_naming_it_and_the_role(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with limited(granted_permissions=WITHOUT_UPDATE):
+        code, checks = verdicts(capsys, "--table", table, "--ledger", str(tmp_path))
+
+    assert code == 1
+    permissions = checks["permissions"]
+    assert permissions["verdict"] == "fail"
+    assert "lacks bigquery.tables.updateData" in permissions["reason"]
+    assert "roles/bigquery.dataEditor" in permissions["fix"]
+    assert [n for n, c in checks.items() if c["verdict"] == "fail"] == ["permissions"]
+
+
+def test_a_missing_table_with_create_never_fails(
+    driver_env: None, dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = f"{dataset}.not_yet"
+    code, checks = verdicts(
+        capsys, "--table", missing, "--ledger", str(tmp_path),
+        "--option", "createDisposition=CREATE_NEVER",
+    )  # fmt: skip
+
+    assert code == 1
+    assert checks["permissions"]["verdict"] == "fail"
+    assert "does not exist and createDisposition is CREATE_NEVER" in checks["permissions"]["reason"]
+    assert checks["arrow"]["verdict"] == "warn"  # nothing to append to: said, not failed
+
+
+def test_a_missing_table_the_caller_may_not_create_fails(
+    driver_env: None, dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = f"{dataset}.not_yet"
+    code, allowed = verdicts(capsys, "--table", missing, "--ledger", str(tmp_path))
+    assert code == 0
+    assert allowed["permissions"]["verdict"] == "ok"
+    assert "the write creates it (bigquery.tables.create held" in allowed["permissions"]["reason"]
+
+    with limited(granted_permissions=WITHOUT_CREATE):
+        code, checks = verdicts(capsys, "--table", missing, "--ledger", str(tmp_path))
+
+    assert code == 1
+    assert checks["permissions"]["verdict"] == "fail"
+    assert "lacks bigquery.tables.create" in checks["permissions"]["reason"]
+    assert "roles/bigquery.dataEditor" in checks["permissions"]["fix"]
+
+
+def test_a_ledger_that_cannot_be_written_fails(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path under a file: no directory can be made there, whoever runs the check (a
+    read-only directory would not stop root, who runs these tests in CI)."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    code, checks = verdicts(capsys, "--table", table, "--ledger", str(blocker / "ledger"))
+
+    assert code == 1
+    ledger = checks["ledger"]
+    assert ledger["verdict"] == "fail"
+    assert "refused a create-if-absent" in ledger["reason"]
+    assert str(blocker / "ledger") in ledger["reason"]
+    assert "write access" in ledger["fix"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_ledger_directory_fails(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    ledger.chmod(0o555)
+    try:
+        code, checks = verdicts(capsys, "--table", table, "--ledger", str(ledger))
+    finally:
+        ledger.chmod(0o755)
+    assert code == 1
+    assert checks["ledger"]["verdict"] == "fail"
+
+
+def test_a_job_over_the_stream_budget_fails_with_the_figures(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(
+        capsys, "--table", table, "--ledger", str(tmp_path), "--mode", "pending",
+        "--partitions", "200", "--trigger-seconds", "1",
+    )  # fmt: skip
+
+    assert code == 1
+    (line,) = [line for line in out.splitlines() if "stream creations" in line]
+    assert line.startswith("  FAIL")
+    assert "one stream per partition per batch (200)" in line
+    assert "720,000 an hour" in line
+    assert "10,000 per hour per project and region" in line
+    assert "mode=buffered" in out
+    assert "a trigger of at least 72 s for 200 partitions" in out
+
+    # The same job in buffered mode keeps its 200 streams: within the budget.
+    code, checks = verdicts(
+        capsys, "--table", table, "--ledger", str(tmp_path), "--partitions", "200",
+        "--trigger-seconds", "1",
+    )  # fmt: skip
+    assert checks["stream creations"]["verdict"] == "warn"  # 200 at once: past 40 a second
+    assert "mode buffered keeps a stream per partition" in checks["stream creations"]["reason"]
+    assert code == 0
+
+
+def test_the_json_report_holds_every_check(
+    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(capsys, "--table", table, "--ledger", str(tmp_path), "--json")
+    report = json.loads(out)
+
+    assert code == 0
+    assert report["table"] == table
+    assert report["passed"] is True
+    assert [c["name"] for c in report["checks"]] == NAMES
+    assert {c["verdict"] for c in report["checks"]} == {"ok"}
+    assert all(set(c) == {"name", "verdict", "reason", "fix"} for c in report["checks"])
+
+
+def test_a_write_given_check_true_is_refused_before_anything_when_a_check_fails(
+    driver_env: None, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    """The driver runs the checks first: the refused write creates no table (the table
+    would be created from the DataFrame otherwise) and leaves no ledger behind."""
+    missing = f"{dataset}.not_yet"
+    options = {"table": missing, "run_id": "checked-1", "ledger": str(tmp_path / "ledger"),
+               "check": "true"}  # fmt: skip
+
+    with limited(granted_permissions=WITHOUT_CREATE), pytest.raises(CheckFailedError) as refused:
+        prepare_job(options, SPARK_SCHEMA, False, streaming=False)
+
+    assert refused.value.checks == ("permissions",)
+    assert "onceover option 'check'" in str(refused.value)
+    assert "lacks bigquery.tables.create" in str(refused.value)
+    assert "nothing was created or written" in str(refused.value)
+    assert isinstance(refused.value, ValueError)  # what Spark users expect of an option
+    assert [t.table_id for t in rest.list_tables(dataset)] == []
+    assert not (tmp_path / "ledger" / "run").exists()
+
+    job = prepare_job(options, SPARK_SCHEMA, False, streaming=False)  # all granted: goes on
+    assert job.table == missing
+    assert [t.table_id for t in rest.list_tables(dataset)] == ["not_yet"]
