@@ -227,3 +227,129 @@ def test_a_write_given_check_true_is_refused_before_anything_when_a_check_fails(
     job = prepare_job(options, SPARK_SCHEMA, False, streaming=False)  # all granted: goes on
     assert job.table == missing
     assert [t.table_id for t in rest.list_tables(dataset)] == ["not_yet"]
+
+
+def test_an_option_the_driver_would_refuse_is_a_failed_check(
+    driver_env: None, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, checks = verdicts(capsys, "--table", table, "--option", "row_format=xml")
+
+    assert code == 1
+    assert list(checks) == ["options"]
+    assert "onceover option 'row_format'" in checks["options"]["reason"]
+    assert "'xml' is not one of arrow, proto" in checks["options"]["reason"]
+
+
+def test_credentials_that_get_no_token_fail_and_bigquery_is_not_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real BigQuery (no local endpoints): a service account's key whose token endpoint
+    is a closed port here (never Google's) gets no token: fail, naming the file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from onceover.preflight import free_port
+
+    for name in ("ONCEOVER_BIGQUERY_REST", "ONCEOVER_BIGQUERY_GRPC", "ONCEOVER_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()  # fmt: skip
+    key = tmp_path / "loader.json"
+    key.write_text(json.dumps({
+        "type": "service_account", "project_id": "my-project", "private_key_id": "k",
+        "private_key": pem, "client_email": "loader@my-project.iam.gserviceaccount.com",
+        "client_id": "1", "token_uri": f"http://127.0.0.1:{free_port()}/token",
+    }))  # fmt: skip
+    code, checks = verdicts(
+        capsys, "--table", "my-project.billing.usage", "--ledger", str(tmp_path / "ledger"),
+        "--option", f"credentialsFile={key}",
+    )  # fmt: skip
+
+    assert code == 1
+    credentials = checks["credentials"]
+    assert credentials["verdict"] == "fail"
+    assert f"credentialsFile {key} could not get a token" in credentials["reason"]
+    assert "gcloud auth application-default login" in credentials["fix"]
+    for name in ("location", "permissions", "arrow"):
+        assert checks[name] == {"name": name, "verdict": "warn", "fix": None,
+                                "reason": "not checked: the credentials failed"}  # fmt: skip
+    assert checks["ledger"]["verdict"] == "ok"  # a disk needs no Google credentials
+
+
+# -- the pieces, without a BigQuery ------------------------------------------------------
+
+
+def test_a_regional_endpoint_of_another_location_fails() -> None:
+    from onceover_jobs.preflight.location import endpoint_check
+
+    wrong = endpoint_check("p.d", "europe-west3", "bigquerystorage.us-east1.rep.googleapis.com:443")
+    own = endpoint_check(
+        "p.d", "europe-west3", "bigquerystorage.europe-west3.rep.googleapis.com:443"
+    )
+    default = endpoint_check("p.d", "EU", None)
+
+    assert wrong.verdict == "fail"
+    assert wrong.fix is not None
+    assert "bigQueryStorageGrpcEndpoint=bigquerystorage.europe-west3.rep.googleapis.com:443" in (
+        wrong.fix
+    )
+    assert own.verdict == "ok"
+    assert default.verdict == "ok"
+    assert "bigquerystorage.googleapis.com:443, which serves every location" in default.reason
+    assert "bigquerystorage.eu.rep.googleapis.com:443" in default.reason
+
+
+def test_the_arrow_probe_row_fills_required_columns_and_names_what_it_cannot() -> None:
+    from onceover_jobs.preflight.arrow import probe_row
+
+    row = probe_row([
+        bigquery.SchemaField("id", "INTEGER", mode="REQUIRED"),
+        bigquery.SchemaField("at", "TIMESTAMP", mode="REQUIRED"),
+        bigquery.SchemaField("note", "STRING"),
+        bigquery.SchemaField("tags", "STRING", mode="REPEATED"),
+    ])  # fmt: skip
+    nullable_only = probe_row([bigquery.SchemaField("note", "STRING")])
+    nested = probe_row([
+        bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
+        bigquery.SchemaField("address", "RECORD", mode="REQUIRED",
+                             fields=[bigquery.SchemaField("city", "STRING")]),
+    ])  # fmt: skip
+
+    assert not isinstance(row, str)
+    assert row.schema.names == ["id", "at"]
+    assert row.to_pylist()[0]["id"] == 0
+    assert not isinstance(nullable_only, str)
+    assert nullable_only.to_pylist() == [{"note": None}]
+    assert nested == "its REQUIRED column address is a RECORD"
+
+
+def test_shape_limits_of_connections_and_commit_size() -> None:
+    from onceover_jobs.preflight.shape import JobShape, check_shape
+    from onceover_jobs.sink.job.options import SinkOptions
+
+    pending = SinkOptions(table="p.d.t", mode="pending")
+
+    def by_name(shape: JobShape, location: str) -> dict[str, Any]:
+        return {c.name: c for c in check_shape(pending, shape, location)}
+
+    regional = by_name(JobShape(partitions=6_000), "europe-west3")
+    multi = by_name(JobShape(partitions=6_000), "EU")
+    huge = by_name(JobShape(rows_per_batch=10**13), "europe-west3")
+    wide = by_name(JobShape(rows_per_batch=10**9), "europe-west3")
+    committed = check_shape(SinkOptions(table="p.d.t", mode="committed"),
+                            JobShape(rows_per_batch=10**13), "US")  # fmt: skip
+
+    assert regional["connections"].verdict == "fail"
+    assert "against 5,000 per project in a region (europe-west3)" in regional["connections"].reason
+    assert multi["connections"].verdict == "ok"
+    assert "against 20,000 per project in the EU multi-region" in multi["connections"].reason
+    assert huge["commit size"].verdict == "fail"
+    assert wide["commit size"].verdict == "warn"  # 1 TB / 10^9 rows: 1,000 bytes a row
+    assert "while rows average under 1,000 bytes" in wide["commit size"].reason
+    assert committed[2].verdict == "ok"
+    assert "publishes without BatchCommitWriteStreams" in committed[2].reason
+    over_commit = by_name(JobShape(partitions=10_001), "US")["commit size"]
+    assert over_commit.verdict == "fail"
+    assert "more than the 10,000 one BatchCommitWriteStreams takes" in over_commit.reason

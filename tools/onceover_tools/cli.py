@@ -247,8 +247,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from onceover_jobs.preflight.run import plan, run_checks
+    from onceover_jobs.preflight.run import options_failed, plan, run_checks
     from onceover_jobs.preflight.shape import JobShape
+    from onceover_jobs.sink.errors import SinkOptionError
 
     raw = dict(args.option)
     raw["table"] = args.table
@@ -256,8 +257,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         if value is not None:
             raw[name] = value
     shape = JobShape(args.partitions, args.trigger_seconds, args.rows_per_batch)
-    config, options = plan(raw, shape)
-    report = run_checks(config, options, shape)
+    try:
+        config, options = plan(raw, shape)
+    except (SinkOptionError, ConfigurationError) as exc:  # as the driver would refuse it
+        report = options_failed(args.table, exc)
+    else:
+        report = run_checks(config, options, shape)
     print(report.to_json() if args.json else report.to_text(), flush=True)
     return report.exit_code
 

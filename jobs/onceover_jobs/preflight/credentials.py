@@ -26,7 +26,8 @@ def _source(config: BigQueryConfig) -> str:
 
 
 def check_credentials(config: BigQueryConfig, options: SinkOptions) -> Check:
-    """A token is asked for now (the job's first call would ask for one too)."""
+    """A token is asked for now (the job's first call would ask for one too); one given
+    as it is (``gcpAccessToken``) is tried by the next check's call."""
     if config.is_local:
         return ok(
             NAME,
@@ -39,7 +40,8 @@ def check_credentials(config: BigQueryConfig, options: SinkOptions) -> Check:
     source = _source(config)
     try:
         credentials, project = config.connection.credentials()
-        credentials.refresh(google.auth.transport.requests.Request())
+        if not credentials.valid:  # a token given as it is (gcpAccessToken) is not renewed
+            credentials.refresh(google.auth.transport.requests.Request())
     except (GoogleAuthError, OSError, ValueError) as exc:
         return fail(
             NAME,

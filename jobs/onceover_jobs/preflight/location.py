@@ -38,17 +38,22 @@ def check_location(config: BigQueryConfig, options: SinkOptions) -> tuple[Check,
             f"grant roles/bigquery.dataViewer (bigquery.datasets.get) on {dataset}, or "
             "roles/bigquery.dataEditor, which the write needs anyway",
         ), None
-    given = config.connection.storage_endpoint
     if config.is_local:
         return ok(NAME, f"{dataset} is in {location}; Storage Write at {config.grpc_endpoint} "
                         "(local BigQuery)"), location  # fmt: skip
+    return endpoint_check(dataset, location, config.connection.storage_endpoint), location
+
+
+def endpoint_check(dataset: str, location: str, given: str | None) -> Check:
+    """The Storage Write endpoint for a dataset in ``location``: the global one serves
+    every location; a regional one given must be the location's own."""
     if given is None:
         return ok(
             NAME,
             f"{dataset} is in {location}; Storage Write at the global endpoint "
             f"{WRITE_API_HOST}:443, which serves every location (to keep the traffic in "
             f"{location}: bigQueryStorageGrpcEndpoint={regional_endpoint(location)})",
-        ), location
+        )
     host = given.rsplit(":", 1)[0]
     if host.endswith(".rep.googleapis.com") and given != regional_endpoint(location):
         return fail(
@@ -57,5 +62,5 @@ def check_location(config: BigQueryConfig, options: SinkOptions) -> tuple[Check,
             "another location's regional endpoint",
             f"give bigQueryStorageGrpcEndpoint={regional_endpoint(location)}, or leave it "
             "out for the global endpoint",
-        ), location
-    return ok(NAME, f"{dataset} is in {location}; Storage Write at {given} (given)"), location
+        )
+    return ok(NAME, f"{dataset} is in {location}; Storage Write at {given} (given)")

@@ -20,6 +20,8 @@ from onceover_jobs.sink.job.options import SinkOptions, connection_options, pars
 
 logger = logging.getLogger(__name__)
 NOT_RUN = "not checked: the credentials failed"
+OPTIONS = "options"
+"""The check a job's options fail when the sink's driver would refuse them."""
 
 
 T = TypeVar("T")
@@ -73,6 +75,11 @@ def run_checks(config: BigQueryConfig, options: SinkOptions, shape: JobShape) ->
     checks.append(arrow)
     checks += check_shape(options, shape, location)
     return Report(options.table, tuple(checks))
+
+
+def options_failed(table: str, problem: Exception) -> Report:
+    """The report of a job whose options are refused before any check can run."""
+    return Report(table, (fail(OPTIONS, str(problem), "fix the option the error names"),))
 
 
 def plan(raw: Mapping[str, str], shape: JobShape) -> tuple[BigQueryConfig, SinkOptions]:
