@@ -96,6 +96,7 @@ def test_a_missing_permission_fails_naming_it_and_the_role(
     assert "lacks bigquery.tables.updateData" in permissions["reason"]
     assert "roles/bigquery.dataEditor" in permissions["fix"]
     assert [n for n, c in checks.items() if c["verdict"] == "fail"] == ["permissions"]
+    assert checks["arrow"]["reason"] == "not checked: the permissions failed"
 
 
 def test_a_missing_table_with_create_never_fails(
@@ -353,3 +354,64 @@ def test_shape_limits_of_connections_and_commit_size() -> None:
     over_commit = by_name(JobShape(partitions=10_001), "US")["commit size"]
     assert over_commit.verdict == "fail"
     assert "more than the 10,000 one BatchCommitWriteStreams takes" in over_commit.reason
+
+
+# -- the guide's examples, run ---------------------------------------------------------
+
+GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "install.md"
+
+
+def guide_examples() -> list[tuple[list[str], list[str]]]:
+    """Each ``$ onceover check ...`` block of the install guide: its arguments and the
+    lines it shows printed."""
+    examples = []
+    for block in GUIDE.read_text().split("```text\n")[1:]:
+        text = block.split("```", 1)[0]
+        if not text.startswith("$ onceover check"):
+            continue
+        command, _, printed = text.partition("\n    ")[2].partition("\n")
+        first = text.split("\n", 1)[0].removeprefix("$ onceover check").rstrip("\\")
+        examples.append(((first + " " + command).split(), printed.rstrip("\n").splitlines()))
+    return examples
+
+
+@pytest.fixture
+def billing(rest: bigquery.Client, bq_config: BigQueryConfig) -> Iterator[str]:
+    """The guide's table: ``billing.usage`` in the local BigQuery's project."""
+    assert bq_config.project == "onceover-local"  # the guide's
+    rest.create_dataset("onceover-local.billing")
+    rest.create_table(bigquery.Table("onceover-local.billing.usage", schema=[
+        bigquery.SchemaField("event_id", "STRING", mode="REQUIRED"),
+        bigquery.SchemaField("amount", "NUMERIC"),
+    ]))  # fmt: skip
+    yield "onceover-local.billing.usage"
+    rest.delete_dataset("onceover-local.billing", delete_contents=True, not_found_ok=True)
+
+
+def test_the_guides_outputs_are_what_the_command_prints(
+    driver_env: None, billing: str, bq_config: BigQueryConfig, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The install guide's healthy and broken runs, run again here: the same lines, but
+    for the local BigQuery's ports and the ledger's directory."""
+    healthy, broken = guide_examples()
+    assert bq_config.rest_endpoint is not None
+    assert bq_config.grpc_endpoint is not None
+    ours = {
+        bq_config.rest_endpoint: "http://127.0.0.1:9050",
+        bq_config.grpc_endpoint: "127.0.0.1:9060",
+    }
+
+    def run(args: list[str], ledger: Path, shown: str) -> list[str]:
+        at = args.index("--ledger") + 1
+        code, out = check(capsys, *args[:at], str(ledger), *args[at + 1 :])
+        for here, guide in {**ours, str(ledger): shown}.items():
+            out = out.replace(here, guide)
+        return [*out.splitlines(), f"exit {code}"]
+
+    assert run(healthy[0], tmp_path / "ledger", "/tmp/onceover-ledger") == [*healthy[1], "exit 0"]
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with limited(granted_permissions="bigquery.tables.get,bigquery.tables.getData"):
+        printed = run(broken[0], blocker / "ledger", "/tmp/not-a-dir/ledger")
+    assert printed == [*broken[1], "exit 1"]

@@ -2,7 +2,8 @@
 
 A check that raises (an answer nobody foresaw) is a ``fail`` naming what it raised, so
 one broken check never hides the others; after failed credentials the checks that call
-BigQuery are not run (each would fail for the same reason).
+BigQuery are not run, nor the Arrow append after failed permissions (each would fail for
+the same reason).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def run_checks(config: BigQueryConfig, options: SinkOptions, shape: JobShape) ->
     # only a write given check=true needs the checks (and what they import).
     from onceover_jobs.preflight.arrow import NAME as ARROW
     from onceover_jobs.preflight.arrow import check_arrow
+    from onceover_jobs.preflight.credentials import NAME as CREDENTIALS
     from onceover_jobs.preflight.credentials import check_credentials
     from onceover_jobs.preflight.ledger import NAME as LEDGER
     from onceover_jobs.preflight.ledger import check_ledger
@@ -54,25 +56,21 @@ def run_checks(config: BigQueryConfig, options: SinkOptions, shape: JobShape) ->
     from onceover_jobs.preflight.permissions import NAME as PERMISSIONS
     from onceover_jobs.preflight.permissions import check_permissions
 
-    credentials = _guarded("credentials", lambda: _alone(check_credentials(config, options)), None)[
-        0
-    ]
-    checks = [credentials]
+    credentials, _ = _guarded(CREDENTIALS, lambda: _alone(check_credentials(config, options)), None)
     location: str | None = None
-    table = None
-    bigquery_reached = credentials.verdict != "fail"
-    if bigquery_reached:
+    if credentials.verdict == "fail":
+        checks = [credentials, *(warn(name, NOT_RUN) for name in (LOCATION, PERMISSIONS))]
+        ledger, _ = _guarded(LEDGER, lambda: _alone(check_ledger(config, options)), None)
+        checks += [ledger, warn(ARROW, NOT_RUN)]
+    else:
         found, location = _guarded(LOCATION, lambda: check_location(config, options), None)
         permitted, table = _guarded(PERMISSIONS, lambda: check_permissions(config, options), None)
-        checks += [found, permitted]
-    else:
-        checks += [warn(name, NOT_RUN) for name in (LOCATION, PERMISSIONS)]
-    checks.append(_guarded(LEDGER, lambda: _alone(check_ledger(config, options)), None)[0])
-    if bigquery_reached:
-        arrow = _guarded(ARROW, lambda: _alone(check_arrow(config, options, table)), None)[0]
-    else:
-        arrow = warn(ARROW, NOT_RUN)
-    checks.append(arrow)
+        ledger, _ = _guarded(LEDGER, lambda: _alone(check_ledger(config, options)), None)
+        if permitted.verdict == "fail":  # an append would be refused for the same reason
+            arrow = warn(ARROW, "not checked: the permissions failed")
+        else:
+            arrow, _ = _guarded(ARROW, lambda: _alone(check_arrow(config, options, table)), None)
+        checks = [credentials, found, permitted, ledger, arrow]
     checks += check_shape(options, shape, location)
     return Report(options.table, tuple(checks))
 
