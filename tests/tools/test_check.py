@@ -19,9 +19,12 @@ from onceover_jobs.sink.datasource import prepare_job
 from onceover_jobs.sink.errors import CheckFailedError
 from onceover_tools.cli import build_parser
 from onceover_tools.localbq.limits import limited
+from onceover_tools.localstores import LocalGCS, LocalS3
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from onceover.bigquery import BigQueryConfig
+from tests.helpers.object_stores import bucket_name
+from tests.helpers.processes import run_onceover
 
 SCHEMA = [
     bigquery.SchemaField("id", "INT64", mode="REQUIRED"),
@@ -415,3 +418,64 @@ def test_the_guides_outputs_are_what_the_command_prints(
     with limited(granted_permissions="bigquery.tables.get,bigquery.tables.getData"):
         printed = run(broken[0], blocker / "ledger", "/tmp/not-a-dir/ledger")
     assert printed == [*broken[1], "exit 1"]
+
+
+# -- the ledger's probe on a bucket ---------------------------------------------------
+
+
+def test_the_ledger_probe_on_a_bucket_is_ok_and_removed(
+    local_s3: LocalS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onceover_jobs.preflight.ledger import check_ledger
+    from onceover_jobs.sink.job.options import SinkOptions
+
+    from onceover.ledger_store import open_store
+
+    for name, value in local_s3.environment().items():
+        monkeypatch.setenv(name, value)
+    url = f"{s3_bucket}/ledger"
+
+    checked = check_ledger(BigQueryConfig(), SinkOptions(table="p.d.t", ledger=url))
+
+    assert checked.verdict == "ok", checked
+    assert checked.reason == f"s3 store at {url} takes a create-if-absent and refuses a second"
+    assert list(open_store(url).walk("")) == []  # the probe is gone
+
+
+def test_a_bucket_that_ignores_conditional_writes_fails_the_ledger_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Cloud Storage stand-in without its patch takes a second create-if-absent."""
+    from onceover_jobs.preflight.ledger import check_ledger
+    from onceover_jobs.sink.job.options import SinkOptions
+
+    with LocalGCS(
+        without_patches=("generation_preconditions",), log_path=tmp_path / "gcs.log"
+    ) as careless:
+        for name, value in careless.environment().items():
+            monkeypatch.setenv(name, value)
+        url = careless.create_bucket(bucket_name()) + "/ledger"
+        checked = check_ledger(BigQueryConfig(), SinkOptions(table="p.d.t", ledger=url))
+
+    assert checked.verdict == "fail"
+    assert "accepted a second create-if-absent of one key" in checked.reason
+    assert checked.fix is not None
+    assert "never a FUSE mount of a bucket" in checked.fix
+
+
+def test_the_command_exits_1_on_a_fail_and_prints_json_alone(
+    subprocess_env: dict[str, str], bq_config: BigQueryConfig, dataset: str, tmp_path: Path
+) -> None:
+    """As a user runs it: ``onceover check`` in a process of its own."""
+    result = run_onceover(
+        "check", "--table", f"{dataset}.not_yet", "--ledger", str(tmp_path / "ledger"),
+        "--option", "createDisposition=CREATE_NEVER", "--json",
+        env={**subprocess_env, **bq_config.env()},
+    )  # fmt: skip
+
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["passed"] is False
+    failed = [c["name"] for c in report["checks"] if c["verdict"] == "fail"]
+    assert failed == ["permissions"]
