@@ -479,3 +479,14 @@ def test_the_command_exits_1_on_a_fail_and_prints_json_alone(
     assert report["passed"] is False
     failed = [c["name"] for c in report["checks"] if c["verdict"] == "fail"]
     assert failed == ["permissions"]
+
+
+def test_a_refusal_about_the_arrow_format_names_row_format_proto() -> None:
+    from onceover_jobs.preflight.arrow import PROTO_FIX, refused_for_the_format
+
+    assert refused_for_the_format(
+        "INVALID_ARGUMENT: Arrow format is not supported for this project"
+    )
+    assert refused_for_the_format("UNIMPLEMENTED: arrow_rows")
+    assert not refused_for_the_format("PERMISSION_DENIED: Permission 'TABLES_UPDATE_DATA' denied")
+    assert "row_format', 'proto'" in PROTO_FIX

@@ -74,7 +74,7 @@ def check_arrow(config: BigQueryConfig, options: SinkOptions, table: Table | Non
     if refused is None:
         return ok(NAME, f"one Arrow row appended to a PENDING stream of {options.table}, "
                         "never committed (it expires unseen)")  # fmt: skip
-    if _about_the_format(refused):
+    if refused_for_the_format(refused):
         return fail(NAME, f"BigQuery refused an Arrow append to {options.table}: {refused}",
                     PROTO_FIX)  # fmt: skip
     return fail(
@@ -95,7 +95,8 @@ def _no_table(options: SinkOptions) -> Check:
     )
 
 
-def _about_the_format(answer: str) -> bool:
+def refused_for_the_format(answer: str) -> bool:
+    """Whether a refused append is about the Arrow format (not the row or the caller)."""
     text = answer.lower()
     return "arrow" in text or "unimplemented" in text or "allowlist" in text
 
@@ -123,12 +124,16 @@ def append_probe(config: BigQueryConfig, options: SinkOptions, row: pa.RecordBat
             ),
         )
         metadata = (("x-goog-request-params", f"write_stream={stream}"),)
-        for response in client.append_rows(iter([request]), metadata=metadata):
-            error = types.AppendRowsResponse.pb(response).error
-            if error.code:
+        call = client.append_rows(iter([request]), metadata=metadata)
+        try:
+            for response in call:
+                error = types.AppendRowsResponse.pb(response).error
+                if not error.code:
+                    return None
                 name = next((c.name for c in grpc.StatusCode if c.value[0] == error.code), None)
                 return f"{name or error.code}: {error.message}"
-            return None
+        finally:
+            call.cancel()  # one answer is all the check reads; the connection is let go
     except grpc.RpcError as exc:
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
