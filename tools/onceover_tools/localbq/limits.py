@@ -12,10 +12,10 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-Three settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+Four settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
 flushed (the ``buffered_flush`` patch), ``row_errors``, whether AppendRows checks
 each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
-as bqemulator did, so a test can show what the patch changes), and
+as bqemulator did, so a test can show what the patch changes),
 ``missing_stream_answer``, which of real BigQuery's shapes a missing stream is answered
 in (the ``missing_stream_answers`` patch), and ``granted_permissions``, which IAM
 permissions the caller holds on every table (the ``iam_permissions`` patch, which answers
