@@ -490,3 +490,20 @@ def test_a_refusal_about_the_arrow_format_names_row_format_proto() -> None:
     assert refused_for_the_format("UNIMPLEMENTED: arrow_rows")
     assert not refused_for_the_format("PERMISSION_DENIED: Permission 'TABLES_UPDATE_DATA' denied")
     assert "row_format', 'proto'" in PROTO_FIX
+
+
+def test_a_missing_table_answered_not_found_is_a_warning_not_a_failure() -> None:
+    """Some of Google's pages say a missing resource answers NOT_FOUND when the caller has
+    permissions on its parent: then nothing says whether tables.create is held."""
+    from google.api_core.exceptions import NotFound
+    from onceover_jobs.preflight.permissions import missing_table_check
+    from onceover_jobs.sink.job.options import SinkOptions
+
+    class Answering:
+        def test_iam_permissions(self, table: str, permissions: list[str], timeout: float) -> Any:
+            raise NotFound(f"Not found: Table {table}")
+
+    checked = missing_table_check(Answering(), SinkOptions(table="p.d.t"), "p.d")  # type: ignore[arg-type]
+
+    assert checked.verdict == "warn"
+    assert "bigquery.tables.create on p.d cannot be told" in checked.reason

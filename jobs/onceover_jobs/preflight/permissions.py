@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceover.bigquery import BigQueryConfig
-from onceover_jobs.preflight.report import Check, fail, ok
+from onceover_jobs.preflight.report import Check, fail, ok, warn
 from onceover_jobs.sink.job.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def check_permissions(config: BigQueryConfig, options: SinkOptions) -> tuple[Che
             f"grant {ROLE} on the dataset {dataset} to the job's credentials",
         ), None
     if table is None:
-        return _missing(client, options, dataset), None
+        return missing_table_check(client, options, dataset), None
     answer = client.test_iam_permissions(options.table, list(ON_TABLE), timeout=30)
     held = set(answer.get("permissions", []))
     lacking = [permission for permission in ON_TABLE if permission not in held]
@@ -63,7 +63,8 @@ def check_permissions(config: BigQueryConfig, options: SinkOptions) -> tuple[Che
     return ok(NAME, f"{', '.join(ON_TABLE)} held on {options.table}"), table
 
 
-def _missing(client: Client, options: SinkOptions, dataset: str) -> Check:
+def missing_table_check(client: Client, options: SinkOptions, dataset: str) -> Check:
+    """The check of a table that does not exist: may the write create it?"""
     if options.creation.disposition == "CREATE_NEVER":
         return fail(
             NAME,
@@ -71,7 +72,20 @@ def _missing(client: Client, options: SinkOptions, dataset: str) -> Check:
             "create the table first, or leave createDisposition out to have the write "
             "create it from the DataFrame",
         )
-    answer = client.test_iam_permissions(options.table, [CREATE], timeout=30)
+    from google.api_core.exceptions import NotFound
+
+    try:
+        answer = client.test_iam_permissions(options.table, [CREATE], timeout=30)
+    except NotFound:
+        # Google's reference in some languages: a missing resource answers NOT_FOUND
+        # "if the caller has permissions to the parent resource" (which ones, unsaid).
+        return warn(
+            NAME,
+            f"{options.table} does not exist, and BigQuery answers NOT_FOUND for it, not "
+            f"which permissions the caller holds: {CREATE} on {dataset} cannot be told",
+            f"make sure the job's credentials hold {ROLE} on the dataset {dataset}, or "
+            "create the table first and check again",
+        )
     if CREATE not in answer.get("permissions", []):
         return fail(
             NAME,
