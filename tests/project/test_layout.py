@@ -81,6 +81,10 @@ SINK_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 )
 OUTBOX = "onceover_jobs.outbox"
 """The durable event outbox beside the sink: the sink may use it; it knows nothing of the sink."""
+PREFLIGHT = "onceover_jobs.preflight"
+"""The checks before a job (``onceover check``): built on the sink's layers below its entry
+points, and called by one entry point, the driver's ``prepare_job`` (``check=true``)."""
+PREFLIGHT_CALLERS = frozenset({"onceover_jobs.sink.datasource"})
 
 
 def module_name(path: Path, package_root: Path, package: str) -> str:
@@ -180,6 +184,8 @@ def test_the_sink_and_the_outbox_stand_apart_from_the_jobs_that_use_them() -> No
         if not name.startswith(("onceover_jobs.sink", OUTBOX)):
             continue
         allowed = (own,) if own == OUTBOX else (own, OUTBOX)
+        if name in PREFLIGHT_CALLERS:
+            allowed = (*allowed, PREFLIGHT)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -192,6 +198,20 @@ def test_the_sink_and_the_outbox_stand_apart_from_the_jobs_that_use_them() -> No
                 for n in names
                 if n.startswith("onceover_jobs") and not n.startswith(allowed)
             ]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_the_preflight_checks_stand_below_the_sinks_entry_points() -> None:
+    """``onceover_jobs.preflight`` uses the sink's layers, never its entry points, so the
+    driver that calls it is in no circle with it."""
+    entry_points = {f"onceover_jobs.sink.{m}" for m in SINK_LAYERS[0][1]} | {"onceover_jobs.sink"}
+    package = PACKAGES["onceover_jobs"] / "preflight"
+    crossing = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for path in sorted(package.rglob("*.py"))
+        for line, target in imported_modules(path, entry_points)
+    ]
+    assert package.is_dir()
     assert not crossing, "\n".join(crossing)
 
 

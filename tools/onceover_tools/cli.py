@@ -6,6 +6,7 @@
     onceover serve      the control plane (backend and dashboard)    } onceover_backend.commands,
     onceover up         both, until Ctrl-C or SIGTERM (--object-stores: local S3 and GCS too)
     onceover demo       the whole product: four loads, reconciliation, alerts, dashboard
+    onceover check      a job's options, credentials, permissions, ledger and shape, before it runs
     onceover db upgrade bring the backend's database to the latest migration } which
     onceover token ...  create, list or revoke API tokens                   } this CLI offers too
 """
@@ -245,6 +246,72 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from onceover_jobs.preflight.run import options_failed, plan, run_checks
+    from onceover_jobs.preflight.shape import JobShape
+    from onceover_jobs.sink.errors import SinkOptionError
+
+    raw = dict(args.option)
+    raw["table"] = args.table
+    for name, value in (("mode", args.mode), ("ledger", args.ledger)):
+        if value is not None:
+            raw[name] = value
+    shape = JobShape(args.partitions, args.trigger_seconds, args.rows_per_batch)
+    try:
+        config, options = plan(raw, shape)
+    except (SinkOptionError, ConfigurationError) as exc:  # as the driver would refuse it
+        report = options_failed(args.table, exc)
+    else:
+        report = run_checks(config, options, shape)
+    print(report.to_json() if args.json else report.to_text(), flush=True)
+    return report.exit_code
+
+
+def _option_pair(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not key=value (a write option)")
+    return key.strip(), text
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds above 0")
+    return seconds
+
+
+def _add_check_parser(commands: Any) -> None:
+    from onceover.modes import MODES
+
+    check = commands.add_parser(
+        "check", help="check a job's credentials, permissions, ledger and shape before it runs"
+    )
+    check.add_argument("--table", required=True, help="project.dataset.table the job writes")
+    check.add_argument("--mode", choices=MODES, default=None,
+                       help="the job's mode (default: pending; buffered with "
+                            "--trigger-seconds, as writeStream's)")  # fmt: skip
+    check.add_argument("--ledger", default=None,
+                       help="the job's ledger: a path or a bucket URL (default as the sink's: "
+                            "$ONCEOVER_LEDGER, else ~/.onceover/ledger)")  # fmt: skip
+    check.add_argument("--partitions", type=positive_number, default=None,
+                       help="partitions of each write or micro-batch")  # fmt: skip
+    check.add_argument("--trigger-seconds", type=_seconds, default=None,
+                       help="a streaming query's trigger interval")  # fmt: skip
+    check.add_argument("--rows-per-batch", type=positive_number, default=None,
+                       help="rows of each write or micro-batch")  # fmt: skip
+    check.add_argument("--option", type=_option_pair, action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="a write option as the job gives the sink (credentialsFile, "
+                            "parentProject, bigQueryStorageGrpcEndpoint, createDisposition, "
+                            "row_format, ...); repeat for each")  # fmt: skip
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(handler=cmd_check)
+
+
 def cmd_py_files(args: argparse.Namespace) -> int:
     from onceover.packaging import build_py_files
 
@@ -303,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=positive_number, default=10_000,
                       help="rows per load (default %(default)s, at least 2000)")  # fmt: skip
     demo.set_defaults(handler=cmd_demo)
+
+    _add_check_parser(commands)
 
     _add_chaos_parser(commands)
 

@@ -51,6 +51,7 @@ from pyspark.sql.datasource import (
 from onceover.bigquery import BigQueryConfig
 from onceover.ledger_store import open_store
 from onceover.modes import traits_of
+from onceover_jobs.preflight.run import check_before_write
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import ConcurrentDriverError, OverwriteError, SinkOptionError
 from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
@@ -108,6 +109,7 @@ def prepare_job(
     )
     for note in options.ignored:  # a connector option that steers nothing here
         logger.warning("onceover: %s", note)
+    check_before_write(config, options)  # check=true: before a table is made or a row written
     # Read here, on the driver's side where the commits run too, so a wrong file
     # fails the write before a row, not its commit.
     lineage = resolve_lineage({key.lower(): value for key, value in raw_options.items()})

@@ -5,6 +5,7 @@ The tree::
     OnceoverError (onceover.errors)
     ├── SinkError                   anything the sink raises on purpose
     │   ├── SinkOptionError         a write option is missing or wrong; a ValueError
+    │   │   └── CheckFailedError    check=true: a check before the write failed (names each)
     │   ├── LineageConfigError      the OpenLineage configuration is wrong (names the field
     │   │                           and the file); a ValueError
     │   ├── TableNotFoundError      the target table does not exist; also a ValueError
@@ -66,6 +67,20 @@ class SinkOptionError(SinkError, ValueError):
     def __init__(self, option: str, problem: str) -> None:
         self.option = option
         super().__init__(f"onceover option {option!r}: {problem}")
+
+
+class CheckFailedError(SinkOptionError):
+    """A write given ``check=true`` failed a check (``onceover_jobs.preflight``) before
+    anything was created or written; the message names each failed check and its fix."""
+
+    def __init__(self, failed: Sequence[tuple[str, str, str]]) -> None:
+        self.checks = tuple(name for name, _, _ in failed)
+        said = "; ".join(f"{name}: {reason} (fix: {fix})" for name, reason, fix in failed)
+        super().__init__(
+            "check",
+            f"{len(failed)} of the checks before the write failed, so nothing was created "
+            f"or written. {said}. `onceover check` runs the same checks from a shell",
+        )
 
 
 class LineageConfigError(SinkError, ValueError):

@@ -12,19 +12,23 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-Three settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+Four settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
 flushed (the ``buffered_flush`` patch), ``row_errors``, whether AppendRows checks
 each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
-as bqemulator did, so a test can show what the patch changes), and
+as bqemulator did, so a test can show what the patch changes),
 ``missing_stream_answer``, which of real BigQuery's shapes a missing stream is answered
-in (the ``missing_stream_answers`` patch).
+in (the ``missing_stream_answers`` patch), and ``granted_permissions``, which IAM
+permissions the caller holds on every table (the ``iam_permissions`` patch, which answers
+``tables.testIamPermissions`` with them; ``"all"``, the default, holds every one).
 
 The defaults are BigQuery's, but for ``repeated_flush``, which BigQuery does not
 document: its default is the answer Apache Beam reads as "already flushed". A separately
 launched local BigQuery (``onceover up``, ``onceover bigquery``) takes other values from
 ``ONCEOVER_LOCALBQ_<FIELD>`` environment variables (for example
 ``ONCEOVER_LOCALBQ_PENDING_LIFETIME_S=60``, ``ONCEOVER_LOCALBQ_REPEATED_FLUSH=ok``,
-``ONCEOVER_LOCALBQ_ROW_ERRORS=off``), read once when the patches are installed.
+``ONCEOVER_LOCALBQ_ROW_ERRORS=off``,
+``ONCEOVER_LOCALBQ_GRANTED_PERMISSIONS=bigquery.tables.get,bigquery.tables.getData``),
+read once when the patches are installed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -43,6 +48,10 @@ from onceover.errors import ConfigurationError
 
 ENV_PREFIX = "ONCEOVER_LOCALBQ_"
 """Prefix of the environment variables that set a limit: the field's name upper-cased."""
+
+ALL_PERMISSIONS = "all"
+"""``granted_permissions`` when the caller holds every permission (bqemulator has no IAM)."""
+_PERMISSION_RE = re.compile(r"^[a-z][a-zA-Z0-9]*(\.[a-zA-Z0-9]+)+$")
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
@@ -112,6 +121,11 @@ class WriteApiLimitValues:
     (that code, the same StorageError), and ``"permission_denied"`` ("Permission
     'TABLES_UPDATE_DATA' denied on resource '...' (or it may not exist).", no
     StorageError)."""
+    granted_permissions: str = ALL_PERMISSIONS
+    """The IAM permissions the caller holds on every table, as ``tables.testIamPermissions``
+    answers them (``iam_permissions``): ``"all"``, every permission asked about; or a
+    comma-separated list (``"bigquery.tables.get,bigquery.tables.getData"``; ``""``: none),
+    so a test can take one away."""
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimitValues))
@@ -134,7 +148,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "row_errors": ROW_ERRORS_SETTINGS,
     "missing_stream_answer": MISSING_STREAM_ANSWERS,
 }
+_PERMISSION_LISTS = frozenset({"granted_permissions"})
 _KINDS = {
+    "granted_permissions": f"{ALL_PERMISSIONS!r} or comma-separated IAM permissions",
     **dict.fromkeys(_COUNTS, "a whole number >= 0"),
     **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
     **{name: f"one of {', '.join(choices)}" for name, choices in _CHOICES.items()},
@@ -156,6 +172,8 @@ def _checked(name: str, value: object) -> LimitValue:
         if value not in choices:
             raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         return value
+    if name in _PERMISSION_LISTS:
+        return _permission_list(name, value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number, not {value!r}")
     if name in _COUNTS:
@@ -170,6 +188,32 @@ def _checked(name: str, value: object) -> LimitValue:
     elif not value > 0:  # also refuses NaN
         raise ValueError(f"{name} must be a duration in seconds > 0, not {value!r}")
     return value
+
+
+def _permission_list(name: str, value: object) -> str:
+    """``value`` as ``"all"`` or a comma-separated list of permissions, blanks dropped."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name} must be {ALL_PERMISSIONS!r} or a text of permissions, not {value!r}"
+        )
+    if value.strip() == ALL_PERMISSIONS:
+        return ALL_PERMISSIONS
+    permissions = [part.strip() for part in value.split(",") if part.strip()]
+    wrong = [p for p in permissions if not _PERMISSION_RE.match(p)]
+    if wrong:
+        raise ValueError(
+            f"{name}: {', '.join(map(repr, wrong))} is not an IAM permission "
+            f"(service.resource.verb, e.g. bigquery.tables.get), nor {ALL_PERMISSIONS!r}"
+        )
+    return ",".join(permissions)
+
+
+def granted(values: WriteApiLimitValues, requested: list[str]) -> list[str]:
+    """Of ``requested``, the permissions ``values.granted_permissions`` holds, in order."""
+    if values.granted_permissions == ALL_PERMISSIONS:
+        return list(requested)
+    held = set(values.granted_permissions.split(","))
+    return [permission for permission in requested if permission in held]
 
 
 class WriteApiLimits:
@@ -259,6 +303,10 @@ class WriteApiLimits:
     @property
     def missing_stream_answer(self) -> str:
         return self._values.missing_stream_answer
+
+    @property
+    def granted_permissions(self) -> str:
+        return self._values.granted_permissions
 
 
 WRITE_API_LIMITS = WriteApiLimits()
@@ -390,6 +438,8 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, LimitValue]:
             value: LimitValue
             if name in _CHOICES:
                 value = text.strip().lower()
+            elif name in _PERMISSION_LISTS:
+                value = text.strip()
             else:
                 value = int(text) if name in _WHOLE else float(text)
             overrides[name] = _checked(name, value)

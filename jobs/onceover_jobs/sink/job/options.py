@@ -80,6 +80,11 @@ option                      default     meaning
                                         (onceover_jobs.sink.job.lineage_config)
 ``openlineage.run_id``      derived     the OpenLineage runId, for a job that reports
                                         its own run (``run_events`` false)
+``check``                   false       ``true``: before anything is created or written,
+                                        run ``onceover check``'s checks (credentials,
+                                        location, permissions, ledger, Arrow) and
+                                        refuse the write if one fails
+                                        (onceover_jobs.preflight)
 ``ledger.keep_batches``     100         committed batches the ledger keeps per write;
                                         give Spark's
                                         ``spark.sql.streaming.minBatchesToRetain``
@@ -169,6 +174,7 @@ KNOWN = frozenset(
         "retry.throttle_s",
         "driver.lease_s",
         "ledger.keep_batches",
+        "check",
         "checkpointlocation",
         "path",
         "queryname",  # writeStream.queryName(...): Spark passes it to the sink
@@ -233,6 +239,9 @@ class SinkOptions:
     date_partition: str | None = None
     """``datePartition`` (``20220331``): the one partition the rows go to, and the one an
     overwrite replaces (onceover_jobs.sink.table.date_partition); None: any."""
+    check: bool = False
+    """``check=true``: the driver runs the preflight checks before the write
+    (onceover_jobs.preflight.run.check_before_write) and refuses it if one fails."""
     ignored: tuple[str, ...] = ()
     """A note for each of the connector's options given and ignored here
     (onceover_jobs.sink.job.connector_options), logged by the driver."""
@@ -460,6 +469,7 @@ def parse_options(
         retry_throttle_s=_seconds(options, "retry.throttle_s", DEFAULT_THROTTLE_S),
         driver_lease_s=_int(options, "driver.lease_s", DEFAULT_DRIVER_LEASE_S, 0, 86_400),
         ledger_keep_batches=how_many_to_keep(options.get("ledger.keep_batches")),
+        check=_bool(options, "check"),
         ignored=tuple(ignored),
         creation=table_creation(options),
         widening=widening_option(options),

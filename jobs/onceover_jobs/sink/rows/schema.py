@@ -583,6 +583,11 @@ def _bq_type(column: SchemaField) -> str:
     return _TYPE_ALIASES.get(name, name)
 
 
+def standard_type(column: SchemaField) -> str:
+    """A column's type by its standard SQL name (``INT64``, not the REST API's ``INTEGER``)."""
+    return _bq_type(column)
+
+
 def _range_element(column: SchemaField) -> str | None:
     """The element type of a RANGE column (``rangeElementType`` in the REST API)."""
     element = getattr(column.range_element_type, "element_type", None)

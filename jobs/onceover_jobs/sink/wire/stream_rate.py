@@ -14,6 +14,10 @@ import os
 import threading
 import time
 
+CREATE_STREAMS_PER_HOUR = 10_000
+"""BigQuery's CreateWriteStream quota: streams one project creates per hour and region."""
+CREATE_CALLS_PER_S_SLOW = 40
+"""Above 40-50 CreateWriteStream calls a second BigQuery's latency passes 25 s."""
 RATE_ENV = "ONCEOVER_STREAM_CREATES_PER_S"
 DEFAULT_RATE = 10.0
 

@@ -41,12 +41,16 @@ of :data:`PATCHES`.
     a column added by tables.update / patch is added to the table's storage too.
 ``column_defaults``
     columns keep their DEFAULT; an append that asks for it gets it where it sends none.
+``iam_permissions``
+    ``tables.testIamPermissions`` answers the permissions asked about that the caller
+    holds (``granted_permissions``, a setting below: every one by default).
 
 The next ones enforce Storage Write API limits bqemulator lacks; ``buffered_flush`` and
-``row_errors`` take one setting each from the same place. Their values live in
-:mod:`onceover_tools.localbq.limits` (``WRITE_API_LIMITS``, BigQuery's defaults), are read
-on every call, shortened by tests with ``limits.limited(...)`` and set for a separately
-launched local BigQuery by ``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at install.
+``row_errors`` take one setting each from the same place (as ``iam_permissions`` above
+does). Their values live in :mod:`onceover_tools.localbq.limits` (``WRITE_API_LIMITS``,
+BigQuery's defaults), are read on every call, shortened by tests with
+``limits.limited(...)`` and set for a separately launched local BigQuery by
+``ONCEOVER_LOCALBQ_<FIELD>`` variables, read at install.
 
 ``row_errors``
     an append with rows that break a column's rules is refused whole, with ``row_errors``.
@@ -86,6 +90,7 @@ from onceover_tools.localbq.patches import (
     commit_stream_limit,
     create_stream_quota,
     duplicate_job_id,
+    iam_permissions,
     idle_connections,
     keep_host_logging,
     linear_column_alignment,
@@ -138,6 +143,7 @@ PATCHES: tuple[Patch, ...] = (
     duplicate_job_id,
     schema_update,
     column_defaults,
+    iam_permissions,  # a route added to the tables router, before the app is made
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
     stream_lifetimes,
     pending_buffer,
