@@ -8,7 +8,6 @@ report and exit code are what is asserted.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ SCHEMA = [
 ]
 SPARK_SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
 WITHOUT_UPDATE = "bigquery.tables.get,bigquery.tables.getData,bigquery.tables.create"
-WITHOUT_CREATE = "bigquery.tables.get,bigquery.tables.getData,bigquery.tables.updateData"
 NAMES = ["credentials", "location", "permissions", "ledger", "arrow", "stream creations",
          "connections", "commit size"]  # fmt: skip
 
@@ -117,22 +115,20 @@ def test_a_missing_table_with_create_never_fails(
     assert checks["arrow"]["verdict"] == "warn"  # nothing to append to: said, not failed
 
 
-def test_a_missing_table_the_caller_may_not_create_fails(
+def test_a_missing_table_the_write_would_create_is_a_warning_since_bigquery_cannot_tell(
     driver_env: None, dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """tables.testIamPermissions answers no permissions for a table that does not exist,
+    so whether the caller may create it cannot be asked: said, with the role to hold."""
     missing = f"{dataset}.not_yet"
-    code, allowed = verdicts(capsys, "--table", missing, "--ledger", str(tmp_path))
-    assert code == 0
-    assert allowed["permissions"]["verdict"] == "ok"
-    assert "the write creates it (bigquery.tables.create held" in allowed["permissions"]["reason"]
+    code, checks = verdicts(capsys, "--table", missing, "--ledger", str(tmp_path))
 
-    with limited(granted_permissions=WITHOUT_CREATE):
-        code, checks = verdicts(capsys, "--table", missing, "--ledger", str(tmp_path))
-
-    assert code == 1
-    assert checks["permissions"]["verdict"] == "fail"
-    assert "lacks bigquery.tables.create" in checks["permissions"]["reason"]
-    assert "roles/bigquery.dataEditor" in checks["permissions"]["fix"]
+    assert code == 0  # a warning, not a failure
+    permissions = checks["permissions"]
+    assert permissions["verdict"] == "warn"
+    assert "does not exist; the write creates it" in permissions["reason"]
+    assert "cannot be asked that beforehand" in permissions["reason"]
+    assert "roles/bigquery.dataEditor" in permissions["fix"]
 
 
 def test_a_ledger_that_cannot_be_written_fails(
@@ -150,21 +146,6 @@ def test_a_ledger_that_cannot_be_written_fails(
     assert "refused a create-if-absent" in ledger["reason"]
     assert str(blocker / "ledger") in ledger["reason"]
     assert "write access" in ledger["fix"]
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
-def test_a_read_only_ledger_directory_fails(
-    driver_env: None, table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    ledger.chmod(0o555)
-    try:
-        code, checks = verdicts(capsys, "--table", table, "--ledger", str(ledger))
-    finally:
-        ledger.chmod(0o755)
-    assert code == 1
-    assert checks["ledger"]["verdict"] == "fail"
 
 
 def test_a_job_over_the_stream_budget_fails_with_the_figures(
@@ -214,21 +195,23 @@ def test_a_write_given_check_true_is_refused_before_anything_when_a_check_fails(
     """The driver runs the checks first: the refused write creates no table (the table
     would be created from the DataFrame otherwise) and leaves no ledger behind."""
     missing = f"{dataset}.not_yet"
-    options = {"table": missing, "run_id": "checked-1", "ledger": str(tmp_path / "ledger"),
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    options = {"table": missing, "run_id": "checked-1", "ledger": str(blocker / "ledger"),
                "check": "true"}  # fmt: skip
 
-    with limited(granted_permissions=WITHOUT_CREATE), pytest.raises(CheckFailedError) as refused:
+    with pytest.raises(CheckFailedError) as refused:
         prepare_job(options, SPARK_SCHEMA, False, streaming=False)
 
-    assert refused.value.checks == ("permissions",)
+    assert refused.value.checks == ("ledger",)
     assert "onceover option 'check'" in str(refused.value)
-    assert "lacks bigquery.tables.create" in str(refused.value)
+    assert "refused a create-if-absent" in str(refused.value)
     assert "nothing was created or written" in str(refused.value)
     assert isinstance(refused.value, ValueError)  # what Spark users expect of an option
     assert [t.table_id for t in rest.list_tables(dataset)] == []
-    assert not (tmp_path / "ledger" / "run").exists()
 
-    job = prepare_job(options, SPARK_SCHEMA, False, streaming=False)  # all granted: goes on
+    options["ledger"] = str(tmp_path / "ledger")
+    job = prepare_job(options, SPARK_SCHEMA, False, streaming=False)  # the ledger fixed: on
     assert job.table == missing
     assert [t.table_id for t in rest.list_tables(dataset)] == ["not_yet"]
 
@@ -506,4 +489,4 @@ def test_a_missing_table_answered_not_found_is_a_warning_not_a_failure() -> None
     checked = missing_table_check(Answering(), SinkOptions(table="p.d.t"), "p.d")  # type: ignore[arg-type]
 
     assert checked.verdict == "warn"
-    assert "bigquery.tables.create on p.d cannot be told" in checked.reason
+    assert "cannot be asked that beforehand" in checked.reason

@@ -12,13 +12,9 @@ patch answers it with the permissions asked about that ``granted_permissions`` o
 IAM, so the caller holds everything), read on every call, so a test takes one away with
 ``limits.limited(...)``.
 
-A table that does not exist answers the empty set, as documented, with one exception
-the launcher makes and Google does not document: ``bigquery.tables.create``, which a
-caller holds on the dataset a table is created in (``roles/bigquery.dataEditor`` on the
-dataset, "Create and use tables"), is answered for a missing table of an existing
-dataset as the dataset holds it, so the check of a write that would create its table can
-be exercised here. Real BigQuery may answer it empty for a table not yet created; the
-check says so in its fix.
+A table that does not exist answers the empty set, as documented, whatever the caller
+holds on its dataset: so ``onceover check`` cannot learn beforehand whether a write may
+create its table, and says so (a warning), here as on BigQuery.
 
 Pinned by ``tests/localbq/test_iam_permissions_patch.py``.
 """
@@ -32,8 +28,6 @@ from onceover_tools.localbq import limits
 
 PATH = "/projects/{project_id}/datasets/{dataset_id}/tables/{table_id}:testIamPermissions"
 """The method's path under bqemulator's tables router (prefix ``/bigquery/v2``)."""
-DATASET_PERMISSIONS = frozenset({"bigquery.tables.create"})
-"""Permissions held on a table's dataset, answered for a table not yet created there."""
 
 
 def apply() -> None:
@@ -56,8 +50,7 @@ def apply() -> None:
         requested = [str(p) for p in asked] if isinstance(asked, list) else []
         held = limits.granted(limits.WRITE_API_LIMITS.snapshot(), requested)
         if ctx.catalog.get_table(project_id, dataset_id, table_id) is None:
-            exists = ctx.catalog.get_dataset(project_id, dataset_id) is not None
-            held = [p for p in held if exists and p in DATASET_PERMISSIONS]
+            held = []  # "If the resource does not exist, ... an empty set of permissions"
         return {"permissions": held} if held else {}
 
     # FastAPI reads the parameters' annotations to inject them; this module's are strings
