@@ -243,6 +243,18 @@ class StreamsUncommittableError(CommitRejectedError):
     intent recorded with them is settled by writing the batch again."""
 
 
+class StreamFinalizedError(StreamsUncommittableError):
+    """FlushRows on a BUFFERED stream that was finalized: BigQuery flushes nothing more of
+    it, so rows past its last flush are never visible (Apache Beam reads an
+    INVALID_ARGUMENT on a flush so; the local BigQuery answers OUT_OF_RANGE with
+    ``STREAM_FINALIZED``)."""
+
+
+class StreamTruncatedError(StreamsUncommittableError):
+    """FlushRows to an offset "beyond the end of the stream": the stream holds fewer rows
+    than the tasks reported acknowledged, so the batch's rows there cannot be flushed."""
+
+
 class StreamsGoneError(StreamsUncommittableError):
     """BigQuery no longer knows the streams (NOT_FOUND): never committed and expired, or
     forgotten long after a commit; the ledger tells which (BatchRecord.commit_started_at)."""

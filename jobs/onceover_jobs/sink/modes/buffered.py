@@ -131,7 +131,20 @@ class BufferedMode(WriteMode):
         def go_on(stream: StreamCommit) -> None:
             slots.flushed(stream.partition, stream.stream, batch, stream.base + stream.rows)
 
-        flush_batch(ctx.client, ctx.job.retry_policy, intent.streams, label=ctx.label, then=go_on)
+        def flushed_before(stream: StreamCommit) -> bool:
+            # The slot shows the stream flushed past the batch's rows, or a later batch
+            # went on from there (which it does only after this batch's flush).
+            slot, end = slots.current(stream.partition), stream.base + stream.rows
+            return (
+                slot is not None
+                and slot.stream == stream.stream
+                and ((slot.flushed or 0) >= end or slot.base >= end)
+            )
+
+        flush_batch(
+            ctx.client, ctx.job.retry_policy, intent.streams, label=ctx.label, then=go_on,
+            flushed_before=flushed_before,
+        )  # fmt: skip
         return None
 
     def settle_streams(
@@ -139,7 +152,9 @@ class BufferedMode(WriteMode):
     ) -> BatchRecord:
         """Flush all the intent's streams (again), and it is committed. Streams BigQuery no
         longer knows: written again if no flush was ever asked for (nothing of the batch
-        can be visible), else nobody here can tell what is."""
+        can be visible), else nobody here can tell what is. A stream finalized or
+        truncated under the sink (onceover_jobs.sink.wire.flush) stops the batch, named:
+        the replay's tasks would vouch for the same stream, which still exists."""
         try:
             if record.commit_started_at is None:
                 for stream in record.streams:

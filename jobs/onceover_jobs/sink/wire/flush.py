@@ -14,6 +14,27 @@ either way (``repeated_flush``). Both are taken as done, so a flush whose answer
 is simply asked again, and a replay that finds the batch's intent flushes all of its
 streams again to finish one a crash interrupted.
 
+How BigQuery's answers to a flush are read, as Apache Beam's
+``StorageApiFlushAndFinalizeDoFn`` reads them (PR #35051 for the last), and what the
+ledger then knows (docs/sink.md, "FlushRows"):
+
+- OK, or ALREADY_EXISTS (``OFFSET_ALREADY_EXISTS``): flushed to there; the slot says so.
+- INVALID_ARGUMENT, or any code with ``STREAM_FINALIZED``: the stream was finalized and
+  flushes no more (Beam: "Implies that the stream has already been finalized"). Done if
+  the ledger's slot records this batch flushed on it already; else
+  :class:`~onceover_jobs.sink.errors.StreamFinalizedError`.
+- OUT_OF_RANGE "is beyond the end of the stream" (``OFFSET_OUT_OF_RANGE``): the stream
+  holds fewer rows than the ledger recorded (Beam: a truncated stream, its rows retried
+  elsewhere); :class:`~onceover_jobs.sink.errors.StreamTruncatedError`.
+- NOT_FOUND and the other missing-stream shapes:
+  :class:`~onceover_jobs.sink.errors.StreamsGoneError`.
+
+A stream gone is settled by the mode (:mod:`onceover_jobs.sink.modes.buffered`): the
+batch written again when no flush of it was ever asked for, else named unresolvable. A
+stream finalized or truncated under the sink (Onceover never finalizes a BUFFERED stream,
+and BigQuery deletes an idle one rather than finalizing it: only another client can)
+stops the batch, named: nothing is published blind, and nothing written twice.
+
 The flushes of one batch are one call per stream, not one atomic call: between a crash
 and the replay that finishes them, some partitions of the batch can be visible and the
 others not yet (docs/guides/modes.md, "Which to choose"). The first stream is flushed alone
@@ -30,7 +51,13 @@ from typing import TYPE_CHECKING
 
 from onceover.ledger_files import StreamCommit
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.errors import CallRejectedError, CommitRejectedError, StreamsGoneError
+from onceover_jobs.sink.errors import (
+    CallRejectedError,
+    CommitRejectedError,
+    StreamFinalizedError,
+    StreamsGoneError,
+    StreamTruncatedError,
+)
 from onceover_jobs.sink.wire.unary import CallNotFoundError, call_with_retry
 
 if TYPE_CHECKING:
@@ -50,16 +77,26 @@ def flush_batch(
     *,
     label: str,
     then: Callable[[StreamCommit], None] = lambda stream: None,
+    flushed_before: Callable[[StreamCommit], bool] = lambda stream: False,
 ) -> None:
     """Flush every stream of a batch to its last row (streams without rows: nothing),
-    calling ``then`` with each stream once it is flushed.
+    calling ``then`` with each stream once it is flushed. ``flushed_before``: whether the
+    ledger records the stream flushed for this batch already (a finalized stream is then
+    done, not lost).
 
-    Raises :class:`~onceover_jobs.sink.errors.StreamsGoneError` when BigQuery no longer knows a
-    stream, :class:`~onceover_jobs.sink.errors.CommitRejectedError` when it holds fewer rows
-    than the ledger recorded (after the flushes under way have ended)."""
+    Raises :class:`~onceover_jobs.sink.errors.StreamsUncommittableError` (gone, finalized,
+    truncated) for a stream BigQuery can never flush (after the flushes under way have
+    ended)."""
 
     def flush(stream: StreamCommit) -> None:
-        flush_stream(client, policy, stream.stream, stream.base + stream.rows - 1, label=label)
+        last = stream.base + stream.rows - 1
+        try:
+            flush_stream(client, policy, stream.stream, last, label=label)
+        except StreamFinalizedError:
+            if not flushed_before(stream):
+                raise
+            logger.info("%s: %s was finalized after the ledger saw it flushed to offset %d",
+                        label, stream.stream, last)  # fmt: skip
         then(stream)
 
     with_rows = [s for s in streams if s.rows > 0]
@@ -92,17 +129,22 @@ def flush_stream(
     except CallNotFoundError as exc:
         raise StreamsGoneError(f"{label}: {exc.message}") from exc
     except CallRejectedError as exc:
-        if exc.grpc_code == "ALREADY_EXISTS":
+        if exc.grpc_code == "ALREADY_EXISTS" or exc.storage_code == "OFFSET_ALREADY_EXISTS":
             # Flushed this far before: an earlier try whose answer was lost, or the
             # driver that wrote the intent.
             logger.info("%s: %s already flushed to offset %d", label, stream, last)
             return
-        if exc.grpc_code == "OUT_OF_RANGE":
-            raise CommitRejectedError(
+        if exc.storage_code == "STREAM_FINALIZED" or exc.grpc_code == "INVALID_ARGUMENT":
+            raise StreamFinalizedError(
+                f"{label}: {stream} was finalized, and BigQuery flushes nothing more of it "
+                f"({exc.grpc_code}: {exc.server_message}): its rows past its last flush, "
+                f"up to offset {last}, are never visible"
+            ) from exc
+        if exc.grpc_code == "OUT_OF_RANGE" or exc.storage_code == "OFFSET_OUT_OF_RANGE":
+            raise StreamTruncatedError(
                 f"{label}: {stream} holds fewer rows than the ledger recorded for it (a flush "
                 f"to offset {last} is past its end: {exc.server_message}); the rows a task "
-                "reported acknowledged are not in the stream. Nothing more of the batch was "
-                "flushed"
+                "reported acknowledged are not in the stream"
             ) from exc
         raise
     if answered < last:
