@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 
 from onceover.bigquery import BigQueryConfig
-from onceover.errors import LedgerStoreError
+from onceover.errors import LedgerStoreError, UnsuitableLedgerStorageError
 from onceover.ledger_store import Sync, join, open_store
 from onceover_jobs.preflight.report import Check, fail, ok
 from onceover_jobs.sink.job.options import SinkOptions
-from onceover_jobs.sink.ledger.leases import SHARED_PROBES
+from onceover_jobs.sink.ledger.leases import SHARED_PROBES, check_conditional_writes
 
 NAME = "ledger"
 PROBE_PREFIX = "check-"
@@ -25,15 +25,24 @@ PROBE_PREFIX = "check-"
 def check_ledger(config: BigQueryConfig, options: SinkOptions) -> Check:
     assert options.ledger is not None  # parse_options always sets one
     store = open_store(options.ledger, config.connection)
-    key = join(SHARED_PROBES, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+    name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    key = join(SHARED_PROBES, name)
     try:
         if store.create(key, b'{"probe": "check"}', sync=Sync.NONE) is None:
             return fail(NAME, f"{store.where(key)} was taken by another writer",
                         "run the check again")  # fmt: skip
         try:
-            second = store.create(key, b'{"probe": "check", "second": true}', sync=Sync.NONE)
+            check_conditional_writes(store, key, name)  # the driver's own rule
         finally:
             store.delete(key)
+    except UnsuitableLedgerStorageError as exc:
+        return fail(
+            NAME,
+            f"the {store.kind} store at {store.url} accepted a second create-if-absent of "
+            f"one key: {exc.cause}",
+            "put the ledger on Cloud Storage, S3 (since 2024-08), Azure Blob / ADLS Gen2 or "
+            "a disk with hard links (never a FUSE mount of a bucket)",
+        )
     except LedgerStoreError as exc:
         return fail(
             NAME,
@@ -41,14 +50,6 @@ def check_ledger(config: BigQueryConfig, options: SinkOptions) -> Check:
             f"give the job's driver and executors write access to {store.url} (a disk: a "
             "writable directory; a bucket: create, read, list and delete on its objects), "
             "or another ledger option",
-        )
-    if second is not None:
-        return fail(
-            NAME,
-            f"the {store.kind} store at {store.url} accepted a second create-if-absent of "
-            "one key: it ignores conditional writes",
-            "put the ledger on Cloud Storage, S3 (since 2024-08), Azure Blob / ADLS Gen2 or "
-            "a disk with hard links (never a FUSE mount of a bucket)",
         )
     return ok(NAME, f"{store.kind} store at {store.url} takes a create-if-absent and "
                     "refuses a second")  # fmt: skip

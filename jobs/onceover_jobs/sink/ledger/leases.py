@@ -70,7 +70,7 @@ def leave_probe(root: StoreLike) -> str:
     if store.create(key, encode_payload({"probe": name}), sync=Sync.NONE) is None:
         raise LedgerError(f"{store.where(key)}: a new probe's name was taken")
     if store.url not in _checked:
-        _check_conditional_writes(store, key, name)
+        check_conditional_writes(store, key, name)
         _checked.add(store.url)
     if kept is None:
         _remove_old_probes(store, now)
@@ -91,9 +91,10 @@ def _remove_old_probes(store: LedgerStore, now: float) -> None:
         logger.warning("old probes in %s were not removed: %s", store.where(SHARED_PROBES), exc)
 
 
-def _check_conditional_writes(store: LedgerStore, key: str, name: str) -> None:
-    """A second create of ``key`` (other bytes) must be refused: a store that accepts it
-    would let two drivers both write one intent, and two attempts one progress version."""
+def check_conditional_writes(store: LedgerStore, key: str, name: str) -> None:
+    """A second create of ``key`` (a probe just made, called ``name``; other bytes) must
+    be refused: a store that accepts it would let two drivers both write one intent, and
+    two attempts one progress version. Raises UnsuitableLedgerStorageError if accepted."""
     second = encode_payload({"probe": name, "second": True})
     if store.create(key, second, sync=Sync.NONE) is not None:
         raise UnsuitableLedgerStorageError(

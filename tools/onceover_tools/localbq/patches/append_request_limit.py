@@ -27,63 +27,12 @@ Pinned by ``tests/localbq/test_limits.py``:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from onceover.errors import LocalBigQueryVersionError
 from onceover_tools.localbq import limits
+from onceover_tools.localbq.patches.append_answers import answering_first, leading_write_stream
 from onceover_tools.localbq.patches.wrapping import wrap
-
-
-def _leading_write_stream(request_bytes: bytes) -> str:
-    """``write_stream`` of a serialized ``AppendRowsRequest`` when it is there, without
-    parsing the rest: field 1, which protobuf writers put first (fields go out in
-    number order). ``""`` when the request does not start with it."""
-    if request_bytes[:1] != b"\x0a":  # field 1, length-delimited
-        return ""
-    length, shift, position = 0, 0, 1
-    while position < min(len(request_bytes), 6):
-        byte = request_bytes[position]
-        length |= (byte & 0x7F) << shift
-        position += 1
-        if not byte & 0x80:
-            name = request_bytes[position : position + length]
-            return name.decode("utf-8", "replace") if len(name) == length else ""
-        shift += 7
-    return ""
-
-
-class _OneAtATime:
-    """The requests bqemulator's AppendRows handler reads: each one it is handed.
-
-    The handler answers every request it reads with exactly one response before it
-    reads the next; so the wrapper hands it one request, takes its one response, and
-    answers a request over the limit itself in between, in order.
-    """
-
-    def __init__(self) -> None:
-        self._next: bytes | None = None
-        self._closed = False
-
-    def hand(self, request_bytes: bytes) -> None:
-        self._next = request_bytes
-
-    def close(self) -> None:
-        self._closed = True
-
-    def __iter__(self) -> _OneAtATime:
-        return self
-
-    def __next__(self) -> bytes:
-        request_bytes, self._next = self._next, None
-        if request_bytes is not None:
-            return request_bytes
-        if self._closed:
-            raise StopIteration
-        raise LocalBigQueryVersionError(
-            "bqemulator's AppendRows handler read a request before answering the last "
-            "one; the launcher's append_request_limit patch needs to be re-checked"
-        )
 
 
 def apply() -> None:
@@ -103,44 +52,20 @@ def apply() -> None:
 
         return build_grpc_server
 
-    def make_handle(
-        original: Callable[..., Generator[bytes, None, None]],
-    ) -> Callable[..., Generator[bytes, None, None]]:
-        def _handle_append_rows(
-            handler: Any, request_iterator: Iterator[bytes], context: Any
-        ) -> Generator[bytes, None, None]:
-            admitted = _OneAtATime()
-            responses = original(handler, admitted, context)
-            stream = ""  # the connection's, from its first request that names one
-            try:
-                for request_bytes in request_iterator:
-                    named = _leading_write_stream(request_bytes)
-                    stream = stream or named
-                    most = limits.WRITE_API_LIMITS.append_request_max_bytes
-                    if len(request_bytes) > most:
-                        entity = named or stream
-                        yield bytes(
-                            write_servicer._error_response(
-                                entity,
-                                f"AppendRows request too large: {len(request_bytes)} "
-                                f"limit {most} Entity: {entity}",
-                                status_code=grpc.StatusCode.INVALID_ARGUMENT,
-                            )
-                        )
-                        continue
-                    admitted.hand(request_bytes)
-                    try:
-                        yield next(responses)
-                    except StopIteration:  # bqemulator ended the call (stream not found)
-                        return
-                admitted.close()
-                yield from responses  # nothing more to read: the handler returns
-            finally:
-                responses.close()
-
-        return _handle_append_rows
+    def too_large(request_bytes: bytes, stream: str) -> bytes | None:
+        most = limits.WRITE_API_LIMITS.append_request_max_bytes
+        if len(request_bytes) <= most:
+            return None
+        entity = leading_write_stream(request_bytes) or stream
+        return bytes(
+            write_servicer._error_response(
+                entity,
+                f"AppendRows request too large: {len(request_bytes)} limit {most} Entity: {entity}",
+                status_code=grpc.StatusCode.INVALID_ARGUMENT,
+            )
+        )
 
     # server.py imported the factory by name, so the name there is the one to wrap.
     wrap(bqemulator.server, "build_grpc_server", make_build)
     # service() looks the handler up on the instance at each call.
-    wrap(BigQueryWriteHandler, "_handle_append_rows", make_handle)
+    wrap(BigQueryWriteHandler, "_handle_append_rows", answering_first(too_large))

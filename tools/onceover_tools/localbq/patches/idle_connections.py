@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from onceover_tools.localbq import limits
-from onceover_tools.localbq.patches.append_request_limit import _leading_write_stream
+from onceover_tools.localbq.patches.append_answers import leading_write_stream
 from onceover_tools.localbq.patches.wrapping import wrap
 
 _END = object()
@@ -70,7 +70,7 @@ class _IdleGuard:
             if item is _END:
                 raise StopIteration
             assert isinstance(item, bytes)
-            self.stream = self.stream or _leading_write_stream(item)
+            self.stream = self.stream or leading_write_stream(item)
             return item
 
     def _close(self, idle_s: float) -> None:

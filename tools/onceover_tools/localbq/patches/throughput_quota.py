@@ -24,14 +24,8 @@ Pinned by ``tests/localbq/test_limits.py``:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
-from typing import Any
-
 from onceover_tools.localbq import limits
-from onceover_tools.localbq.patches.append_request_limit import (
-    _leading_write_stream,
-    _OneAtATime,
-)
+from onceover_tools.localbq.patches.append_answers import answering_first
 from onceover_tools.localbq.patches.wrapping import wrap
 
 
@@ -56,39 +50,15 @@ def apply() -> None:
     from bqemulator.grpc_api import write_servicer
     from bqemulator.grpc_api.write_servicer import BigQueryWriteHandler
 
-    def make_handle(
-        original: Callable[..., Generator[bytes, None, None]],
-    ) -> Callable[..., Generator[bytes, None, None]]:
-        def _handle_append_rows(
-            handler: Any, request_iterator: Iterator[bytes], context: Any
-        ) -> Generator[bytes, None, None]:
-            admitted = _OneAtATime()
-            responses = original(handler, admitted, context)
-            stream = ""  # the connection's, from its first request that names one
-            try:
-                for request_bytes in request_iterator:
-                    stream = stream or _leading_write_stream(request_bytes)
-                    project = _project_of(stream)
-                    if project and not limits.THROUGHPUT_QUOTA.admit(project, len(request_bytes)):
-                        yield bytes(
-                            write_servicer._error_response(
-                                stream,
-                                refusal(project, stream),
-                                status_code=grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            )
-                        )
-                        continue
-                    admitted.hand(request_bytes)
-                    try:
-                        yield next(responses)
-                    except StopIteration:  # bqemulator ended the call (stream not found)
-                        return
-                admitted.close()
-                yield from responses
-            finally:
-                responses.close()
-
-        return _handle_append_rows
+    def over_quota(request_bytes: bytes, stream: str) -> bytes | None:
+        project = _project_of(stream)
+        if not project or limits.THROUGHPUT_QUOTA.admit(project, len(request_bytes)):
+            return None
+        return bytes(
+            write_servicer._error_response(
+                stream, refusal(project, stream), status_code=grpc.StatusCode.RESOURCE_EXHAUSTED
+            )
+        )
 
     # service() looks the handler up on the instance at each call.
-    wrap(BigQueryWriteHandler, "_handle_append_rows", make_handle)
+    wrap(BigQueryWriteHandler, "_handle_append_rows", answering_first(over_quota))
