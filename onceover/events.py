@@ -443,6 +443,17 @@ class AppendThrottled(_StreamEvent):
     wait_limit_s: Annotated[float, Field(ge=0)]
 
 
+class AppendFormatRefused(_StreamEvent):
+    """BigQuery refused the stream's first append for its row format (Arrow): nothing of
+    it was applied, and the job's rows go as ``sent_as`` from then on, in the process that
+    met it. Sent once per process and project."""
+
+    type: Literal["append_format_refused"] = "append_format_refused"
+    refused: Literal["arrow"] = "arrow"
+    sent_as: Literal["proto"] = "proto"
+    message: Annotated[str, Field(max_length=4000)] = ""
+
+
 ROW_REJECTION_SAMPLES = 20
 """Rows a ``rows_rejected`` event names (its ``rows`` counts them all)."""
 
@@ -499,6 +510,7 @@ Event = Annotated[
     | AppendOutOfRange
     | AppendError
     | AppendThrottled
+    | AppendFormatRefused
     | RowsRejected
     | StreamFinalized
     | StreamOrphaned,
@@ -529,6 +541,7 @@ StreamEvent = (
     | AppendOutOfRange
     | AppendError
     | AppendThrottled
+    | AppendFormatRefused
     | RowsRejected
     | StreamFinalized
     | StreamOrphaned

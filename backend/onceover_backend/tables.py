@@ -106,6 +106,11 @@ class Run(SQLModel, table=True):
         "append requests BigQuery's throughput quota refused (RESOURCE_EXHAUSTED)"
     )
     throttled_at: datetime | None = _when()
+    arrow_refused_at: datetime | None = _when()
+    arrow_refused: str | None = Field(
+        default=None, max_length=4000,
+        description="BigQuery's refusal of the run's Arrow rows (its rows then went as proto)",
+    )  # fmt: skip
     rejections: list[dict[str, Any]] = Field(
         default_factory=list,
         sa_type=JSON,

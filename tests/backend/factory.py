@@ -188,6 +188,13 @@ def throttled(run: str, stream: str, t: float, offset: int) -> ev.AppendThrottle
     )
 
 
+def format_refused(run: str, stream: str, t: float) -> ev.AppendFormatRefused:
+    return ev.AppendFormatRefused(
+        message="Arrow format is not supported for this project.",
+        **_stream(run, "format_refused", t, stream),
+    )
+
+
 def rejected(
     run: str, stream: str, t: float, offset: int,
     samples: Sequence[tuple[int, str | None, str, str]],

@@ -655,6 +655,7 @@ def test_failed_calls_carry_a_storage_error_in_their_status_details(
         "pending_buffer",
         "idle_connections",
         "throughput_quota",
+        "arrow_rows",
     ],
 )
 def test_every_limit_patch_is_installed_once(name: str) -> None:
@@ -850,3 +851,33 @@ def test_appends_over_the_throughput_quota_are_refused_until_it_refills(
         (again,) = append_all(write, [append_request(stream, rows(15, 5), 15)])
     assert acknowledged_offset(again) == 15
     assert count(rest, table_id) == (20, 20)
+
+
+# -- arrow_rows ------------------------------------------------------------------------
+
+
+def test_a_project_set_to_refuse_arrow_refuses_arrow_rows_and_takes_proto(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """A project without Arrow ingestion (the Python client's "only selected for
+    allowlisted customers" until 2.33) refuses an ``arrow_rows`` append; it takes
+    ``proto_rows`` as ever. The refused request takes no offset."""
+    from onceover_jobs.sink.modes.staging import row_encoder
+
+    from tests.helpers.writeapi import SCHEMA
+
+    table_id = create_table(rest, dataset)
+    stream = create(write, table_id, COMMITTED).name
+    proto = row_encoder("proto", lambda: SCHEMA, ARROW_SCHEMA)
+    encoded = proto.encode(rows(0, 5))
+    as_proto = types.AppendRowsRequest(write_stream=stream, offset=0)
+    proto.schema_payload(as_proto)
+    encoded.apply(as_proto)
+    with limited(arrow_rows="refused"):
+        (refused,) = append_all(write, [append_request(stream, rows(0, 5), 0)])
+        (taken,) = append_all(write, [as_proto])
+    error = types.AppendRowsResponse.pb(refused).error
+    assert error.code == 3  # INVALID_ARGUMENT
+    assert error.message == f"Arrow format is not supported for this project. Entity: {stream}"
+    assert acknowledged_offset(taken) == 0  # the refused request took no offset
+    assert count(rest, table_id) == (5, 5)

@@ -50,6 +50,12 @@ class RunPublic(BaseModel):
     throttled_at: AwareDatetime | None = Field(
         None, description="when a stream of the run was last throttled by the quota"
     )
+    arrow_refused_at: AwareDatetime | None = Field(
+        None,
+        description="when BigQuery first refused the run's Arrow rows: from then on they "
+        "went as proto rows (nothing of the refused request was written)",
+    )
+    arrow_refused: str | None = Field(None, description="BigQuery's refusal, as it said it")
     rows_dead_lettered: int = Field(
         0,
         description="rows BigQuery refused that committed batches set aside in the "

@@ -1191,6 +1191,86 @@ export interface components {
              */
             write?: string | null;
         };
+        /**
+         * AppendFormatRefused
+         * @description BigQuery refused the stream's first append for its row format (Arrow): nothing of
+         *     it was applied, and the job's rows go as ``sent_as`` from then on, in the process that
+         *     met it. Sent once per process and project.
+         */
+        AppendFormatRefused: {
+            /** Attempt */
+            attempt: number;
+            /** Batch Id */
+            batch_id?: number | null;
+            /**
+             * Id
+             * @description deterministic event id
+             */
+            id: string;
+            /** Job */
+            job?: string | null;
+            /**
+             * Message
+             * @default
+             */
+            message: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "pending" | "buffered" | "committed" | "default";
+            /** Partition */
+            partition: number;
+            /** Query Id */
+            query_id: string;
+            /**
+             * Refused
+             * @default arrow
+             * @constant
+             */
+            refused: "arrow";
+            /** Run Id */
+            run_id: string;
+            /**
+             * Schema Version
+             * @default 1
+             * @constant
+             */
+            schema_version: 1;
+            /**
+             * Sent As
+             * @default proto
+             * @constant
+             */
+            sent_as: "proto";
+            /** Stream */
+            stream: string;
+            /**
+             * Stream Type
+             * @enum {string}
+             */
+            stream_type: "PENDING" | "BUFFERED" | "COMMITTED" | "DEFAULT";
+            /**
+             * Table
+             * @description project.dataset.table
+             */
+            table: string;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "append_format_refused";
+            /**
+             * Write
+             * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
+             */
+            write?: string | null;
+        };
         /** AppendOutOfRange */
         AppendOutOfRange: {
             /** Attempt */
@@ -3352,6 +3432,16 @@ export interface components {
              */
             already_exists: number;
             /**
+             * Arrow Refused
+             * @description BigQuery's refusal, as it said it
+             */
+            arrow_refused?: string | null;
+            /**
+             * Arrow Refused At
+             * @description when BigQuery first refused the run's Arrow rows: from then on they went as proto rows (nothing of the refused request was written)
+             */
+            arrow_refused_at?: string | null;
+            /**
              * Attempts
              * @description oldest first
              */
@@ -3645,6 +3735,16 @@ export interface components {
              * @default 0
              */
             already_exists: number;
+            /**
+             * Arrow Refused
+             * @description BigQuery's refusal, as it said it
+             */
+            arrow_refused?: string | null;
+            /**
+             * Arrow Refused At
+             * @description when BigQuery first refused the run's Arrow rows: from then on they went as proto rows (nothing of the refused request was written)
+             */
+            arrow_refused_at?: string | null;
             /** Batches Committed */
             batches_committed: number;
             /**
@@ -5078,7 +5178,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["OverwriteSwapStarted"] | components["schemas"]["OverwriteSwapped"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["AppendThrottled"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
+                "application/json": (components["schemas"]["RunStarted"] | components["schemas"]["RunHeartbeat"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["BatchIntent"] | components["schemas"]["BatchCommitted"] | components["schemas"]["BatchSkippedDuplicate"] | components["schemas"]["BatchAborted"] | components["schemas"]["OverwriteSwapStarted"] | components["schemas"]["OverwriteSwapped"] | components["schemas"]["StreamCreated"] | components["schemas"]["AppendAcknowledged"] | components["schemas"]["AppendAlreadyExists"] | components["schemas"]["AppendOutOfRange"] | components["schemas"]["AppendError"] | components["schemas"]["AppendThrottled"] | components["schemas"]["AppendFormatRefused"] | components["schemas"]["RowsRejected"] | components["schemas"]["StreamFinalized"] | components["schemas"]["StreamOrphaned"])[];
             };
         };
         responses: {

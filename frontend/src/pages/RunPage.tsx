@@ -66,6 +66,14 @@ function RunSummary({ run }: { run: RunDetail }) {
           by default) and are sent again, each row once.
         </p>
       )}
+      {run.arrow_refused_at && (
+        <p className="warning" data-testid="run-arrow-refused">
+          BigQuery refused this run&apos;s Arrow rows at {formatTime(run.arrow_refused_at)}: they
+          went as proto rows from then on, and nothing of the refused request was written
+          {run.arrow_refused ? ` (${run.arrow_refused})` : ""}. Give{" "}
+          <span className="mono">row_format=proto</span> to start so.
+        </p>
+      )}
       {run.error && <ErrorNote message={`Error: ${run.error}`} />}
     </section>
   );

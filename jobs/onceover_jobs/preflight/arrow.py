@@ -96,9 +96,12 @@ def _no_table(options: SinkOptions) -> Check:
 
 
 def refused_for_the_format(answer: str) -> bool:
-    """Whether a refused append is about the Arrow format (not the row or the caller)."""
-    text = answer.lower()
-    return "arrow" in text or "unimplemented" in text or "allowlist" in text
+    """Whether a refused append (``"CODE: message"``) is about the Arrow format, not the
+    row or the caller: as the sink itself reads it (onceover_jobs.sink.wire.arrow_refusal)."""
+    from onceover_jobs.sink.wire.arrow_refusal import refused_for_arrow
+
+    code, _, message = answer.partition(": ")
+    return refused_for_arrow(code.strip(), message)
 
 
 def append_probe(config: BigQueryConfig, options: SinkOptions, row: pa.RecordBatch) -> str | None:

@@ -20,11 +20,12 @@ Each write mode, behind one interface (what a mode *is*: ``onceover.modes``):
 7. ``onceover_jobs.sink.modes.base``         the interface: write, prepare, publish,
    settle, what an abort leaves
 8. ``onceover_jobs.sink.modes.staging``      what every mode's task does with a stream
-9. ``onceover_jobs.sink.modes.pending``      PENDING streams, one BatchCommit a batch
-10. ``onceover_jobs.sink.modes.buffered``     a BUFFERED stream a partition, flushed a batch
-11. ``onceover_jobs.sink.modes.committed``   a COMMITTED stream a partition, visible per
+9. ``onceover_jobs.sink.modes.row_format``   Arrow, or proto once BigQuery refused Arrow
+10. ``onceover_jobs.sink.modes.pending``     PENDING streams, one BatchCommit a batch
+11. ``onceover_jobs.sink.modes.buffered``    a BUFFERED stream a partition, flushed a batch
+12. ``onceover_jobs.sink.modes.committed``   a COMMITTED stream a partition, visible per
     append, retries found again in the ledger
-12. ``onceover_jobs.sink.modes.default``     ``_default``, at least once (the baseline)
+13. ``onceover_jobs.sink.modes.default``     ``_default``, at least once (the baseline)
 
 Below them, each a folder with its own reading order: ``reporting`` (events, the run's
 own events, OpenLineage), ``job`` (what the driver ships to every task), ``ledger`` (the

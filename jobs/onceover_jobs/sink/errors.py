@@ -136,6 +136,12 @@ class AppendRejectedError(SinkError):
         super().__init__(message)
 
 
+class ArrowRefusedError(AppendRejectedError):
+    """BigQuery refused the first append of a stream for its Arrow format (not its rows):
+    nothing of it was applied, and the task writes the partition again as proto rows
+    (onceover_jobs.sink.modes.row_format)."""
+
+
 class RowsRejectedError(AppendRejectedError):
     """BigQuery refused rows of a request (``row_errors``) and the write has no
     dead-letter table: the message names each row (partition, offset, key, column,

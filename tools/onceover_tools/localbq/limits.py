@@ -12,12 +12,13 @@ seconds::
     with limited(create_streams_per_window=3, create_window_s=1.0):
         ...  # the 4th CreateWriteStream within a second answers RESOURCE_EXHAUSTED
 
-Four settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
+Five settings are not limits: ``repeated_flush``, how FlushRows answers an offset already
 flushed (the ``buffered_flush`` patch), ``row_errors``, whether AppendRows checks
 each row against the table's column rules (the ``row_errors`` patch; ``"off"`` answers
 as bqemulator did, so a test can show what the patch changes),
 ``missing_stream_answer``, which of real BigQuery's shapes a missing stream is answered
-in (the ``missing_stream_answers`` patch), and ``granted_permissions``, which IAM
+in (the ``missing_stream_answers`` patch), ``arrow_rows``, whether the project takes
+Arrow rows (the ``arrow_rows`` patch), and ``granted_permissions``, which IAM
 permissions the caller holds on every table (the ``iam_permissions`` patch, which answers
 ``tables.testIamPermissions`` with them; ``"all"``, the default, holds every one).
 
@@ -83,6 +84,10 @@ class WriteApiLimitValues:
     """A COMMITTED stream without an append for this long is deleted."""
     buffered_idle_s: float = 7 * DAY_S
     """A BUFFERED stream without an append for this long is deleted."""
+    arrow_rows: str = "accepted"
+    """Whether the project takes Arrow rows (``arrow_rows``): ``"accepted"``, as
+    BigQuery since Arrow ingestion's general availability; ``"refused"``, every Arrow
+    append answered INVALID_ARGUMENT, as a project without it."""
     append_bytes_per_window: int = 3_000_000_000
     """Request bytes all AppendRows of a project may send per ``append_window_s``
     (``throughput_quota``): BigQuery's "Throughput: 3 GB per second per project" in a
@@ -136,6 +141,8 @@ REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
 """The values ``repeated_flush`` takes."""
 ROW_ERRORS_SETTINGS = ("on", "off")
 """The values ``row_errors`` takes."""
+ARROW_ROWS_SETTINGS = ("accepted", "refused")
+"""The values ``arrow_rows`` takes."""
 MISSING_STREAM_ANSWERS = (
     "not_found",
     "invalid_argument",
@@ -147,6 +154,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "repeated_flush": REPEATED_FLUSH_ANSWERS,
     "row_errors": ROW_ERRORS_SETTINGS,
     "missing_stream_answer": MISSING_STREAM_ANSWERS,
+    "arrow_rows": ARROW_ROWS_SETTINGS,
 }
 _PERMISSION_LISTS = frozenset({"granted_permissions"})
 _KINDS = {
@@ -263,6 +271,10 @@ class WriteApiLimits:
     @property
     def pending_buffer_s(self) -> float:
         return self._values.pending_buffer_s
+
+    @property
+    def arrow_rows(self) -> str:
+        return self._values.arrow_rows
 
     @property
     def connection_idle_s(self) -> float:

@@ -158,6 +158,12 @@ class StreamProjection:
         if isinstance(event, ev.RowsRejected):
             self._rows_rejected(stream, event, time)
             return
+        if isinstance(event, ev.AppendFormatRefused):
+            self._note_error(stream, time, f"Arrow rows refused, sent as proto: {event.message}")
+            if run.run.arrow_refused_at is None:
+                run.run.arrow_refused_at = time
+                run.run.arrow_refused = event.message
+            return
         if isinstance(event, ev.AppendThrottled):
             # Each refused try is an append_error (counted below); this says why they wait.
             self._note_error(stream, time, throttled_note(event))

@@ -35,7 +35,7 @@ from onceover_jobs.sink.rows.dead_letter import (
     dead_letter_batch,
     dead_letter_schema,
 )
-from onceover_jobs.sink.wire.appender import PlannedAppend, StreamAppender
+from onceover_jobs.sink.wire.appender import AppendListener, PlannedAppend, StreamAppender
 from onceover_jobs.sink.wire.requests import ArrowEncoder, RowEncoder, plan_requests
 from onceover_jobs.sink.wire.stream_calls import finalize_stream, stream_exists
 from onceover_jobs.sink.wire.stream_rate import stream_creations
@@ -65,15 +65,17 @@ class TaskContextInfo:
 
 
 def encoder_for(job: SinkJob) -> RowEncoder:
-    """The row encoder of the job's ``row_format``: Arrow, or proto rows; DATETIME text
+    """The row encoder of the job's row format (``row_format``, or proto once BigQuery
+    refused Arrow: onceover_jobs.sink.modes.row_format): Arrow, or proto rows; DATETIME text
     parsed on the way (onceover_jobs.sink.rows.datetime_text); its connections asking
     for the columns' defaults with ``missingValue=default``
     (onceover_jobs.sink.rows.missing_values)."""
+    from onceover_jobs.sink.modes.row_format import row_format_of
     from onceover_jobs.sink.rows.datetime_text import sent_schema, with_datetime_text
     from onceover_jobs.sink.rows.missing_values import with_defaults
 
     planned = job.plan.arrow_schema
-    inner = row_encoder(job.options.row_format, job.schema_fields, sent_schema(planned))
+    inner = row_encoder(row_format_of(job), job.schema_fields, sent_schema(planned))
     return with_defaults(with_datetime_text(inner, planned), job.options.missing_value)
 
 
@@ -95,6 +97,33 @@ def chained(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[p
     """``first`` (read to see whether the partition has rows), then the rest."""
     yield first
     yield from rest
+
+
+class _FirstArrowAck:
+    """A stream's listener that tells the process BigQuery takes the job's Arrow rows
+    (onceover_jobs.sink.modes.row_format) at the first acknowledgement, then just passes on."""
+
+    def __init__(self, inner: AppendListener, job: SinkJob) -> None:
+        self._inner = inner
+        self._job = job
+
+    def acknowledged(self, append: PlannedAppend, latency_ms: float) -> None:
+        from onceover_jobs.sink.modes.row_format import arrow_accepted
+
+        arrow_accepted(self._job)
+        self._inner.acknowledged(append, latency_ms)
+
+    def already_exists(self, append: PlannedAppend) -> None:
+        self._inner.already_exists(append)
+
+    def out_of_range(self, append: PlannedAppend, message: str) -> None:
+        self._inner.out_of_range(append, message)
+
+    def error(self, append: PlannedAppend | None, code: str, message: str, retrying: bool) -> None:
+        self._inner.error(append, code, message, retrying)
+
+    def throttled(self, append: PlannedAppend, message: str, limit_s: float) -> None:
+        self._inner.throttled(append, message, limit_s)
 
 
 class Stage:
@@ -154,17 +183,24 @@ class Stage:
         refusals: RowRefusals | None = None,
         offset_shift: int = 0,
     ) -> StreamAppender:
+        from onceover_jobs.sink.modes.row_format import arrow_settled, row_format_of
+
+        arrow = row_format_of(self.job) == "arrow"
+        listener: AppendListener = events
+        if arrow and not arrow_settled(self.job):
+            listener = _FirstArrowAck(events, self.job)
         return StreamAppender(
             self.client,
             stream,
             schema_payload=encoder.schema_payload,
-            listener=events,
+            listener=listener,
             context=self.label,
             policy=self.job.retry_policy,
             max_inflight=self.job.options.max_inflight,
             before_send=before_send,
             on_row_errors=refusals,
             offset_shift=offset_shift,
+            arrow=arrow,
         )
 
     def refusals(self, encoder: RowEncoder, events: StreamEvents) -> RowRefusals:
@@ -271,7 +307,10 @@ class Stage:
         parent = job.dead_letter_parent
         assert parent is not None
         stream = self.create_stream("PENDING", parent=parent)
-        encoder = row_encoder(job.options.row_format, dead_letter_schema, rows.schema)
+        from onceover_jobs.sink.modes.row_format import row_format_of
+
+        arrow = row_format_of(job) == "arrow"
+        encoder = row_encoder(row_format_of(job), dead_letter_schema, rows.schema)
         appender = StreamAppender(
             self.client,
             stream,
@@ -280,6 +319,7 @@ class Stage:
             context=f"{self.label} (dead letters)",
             policy=job.retry_policy,
             max_inflight=job.options.max_inflight,
+            arrow=arrow,
         )
         try:
             sent = self.append_all(appender, [rows], encoder, offsets=True)

@@ -14,18 +14,24 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from onceover_jobs.sink.errors import ArrowRefusedError
 from onceover_jobs.sink.job.results import TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.identity import SparkCall
 from onceover_jobs.sink.modes import mode_of
+from onceover_jobs.sink.modes.row_format import arrow_refused, arrow_settled
 from onceover_jobs.sink.modes.staging import TaskContextInfo
 from onceover_jobs.sink.reporting.telemetry import TASK_EVENT_FLUSH_S, Telemetry
 from onceover_jobs.sink.rows.key_tally import KeyTally
+
+if TYPE_CHECKING:
+    from onceover_jobs.sink.wire.write_api import WriteApi
 
 logger = logging.getLogger(__name__)
 
@@ -93,14 +99,68 @@ def _write_partition(
             )
         client = write_api(job.bigquery)  # kept by the process, for its next tasks
         rows = converted(batches, job, task.batch_id)
-        tally = KeyTally.of(
-            job.options.key, stamped=job.options.stamp, table_fields=job.table_fields
-        )
-        if tally is None:
-            return mode.write_partition(job, client, rows, task, telemetry)
-        result = mode.write_partition(job, client, tally.observe(rows), task, telemetry)
-        refused = result.dead_letters.keys if result.dead_letters is not None else ()
-        checksum = tally.without(refused)
-        return replace(result, key_checksum=checksum, key_buckets=tally.receipt())
+        if arrow_settled(job):
+            return _written(job, client, rows, task, telemetry)
+        # BigQuery's answer to Arrow rows is not known in this process yet: the batches
+        # are kept until it is (onceover_jobs.sink.modes.row_format).
+        kept = Rewindable(rows, lambda: arrow_settled(job))
+        try:
+            return _written(job, client, kept, task, telemetry)
+        except ArrowRefusedError as exc:
+            if not kept.whole:
+                raise
+            if arrow_refused(job, str(exc)):
+                telemetry.stream(exc.stream or "", mode.traits.stream_type, task.partition,
+                                 task.attempt).format_refused(str(exc))  # fmt: skip
+            logger.warning("%s: writing the partition again as proto rows", exc)
+            return _written(job, client, kept.again(), task, telemetry)
     finally:
         telemetry.flush(TASK_EVENT_FLUSH_S)
+
+
+def _written(
+    job: SinkJob,
+    client: WriteApi,
+    rows: Iterator[pa.RecordBatch],
+    task: TaskContextInfo,
+    telemetry: Telemetry,
+) -> TaskResult:
+    """The partition written in the job's mode, its keys tallied if asked."""
+    mode = mode_of(job.options.mode)
+    tally = KeyTally.of(job.options.key, stamped=job.options.stamp, table_fields=job.table_fields)
+    if tally is None:
+        return mode.write_partition(job, client, rows, task, telemetry)
+    result = mode.write_partition(job, client, tally.observe(rows), task, telemetry)
+    refused = result.dead_letters.keys if result.dead_letters is not None else ()
+    checksum = tally.without(refused)
+    return replace(result, key_checksum=checksum, key_buckets=tally.receipt())
+
+
+class Rewindable(Iterator[pa.RecordBatch]):
+    """Batches read, kept until ``settled()`` says they need not be sent again."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], settled: Callable[[], bool]) -> None:
+        self._batches = batches
+        self._settled = settled
+        self._kept: list[pa.RecordBatch] | None = []
+
+    @property
+    def whole(self) -> bool:
+        """Every batch read so far is kept: the partition can be sent again."""
+        return self._kept is not None
+
+    def __next__(self) -> pa.RecordBatch:
+        batch = next(self._batches)
+        if self._kept is not None:
+            if self._settled():
+                self._kept = None  # Arrow was taken: nothing to keep any more
+            else:
+                self._kept.append(batch)
+        return batch
+
+    def again(self) -> Iterator[pa.RecordBatch]:
+        """The batches read so far, then the rest."""
+        assert self._kept is not None
+        kept, self._kept = self._kept, None
+        yield from kept
+        yield from self._batches

@@ -245,6 +245,21 @@ class StreamTelemetry:
             )
         )
 
+    def format_refused(self, refusal: str) -> None:
+        """BigQuery refused this stream's Arrow rows: the job goes on as proto rows
+        (onceover_jobs.sink.modes.row_format)."""
+        from onceover import events
+
+        self.parent.emit(
+            events.AppendFormatRefused(
+                id=self._id("append_format_refused", self.fields["attempt"]),
+                refused="arrow",
+                sent_as="proto",
+                message=refusal[:4000],
+                **self._base(),
+            )
+        )
+
     def rows_rejected(self, append: PlannedAppend, rows: list[RefusedRow]) -> None:
         """BigQuery refused ``rows`` of ``append`` (onceover_jobs.sink.rows.dead_letter)."""
         from onceover import events
@@ -326,6 +341,9 @@ class _Silent(_Quiet):
         pass
 
     def orphaned(self, reason: str, rows: int = 0) -> None:
+        pass
+
+    def format_refused(self, refusal: str) -> None:
         pass
 
 

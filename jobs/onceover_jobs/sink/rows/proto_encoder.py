@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from onceover_jobs.sink.rows.proto_rows import proto_schema, serialize_rows
-from onceover_jobs.sink.wire.requests import EncodedRows
+from onceover_jobs.sink.wire.requests import EncodedRows, compact
 
 _PER_ROW_FRAMING = 6
 """Tag and length prefix of each serialized row inside ``ProtoRows`` (upper bound)."""
@@ -37,4 +37,8 @@ class ProtoEncoder:
         def apply(request: Any) -> None:
             raw_request(request).proto_rows.rows.serialized_rows.extend(rows)
 
-        return EncodedRows(batch.num_rows, size, apply, rows)
+        def arrow_form() -> tuple[bytes]:
+            # The digest's form: as the Arrow encoder sends these rows (requests.EncodedRows).
+            return (compact(batch).serialize().to_pybytes(),)
+
+        return EncodedRows(batch.num_rows, size, apply, rows, canonical=arrow_form)

@@ -59,10 +59,12 @@ import grpc
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import (
     AppendRejectedError,
+    ArrowRefusedError,
     DuplicateAppendError,
     RetryDeadlineError,
     StreamUnusableError,
 )
+from onceover_jobs.sink.wire.arrow_refusal import refused_for_arrow
 from onceover_jobs.sink.wire.retry import (
     ALREADY_EXISTS,
     OK,
@@ -270,6 +272,7 @@ class StreamAppender:
         before_send: Callable[[PlannedAppend, list[PlannedAppend]], None] | None = None,
         on_row_errors: RowErrorHandler | None = None,
         offset_shift: int = 0,
+        arrow: bool = False,
     ) -> None:
         self.client = client
         self.stream = stream
@@ -280,6 +283,9 @@ class StreamAppender:
         self.max_inflight = max(1, max_inflight)
         self.before_send = before_send
         self.on_row_errors = on_row_errors
+        self.arrow = arrow
+        """The requests carry Arrow rows: a refusal of that format, before any row is
+        acknowledged, raises ArrowRefusedError."""
         self.offset_shift = offset_shift
         """Rows taken out of earlier requests (row errors): a request given to
         :meth:`append` moves down by as many offsets."""
@@ -623,6 +629,16 @@ class StreamAppender:
         if (reading := reading_of(code, message, storage)) is not None:
             cause = f"{cause or '(no message)'}: {READINGS[reading]}"
         self.listener.error(head, code, cause, False)
+        if self.arrow and not self.rows_acknowledged and refused_for_arrow(code, message):
+            # Nothing of the stream was applied: the caller may send the rows as proto.
+            raise ArrowRefusedError(
+                f"{self.context}: BigQuery refused Arrow rows on {target_text(self.stream)} "
+                f"({code}): {cause or '(no message)'}",
+                stream=self.stream,
+                table=table_of(self.stream),
+                grpc_code=code,
+                storage_code=storage.code if storage is not None else None,
+            )
         raise AppendRejectedError(
             f"{self.context}: BigQuery refused {head.describe} of {target_text(self.stream)} "
             f"({code}): {cause or '(no message)'}",

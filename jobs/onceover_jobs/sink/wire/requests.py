@@ -49,14 +49,19 @@ class EncodedRows:
     the field, as BigQuery's row errors do). A request with any is never sent as it is:
     the appender hands them to its row-error handler first
     (:mod:`onceover_jobs.sink.wire.appender`)."""
+    canonical: Callable[[], Sequence[Encoded]] | None = None
+    """The rows in their Arrow form, for :attr:`digest`, when they are sent in another
+    (proto rows); None: ``parts`` are that form."""
 
     @cached_property
     def digest(self) -> str:
-        """Of the encoded rows: the same rows encode to the same digest (committed mode
-        records it, so a retry can tell its rows are the ones sent at those offsets).
-        Hashed when first asked for: the other modes never ask (a refused request's
-        event aside), and SHA-256 of every byte sent is not free."""
-        return digest_of(*self.parts)
+        """Of the rows, in their Arrow form whatever format they are sent in: the same rows
+        digest the same (committed mode records it, so a retry can tell its rows are the
+        ones sent at those offsets), also when a retry sends them as proto rows after
+        BigQuery refused Arrow (onceover_jobs.sink.modes.row_format). Hashed when first
+        asked for: the other modes never ask (a refused request's event aside), and
+        SHA-256 of every byte sent is not free."""
+        return digest_of(*(self.canonical() if self.canonical is not None else self.parts))
 
 
 def digest_of(*parts: bytes) -> str:

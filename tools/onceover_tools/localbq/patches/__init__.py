@@ -74,6 +74,8 @@ BigQuery's defaults), are read on every call, shortened by tests with
     an AppendRows connection without a request for 10 minutes is closed with ABORTED.
 ``throughput_quota``
     appends over the project's throughput quota are refused while it refills.
+``arrow_rows``
+    a project can be set to refuse Arrow rows (INVALID_ARGUMENT), taking proto rows.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ from onceover_tools.localbq import limits
 from onceover_tools.localbq.patches import (
     append_request_limit,
     append_rows_pool,
+    arrow_rows,
     buffered_flush,
     column_defaults,
     commit_stream_limit,
@@ -149,6 +152,7 @@ PATCHES: tuple[Patch, ...] = (
     pending_buffer,
     create_stream_quota,
     commit_stream_limit,
+    arrow_rows,  # inside the quota: a refused format takes no throughput
     throughput_quota,  # inside the request limit: a request too large is not counted
     append_request_limit,
     idle_connections,  # outside the request limit: it times the requests as they come
