@@ -6,15 +6,33 @@ local BigQuery)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
+from pydantic import BaseModel
 
 from tests.backend import factory
 from tests.backend.conftest import INGEST, VIEWER
 from tests.browser.dashboard import screenshot, sign_in
 
 pytestmark = pytest.mark.browser
+
+
+def _posted(backend_url: str, run: str, events: Sequence[BaseModel]) -> dict[str, Any]:
+    """``events`` sent as a job sends them; the run as the API then answers it."""
+    posted = httpx.post(
+        f"{backend_url}/api/events",
+        json=factory.as_json(events),
+        headers={"Authorization": f"Bearer {INGEST}"},
+    )
+    assert posted.json()["stored"] == len(events), posted.text
+    answer: dict[str, Any] = httpx.get(
+        f"{backend_url}/api/runs/{run}", headers={"Authorization": f"Bearer {VIEWER}"}
+    ).json()
+    return answer
 
 
 def test_the_run_page_says_the_throughput_quota_throttled_the_run(
@@ -31,15 +49,7 @@ def test_the_run_page_says_the_throughput_quota_throttled_the_run(
         ),
         factory.acked(run, stream, 40, 0, 10),
     ]
-    posted = httpx.post(
-        f"{backend_url}/api/events",
-        json=factory.as_json(events),
-        headers={"Authorization": f"Bearer {INGEST}"},
-    )
-    assert posted.json()["stored"] == len(events), posted.text
-    detail = httpx.get(
-        f"{backend_url}/api/runs/{run}", headers={"Authorization": f"Bearer {VIEWER}"}
-    ).json()
+    detail = _posted(backend_url, run, events)
     assert detail["throttled"] == 3
     assert detail["throttled_at"].startswith(factory.at(2).isoformat()[:19])
     (listed,) = detail["streams"]
@@ -63,15 +73,7 @@ def test_the_run_page_says_bigquery_refused_arrow_rows_and_they_went_as_proto(
         factory.format_refused(run, stream, 2),
         factory.acked(run, stream, 3, 0, 10),
     ]
-    posted = httpx.post(
-        f"{backend_url}/api/events",
-        json=factory.as_json(events),
-        headers={"Authorization": f"Bearer {INGEST}"},
-    )
-    assert posted.json()["stored"] == len(events), posted.text
-    detail = httpx.get(
-        f"{backend_url}/api/runs/{run}", headers={"Authorization": f"Bearer {VIEWER}"}
-    ).json()
+    detail = _posted(backend_url, run, events)
     assert detail["arrow_refused"] == "Arrow format is not supported for this project."
     assert detail["arrow_refused_at"].startswith(factory.at(2).isoformat()[:19])
 

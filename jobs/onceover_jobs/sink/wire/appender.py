@@ -629,18 +629,12 @@ class StreamAppender:
         if (reading := reading_of(code, message, storage)) is not None:
             cause = f"{cause or '(no message)'}: {READINGS[reading]}"
         self.listener.error(head, code, cause, False)
+        error, what = AppendRejectedError, head.describe
         if self.arrow and not self.rows_acknowledged and refused_for_arrow(code, message):
             # Nothing of the stream was applied: the caller may send the rows as proto.
-            raise ArrowRefusedError(
-                f"{self.context}: BigQuery refused Arrow rows on {target_text(self.stream)} "
-                f"({code}): {cause or '(no message)'}",
-                stream=self.stream,
-                table=table_of(self.stream),
-                grpc_code=code,
-                storage_code=storage.code if storage is not None else None,
-            )
-        raise AppendRejectedError(
-            f"{self.context}: BigQuery refused {head.describe} of {target_text(self.stream)} "
+            error, what = ArrowRefusedError, "Arrow rows"
+        raise error(
+            f"{self.context}: BigQuery refused {what} of {target_text(self.stream)} "
             f"({code}): {cause or '(no message)'}",
             stream=self.stream,
             table=table_of(self.stream),
