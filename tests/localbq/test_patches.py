@@ -642,6 +642,35 @@ def test_a_table_created_with_integer_range_partitioning_answers_it(
     assert rest.get_table(plain.reference).range_partitioning is None
 
 
+# -- primary_keys ------------------------------------------------------------------
+
+
+def test_a_table_created_with_a_primary_key_answers_it(rest: bigquery.Client, dataset: str) -> None:
+    """``tables.insert`` takes ``tableConstraints.primaryKey`` (NOT ENFORCED keys; CDC
+    needs one) and ``tables.get`` answers it; an update without it keeps it; a table made
+    again under the same name without one has none."""
+    schema = [bigquery.SchemaField("id", "INT64"), bigquery.SchemaField("region", "STRING"),
+              bigquery.SchemaField("v", "STRING")]  # fmt: skip
+    table = bigquery.Table(f"{dataset}.keyed", schema=schema)
+    table._properties["tableConstraints"] = {"primaryKey": {"columns": ["id", "region"]}}
+    rest.create_table(table)
+
+    def key() -> list[str] | None:
+        constraints = rest.get_table(table.reference).table_constraints
+        if constraints is None or constraints.primary_key is None:
+            return None
+        return list(constraints.primary_key.columns)
+
+    assert key() == ["id", "region"]
+    fetched = rest.get_table(table.reference)
+    fetched.description = "keyed by id and region"
+    rest.update_table(fetched, ["description"])
+    assert key() == ["id", "region"]
+    rest.delete_table(table.reference)
+    rest.create_table(bigquery.Table(f"{dataset}.keyed", schema=schema))
+    assert key() is None
+
+
 # -- duplicate_job_id --------------------------------------------------------------
 
 

@@ -35,6 +35,8 @@ of :data:`PATCHES`.
     a table inserted into a dataset that does not exist is NOT_FOUND (not a 500 retried).
 ``range_partitioning``
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
+``primary_keys``
+    a table keeps the primary key (``tableConstraints``) ``tables.insert`` gives it.
 ``duplicate_job_id``
     a job inserted under an id already taken is refused (409 duplicate), not run again.
 ``schema_update``
@@ -103,6 +105,7 @@ from onceover_tools.localbq.patches import (
     one_duckdb_user_at_a_time,
     optional_spatial,
     pending_buffer,
+    primary_keys,
     range_partitioning,
     record_columns,
     row_errors,
@@ -143,6 +146,7 @@ PATCHES: tuple[Patch, ...] = (
     one_duckdb_user_at_a_time,
     missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
+    primary_keys,
     duplicate_job_id,
     schema_update,
     column_defaults,
