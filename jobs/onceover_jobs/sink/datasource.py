@@ -65,6 +65,7 @@ from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tas
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
 from onceover_jobs.sink.reporting.lineage import LineageReport
 from onceover_jobs.sink.reporting.run_report import RunReport
+from onceover_jobs.sink.table.change_capture import change_capture_of
 from onceover_jobs.sink.table.date_partition import DatePartition
 from onceover_jobs.sink.table.overwrite import Overwrite
 
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
+    from onceover_jobs.sink.rows.change_capture import ChangeCapture
     from onceover_jobs.sink.rows.plan import WritePlan
 
 logger = logging.getLogger(__name__)
@@ -88,8 +90,6 @@ def prepare_job(
     raw_options: dict[str, str], schema: StructType, overwrite: bool, *, streaming: bool
 ) -> SinkJob:
     """Validate everything on the driver, before any task starts."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     from onceover_jobs.sink.modes.staging import encoder_for
     from onceover_jobs.sink.wire.requests import request_budget
 
@@ -113,11 +113,7 @@ def prepare_job(
     # Read here, on the driver's side where the commits run too, so a wrong file
     # fails the write before a row, not its commit.
     lineage = resolve_lineage({key.lower(): value for key, value in raw_options.items()})
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    if options.key is not None and options.key.lower() not in {
-        name.lower() for name in arrow_schema.names
-    }:
-        raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
+    options, capture, arrow_schema = _columns(config, options, raw_options, schema, overwrite)
     written = arrow_schema
     if options.stamp:
         from onceover_jobs.sink.rows.stamp import with_stamp_fields
@@ -158,6 +154,7 @@ def prepare_job(
         lineage=lineage,
         overwrite=replacing,
         date_partition=partition,
+        change_capture=capture,
     )
     # A writer schema that leaves no room for a row under the cap: refused here, before
     # any task creates a stream.
@@ -178,6 +175,31 @@ def prepare_job(
     elif options.run_id is not None:
         claim_driver(job.store, options.run_id, f"run {options.run_id}", options.driver_lease_s)
     return job
+
+
+def _columns(
+    config: BigQueryConfig,
+    options: SinkOptions,
+    raw_options: dict[str, str],
+    schema: StructType,
+    overwrite: bool,
+) -> tuple[SinkOptions, ChangeCapture | None, pa.Schema]:
+    """The DataFrame's columns as Arrow, ``key`` among them. A DataFrame with
+    ``_CHANGE_TYPE`` is a change data capture write: checked before a table is made, its
+    pseudo-columns no columns of the table, its rows sent as proto rows."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    capture, arrow_schema = change_capture_of(
+        config, options, raw_options, arrow_schema, overwrite=overwrite
+    )
+    if capture is not None:
+        options = replace(options, row_format="proto")
+    if options.key is not None and options.key.lower() not in {
+        name.lower() for name in arrow_schema.names
+    }:
+        raise SinkOptionError("key", f"{options.key!r} is not a column of the DataFrame")
+    return options, capture, arrow_schema
 
 
 def _table_fields(config: BigQueryConfig, options: SinkOptions, written: pa.Schema) -> list[Any]:

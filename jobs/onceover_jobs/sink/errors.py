@@ -159,6 +159,12 @@ class RowsOutsidePartitionError(SinkError, ValueError):
     write is pending, so nothing of it is committed."""
 
 
+class ChangeRowsError(SinkError, ValueError):
+    """A CDC write's row cannot be a change (a NULL primary key column, a change type other
+    than UPSERT and DELETE, a malformed sequence number): the write stops, naming them,
+    before those rows are sent (onceover_jobs.sink.rows.change_capture)."""
+
+
 class DuplicateAppendError(AppendRejectedError):
     """ALREADY_EXISTS for a request that was not a retry of the same rows: offsets are wrong."""
 

@@ -18,6 +18,7 @@ from onceover_jobs.sink.table.overwrite import Overwrite
 from onceover_jobs.sink.wire.retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from onceover_jobs.sink.rows.change_capture import ChangeCapture
     from onceover_jobs.sink.rows.plan import WritePlan
 
 
@@ -42,6 +43,10 @@ class SinkJob:
     date_partition: DatePartition | None = None
     """``datePartition``: the one partition every row must fall in, and the one an
     overwrite replaces (onceover_jobs.sink.table.date_partition); None: any."""
+    change_capture: ChangeCapture | None = None
+    """A change data capture write (the DataFrame has ``_CHANGE_TYPE``): the table's
+    primary key and the pseudo-columns (onceover_jobs.sink.rows.change_capture); None: rows
+    are appended."""
 
     def resolved_as(self, write: WriteIdentity) -> SinkJob:
         """This job as the write ``write``, which its tasks worked out."""

@@ -69,13 +69,20 @@ def encoder_for(job: SinkJob) -> RowEncoder:
     refused Arrow: onceover_jobs.sink.modes.row_format): Arrow, or proto rows; DATETIME text
     parsed on the way (onceover_jobs.sink.rows.datetime_text); its connections asking
     for the columns' defaults with ``missingValue=default``
-    (onceover_jobs.sink.rows.missing_values)."""
+    (onceover_jobs.sink.rows.missing_values); a change data capture write's rows with
+    their pseudo-columns (onceover_jobs.sink.rows.change_capture)."""
     from onceover_jobs.sink.modes.row_format import row_format_of
     from onceover_jobs.sink.rows.datetime_text import sent_schema, with_datetime_text
     from onceover_jobs.sink.rows.missing_values import with_defaults
 
     planned = job.plan.arrow_schema
-    inner = row_encoder(row_format_of(job), job.schema_fields, sent_schema(planned))
+    fields: Callable[[], Sequence[Any]] = job.schema_fields
+    if job.change_capture is not None:  # the pseudo-columns behind the table's
+        from onceover_jobs.sink.rows.change_capture import pseudo_schema_fields, with_pseudo
+
+        planned = with_pseudo(planned)
+        fields = lambda: [*job.schema_fields(), *pseudo_schema_fields()]  # noqa: E731
+    inner = row_encoder(row_format_of(job), fields, sent_schema(planned))
     return with_defaults(with_datetime_text(inner, planned), job.options.missing_value)
 
 

@@ -51,21 +51,59 @@ def current_task(batch_id: int | None) -> TaskContextInfo:
 
 
 def converted(
-    batches: Iterable[pa.RecordBatch], job: SinkJob, batch_id: int | None
+    batches: Iterable[pa.RecordBatch], job: SinkJob, task: TaskContextInfo
 ) -> Iterator[pa.RecordBatch]:
     """The partition's non-empty batches as the table takes them, stamped if asked; with
-    ``datePartition``, each row checked to fall in that partition."""
+    ``datePartition``, each row checked to fall in that partition; a change data capture
+    write's with each row's change type and sequence number behind its columns."""
     from onceover_jobs.sink.rows.schema import to_bigquery_arrow
     from onceover_jobs.sink.rows.stamp import stamped
     from onceover_jobs.sink.table.date_partition import check_rows
 
+    changes = _Changes(job, task) if job.change_capture is not None else None
     for batch in batches:
         if batch.num_rows:
-            rows = stamped(batch, job.run_id, batch_id) if job.options.stamp else batch
+            rows = stamped(batch, job.run_id, task.batch_id) if job.options.stamp else batch
             converted = to_bigquery_arrow(rows, job.plan)
             if job.date_partition is not None:
                 check_rows(converted, job.date_partition)
+            if changes is not None:
+                converted = changes.rows(batch, converted)
             yield converted
+
+
+class _Changes:
+    """A CDC write's rows of one partition, numbered as every attempt numbers them
+    (onceover_jobs.sink.rows.change_capture): the batch's base from the ledger, the
+    partition, each row's place in it."""
+
+    def __init__(self, job: SinkJob, task: TaskContextInfo) -> None:
+        assert job.change_capture is not None
+        self.job = job
+        self.capture = job.change_capture
+        self.task = task
+        self.row = 0
+        self.base: int | None = None
+        self.where = f"partition {task.partition} of {job.table}"
+
+    def rows(self, source: pa.RecordBatch, converted: pa.RecordBatch) -> pa.RecordBatch:
+        from onceover_jobs.sink.rows.change_capture import change_rows, derived_sequence_numbers
+
+        derived = None
+        if self.capture.sequence_number is None:
+            if self.base is None:
+                from onceover_jobs.sink.ledger.change_sequence import sequence_base
+
+                self.base = sequence_base(self.job.ledger(), self.task.batch_id)
+            derived = derived_sequence_numbers(
+                self.base, self.task.partition, self.row, source.num_rows
+            )
+        rows = change_rows(
+            source, converted, self.capture, derived=derived, where=self.where,
+            start_row=self.row,
+        )  # fmt: skip
+        self.row += source.num_rows
+        return rows
 
 
 def write_partition(
@@ -98,7 +136,7 @@ def _write_partition(
                 None, mode.traits.stream_type, 0, 0, task.partition, task.attempt, skipped=True
             )
         client = write_api(job.bigquery)  # kept by the process, for its next tasks
-        rows = converted(batches, job, task.batch_id)
+        rows = converted(batches, job, task)
         if arrow_settled(job):
             return _written(job, client, rows, task, telemetry)
         # BigQuery's answer to Arrow rows is not known in this process yet: the batches
