@@ -37,6 +37,9 @@ of :data:`PATCHES`.
     a table created with integer-range partitioning keeps it (``tables.get`` answers it).
 ``primary_keys``
     a table keeps the primary key (``tableConstraints``) ``tables.insert`` gives it.
+``ddl_primary_keys``
+    ``CREATE TABLE ... PRIMARY KEY (...) NOT ENFORCED`` and ``ALTER TABLE ... ADD PRIMARY
+    KEY`` declare the key ``tables.get`` answers (bqemulator's parser refused them).
 ``duplicate_job_id``
     a job inserted under an id already taken is refused (409 duplicate), not run again.
 ``schema_update``
@@ -56,6 +59,9 @@ BigQuery's defaults), are read on every call, shortened by tests with
 
 ``row_errors``
     an append with rows that break a column's rules is refused whole, with ``row_errors``.
+``change_data_capture``
+    ``_CHANGE_TYPE`` (UPSERT / DELETE) proto rows on ``_default`` change a keyed table per
+    key, ordered by ``_CHANGE_SEQUENCE_NUMBER``; what BigQuery refuses is refused.
 ``stream_lifetimes``
     streams expire as BigQuery's do (PENDING uncommitted, COMMITTED and BUFFERED idle).
 ``pending_buffer``
@@ -91,9 +97,11 @@ from onceover_tools.localbq.patches import (
     append_rows_pool,
     arrow_rows,
     buffered_flush,
+    change_data_capture,
     column_defaults,
     commit_stream_limit,
     create_stream_quota,
+    ddl_primary_keys,
     duplicate_job_id,
     iam_permissions,
     idle_connections,
@@ -147,11 +155,13 @@ PATCHES: tuple[Patch, ...] = (
     missing_dataset,  # around the lock: a refused CREATE TABLE releases it first
     range_partitioning,
     primary_keys,
+    ddl_primary_keys,  # after primary_keys: DDL keys go to its store
     duplicate_job_id,
     schema_update,
     column_defaults,
     iam_permissions,  # a route added to the tables router, before the app is made
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
+    change_data_capture,  # around row_errors (it checks CDC rows itself), inside lifetimes
     stream_lifetimes,
     pending_buffer,
     create_stream_quota,

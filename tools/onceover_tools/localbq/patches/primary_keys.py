@@ -9,7 +9,9 @@ field and its routes drop the block (measured: insert answers none, get answers 
 The patch keeps each table's key beside the catalog (a catalog entry cannot take another
 field), by project, dataset and table: set by an insert or an update that gives the block,
 kept by an update that gives none, forgotten by an insert without one (a table made again
-under the same name), and answered on get.
+under the same name), and answered on get. :func:`key_of` and :func:`set_key` read and
+set a table's key for the patches that need it (``ddl_primary_keys``: keys declared by
+DDL; ``change_data_capture``: the key CDC changes are applied by).
 
 Pinned by ``tests/localbq/test_patches.py``:
 ``test_a_table_created_with_a_primary_key_answers_it``.
@@ -62,3 +64,28 @@ def apply() -> None:
 
     wrap(tables, "_rest_to_table_meta", reading)
     wrap(tables, "_table_to_rest", answering)
+
+
+def key_of(project: str, dataset: str, table: str) -> tuple[str, ...] | None:
+    """The columns of the table's primary key, as declared; None when it has none."""
+    with _lock:
+        block = _keys.get((project, dataset, table))
+    key = block.get("primaryKey") if isinstance(block, dict) else None
+    columns = key.get("columns") if isinstance(key, dict) else None
+    return tuple(str(c) for c in columns) if isinstance(columns, list) and columns else None
+
+
+def set_key(project: str, dataset: str, table: str, columns: tuple[str, ...] | None) -> None:
+    """Give the table the primary key ``columns`` (None: no primary key), keeping the rest
+    of its ``tableConstraints`` (foreign keys) as they were."""
+    where = (project, dataset, table)
+    with _lock:
+        block = dict(_keys.get(where) or {})
+        if columns:
+            block["primaryKey"] = {"columns": list(columns)}
+        else:
+            block.pop("primaryKey", None)
+        if block:
+            _keys[where] = block
+        else:
+            _keys.pop(where, None)
