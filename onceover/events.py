@@ -261,7 +261,18 @@ class _DeadLetters(BaseModel):
     )
 
 
-class BatchIntent(_BatchEvent, _DeadLetters):
+class _Changes(BaseModel):
+    """A change data capture write's rows by kind (none for a plain append)."""
+
+    upserts: _COUNT | None = Field(
+        default=None, description="CDC writes: the batch's UPSERT rows; null for appends"
+    )
+    deletes: _COUNT | None = Field(
+        default=None, description="CDC writes: the batch's DELETE rows; null for appends"
+    )
+
+
+class BatchIntent(_BatchEvent, _DeadLetters, _Changes):
     type: Literal["batch_intent"] = "batch_intent"
     streams: list[StreamRows]
     expected_rows: _COUNT = Field(description="rows for the target table (set-aside rows apart)")
@@ -277,7 +288,7 @@ KeyBucketRow = tuple[
 """One bucket of a key tally (onceover.key_checksum.KeyBucket)."""
 
 
-class BatchCommitted(_BatchEvent, _DeadLetters):
+class BatchCommitted(_BatchEvent, _DeadLetters, _Changes):
     """The batch's receipt: which rows, from which source offsets, committed when."""
 
     type: Literal["batch_committed"] = "batch_committed"

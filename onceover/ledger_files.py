@@ -148,6 +148,10 @@ class BatchRecord:
     offsets: tuple[str, ...] | None = None
     """Streaming: the batch's entry in Spark's offsets log, one offset a source (the
     receipt's source offsets; ``source_offsets`` is the entry's fingerprint)."""
+    upserts: int | None = None
+    deletes: int | None = None
+    """A change data capture write: the batch's UPSERT and DELETE rows sent (each row of
+    ``expected_rows`` is one or the other); None for a plain append."""
 
     @property
     def committed(self) -> bool:

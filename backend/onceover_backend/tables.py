@@ -224,6 +224,8 @@ class Batch(SQLModel, table=True):
     dead_lettered_rows: int = _count("rows set aside in the dead-letter table, counted once")
     dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
     dead_letter_streams: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    upserts: int | None = _maybe_count("CDC writes: the batch's UPSERT rows")
+    deletes: int | None = _maybe_count("CDC writes: the batch's DELETE rows")
     abort_reason: str | None = Field(default=None, sa_type=Text)
     commit_ms: float | None = None
     intent_at: datetime | None = _when()

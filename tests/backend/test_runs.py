@@ -125,6 +125,24 @@ def test_a_run_has_attempts_batches_and_streams(client: TestClient) -> None:
     assert len(run["streams"]) == 2
 
 
+def test_a_cdc_runs_batches_show_their_upserts_and_deletes(client: TestClient) -> None:
+    """A change data capture write's receipt counts its rows by kind; the intent's counts
+    stand until the commit's arrive, and an append's stay null."""
+    intent = f.intent("cdc", 0, 1, ["cdc/s1"], 30).model_copy(update={"upserts": 24, "deletes": 6})
+    committed = f.committed("cdc", 0, 2, ["cdc/s1"], 30).model_copy(
+        update={"upserts": 24, "deletes": 6}
+    )
+    plain = f.committed("cdc", 1, 3, ["cdc/s2"], 5)
+    events = [f.started("cdc", "a1", 0), intent, committed, plain]
+    assert client.post("/api/events", json=f.as_json(events), headers=bearer(INGEST)).is_success
+
+    run = client.get("/api/runs/cdc", headers=bearer(VIEWER)).json()
+    assert [(b["batch_id"], b["rows"], b["upserts"], b["deletes"]) for b in run["batches"]] == [
+        (0, 30, 24, 6),
+        (1, 5, None, None),
+    ]
+
+
 def test_an_unknown_run_is_404(client: TestClient) -> None:
     response = client.get("/api/runs/nope", headers=bearer(VIEWER))
 

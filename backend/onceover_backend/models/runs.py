@@ -234,6 +234,12 @@ class BatchPublic(BaseModel):
         description="rows BigQuery refused, set aside in the dead-letter table (not in rows)"
     )
     dead_letter_table: str | None
+    upserts: int | None = Field(
+        default=None, description="CDC writes: the batch's UPSERT rows; null for appends"
+    )
+    deletes: int | None = Field(
+        default=None, description="CDC writes: the batch's DELETE rows; null for appends"
+    )
     dead_letter_streams: list[BatchStreamPublic] = Field(
         description="the PENDING streams on the dead-letter table committed with the batch"
     )

@@ -1669,6 +1669,11 @@ export interface components {
              * @default 0
              */
             dead_lettered_rows: number;
+            /**
+             * Deletes
+             * @description CDC writes: the batch's DELETE rows; null for appends
+             */
+            deletes?: number | null;
             /** Duration Ms */
             duration_ms?: number | null;
             /**
@@ -1753,6 +1758,11 @@ export interface components {
              */
             type: "batch_committed";
             /**
+             * Upserts
+             * @description CDC writes: the batch's UPSERT rows; null for appends
+             */
+            upserts?: number | null;
+            /**
              * Write
              * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
              */
@@ -1779,6 +1789,11 @@ export interface components {
              * @default 0
              */
             dead_lettered_rows: number;
+            /**
+             * Deletes
+             * @description CDC writes: the batch's DELETE rows; null for appends
+             */
+            deletes?: number | null;
             /**
              * Expected Rows
              * @description rows for the target table (set-aside rows apart)
@@ -1835,6 +1850,11 @@ export interface components {
              */
             type: "batch_intent";
             /**
+             * Upserts
+             * @description CDC writes: the batch's UPSERT rows; null for appends
+             */
+            upserts?: number | null;
+            /**
              * Write
              * @description which of the foreachBatch call's (or the batch run's) writes to the table: its ordinal ('0', '1', ...) or 'id-<write_id>'; none for the streaming sink, whose micro-batch is its write
              */
@@ -1872,6 +1892,11 @@ export interface components {
              * @description rows BigQuery refused, set aside in the dead-letter table (not in rows)
              */
             dead_lettered_rows: number;
+            /**
+             * Deletes
+             * @description CDC writes: the batch's DELETE rows; null for appends
+             */
+            deletes?: number | null;
             /** Expected Rows */
             expected_rows: number | null;
             /** Intent At */
@@ -1930,6 +1955,11 @@ export interface components {
             streams: components["schemas"]["BatchStreamPublic"][];
             /** Table */
             table: string;
+            /**
+             * Upserts
+             * @description CDC writes: the batch's UPSERT rows; null for appends
+             */
+            upserts?: number | null;
             /**
              * Write
              * @description which of the foreachBatch call's (or batch run's) writes to the table: '0', '1', ... or 'id-<write_id>'; null for the streaming sink

@@ -191,8 +191,9 @@ def _columns(
 
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     capture, arrow_schema = change_capture_of(
-        config, options, raw_options, arrow_schema, overwrite=overwrite
-    )
+        config, options.table, arrow_schema, raw_options,
+        mode=options.mode, date_partition=options.date_partition, overwrite=overwrite,
+    )  # fmt: skip
     if capture is not None:
         options = replace(options, row_format="proto")
     if options.key is not None and options.key.lower() not in {

@@ -182,6 +182,10 @@ class BatchProjection:
         assigned when it changes (see :class:`~.tallies.RunTally`)."""
         if batch.dead_lettered_rows != event.dead_lettered_rows:
             batch.dead_lettered_rows = event.dead_lettered_rows
+        if event.upserts is not None and batch.upserts != event.upserts:  # a CDC write's
+            batch.upserts = event.upserts
+        if event.deletes is not None and batch.deletes != event.deletes:
+            batch.deletes = event.deletes
         if batch.dead_letter_table != event.dead_letter_table:
             batch.dead_letter_table = event.dead_letter_table
         streams = [s.model_dump(mode="json") for s in event.dead_letter_streams]

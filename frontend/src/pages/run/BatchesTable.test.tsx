@@ -39,6 +39,19 @@ function write(table: string, place: string | null, rows: number, state: Batch["
 }
 
 describe("BatchesTable", () => {
+  it("shows a change data capture write's upserts and deletes per batch, and no such columns for appends", () => {
+    const cdc = { ...write("p.d.accounts", null, 30, "committed"), mode: "default" as const, upserts: 24, deletes: 6 };
+    render(<BatchesTable batches={[cdc]} />);
+    const headers = screen.getAllByRole("columnheader").map((h) => h.textContent);
+    expect(headers).toEqual(expect.arrayContaining(["Upserts", "Deletes"]));
+    const cells = within(screen.getByTestId("batch-row")).getAllByRole("cell").map((c) => c.textContent);
+    expect(cells.slice(2, 5)).toEqual(["30", "24", "6"]);
+    cleanup();
+
+    render(<BatchesTable batches={[write("p.d.orders", null, 30, "committed")]} />);
+    expect(screen.queryByRole("columnheader", { name: /Upserts/ })).toBeNull();
+  });
+
   it("shows each write of a micro-batch as a row of its own", () => {
     const batches = [
       write("p.d.orders", "0", 30, "committed"),

@@ -65,6 +65,8 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
   const skipped = batches.filter((b) => b.state === "skipped_duplicate").length;
   const severalTables = new Set(batches.map((b) => b.table)).size > 1;
   const namedWrites = batches.some((b) => b.write !== null);
+  // A change data capture write's rows are changes: how many of each kind, per batch.
+  const changes = batches.some((b) => b.upserts != null || b.deletes != null);
   const columns: Array<Column<Batch> | false> = [
     { id: "batch", header: "Batch", cell: (batch) => batch.batch_id ?? "–", sortValue: (batch) => batch.batch_id },
     severalTables && { id: "table", header: "Table", cell: (batch) => batch.table, sortValue: (batch) => batch.table },
@@ -83,6 +85,20 @@ export function BatchesTable({ batches, ref }: { batches: Batch[]; ref?: Ref<Bat
       cell: (batch) => formatCount(batch.rows ?? batch.expected_rows),
       align: "end",
       sortValue: (batch) => batch.rows ?? batch.expected_rows,
+    },
+    changes && {
+      id: "upserts",
+      header: "Upserts",
+      cell: (batch) => formatCount(batch.upserts ?? null),
+      align: "end",
+      sortValue: (batch) => batch.upserts ?? null,
+    },
+    changes && {
+      id: "deletes",
+      header: "Deletes",
+      cell: (batch) => formatCount(batch.deletes ?? null),
+      align: "end",
+      sortValue: (batch) => batch.deletes ?? null,
     },
     {
       id: "streams",

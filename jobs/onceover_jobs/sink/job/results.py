@@ -40,6 +40,20 @@ class TaskResult:
     the checksum; None when the write keeps none."""
     finalized_at: str | None = None
     """When the task finalized its PENDING stream (its clock, ISO 8601)."""
+    changes: ChangeCounts | None = None
+    """A change data capture write: the partition's upserts and deletes sent; None for
+    a plain append."""
+
+
+@dataclass(frozen=True)
+class ChangeCounts:
+    """A CDC partition's or batch's changes, by kind (onceover_jobs.sink.rows.change_capture)."""
+
+    upserts: int = 0
+    deletes: int = 0
+
+    def __add__(self, other: ChangeCounts) -> ChangeCounts:
+        return ChangeCounts(self.upserts + other.upserts, self.deletes + other.deletes)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from onceover_jobs.sink.errors import (
     LedgerError,
     StreamsGoneError,
 )
-from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.results import ChangeCounts, TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob, table_parent
 from onceover_jobs.sink.ledger.identity import WriteIdentity
 from onceover_jobs.sink.ledger.leases import renew_driver
@@ -100,6 +100,12 @@ def _key_checksum(results: Sequence[TaskResult | None]) -> int | None:
     if not shares or any(share is None for share in shares):
         return None
     return sum(share for share in shares if share is not None)
+
+
+def _changes(results: Sequence[TaskResult | None]) -> ChangeCounts | None:
+    """A CDC batch's upserts and deletes: its tasks' counts; None for a plain append."""
+    counts = [r.changes for r in results if r is not None and r.changes is not None]
+    return sum(counts, ChangeCounts()) if counts else None
 
 
 def _key_buckets(results: Sequence[TaskResult | None]) -> tuple[KeyBucket, ...] | None:
@@ -194,6 +200,7 @@ class BatchCommitter:
                 committed = self._commit_new(
                     streams, dead_letters, started, replacing=record,
                     key_checksum=_key_checksum(results), key_buckets=_key_buckets(results),
+                    changes=_changes(results),
                 )  # fmt: skip
                 if committed is not None:
                     return committed
@@ -215,6 +222,7 @@ class BatchCommitter:
         replacing: BatchRecord | None,
         key_checksum: int | None = None,
         key_buckets: tuple[KeyBucket, ...] | None = None,
+        changes: ChangeCounts | None = None,
     ) -> BatchRecord | None:
         """Intent, commit, mark; None when another driver's intent got there first."""
         job = self.job
@@ -237,6 +245,8 @@ class BatchCommitter:
             key_checksum=key_checksum,
             key_buckets=key_buckets if key_checksum is not None else None,
             offsets=self._offsets(),
+            upserts=None if changes is None else changes.upserts,
+            deletes=None if changes is None else changes.deletes,
         )
         if not self.ledger.write_intent(intent, replacing=replacing):
             return None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from onceover_jobs.sink.errors import ArrowRefusedError
-from onceover_jobs.sink.job.results import TaskResult
+from onceover_jobs.sink.job.results import ChangeCounts, TaskResult
 from onceover_jobs.sink.job.sink_job import SinkJob
 from onceover_jobs.sink.ledger.identity import SparkCall
 from onceover_jobs.sink.modes import mode_of
@@ -51,8 +51,9 @@ def current_task(batch_id: int | None) -> TaskContextInfo:
 
 
 def converted(
-    batches: Iterable[pa.RecordBatch], job: SinkJob, task: TaskContextInfo
-) -> Iterator[pa.RecordBatch]:
+    batches: Iterable[pa.RecordBatch], job: SinkJob, task: TaskContextInfo,
+    changes: ChangeRows | None = None,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """The partition's non-empty batches as the table takes them, stamped if asked; with
     ``datePartition``, each row checked to fall in that partition; a change data capture
     write's with each row's change type and sequence number behind its columns."""
@@ -60,7 +61,6 @@ def converted(
     from onceover_jobs.sink.rows.stamp import stamped
     from onceover_jobs.sink.table.date_partition import check_rows
 
-    changes = _Changes(job, task) if job.change_capture is not None else None
     for batch in batches:
         if batch.num_rows:
             rows = stamped(batch, job.run_id, task.batch_id) if job.options.stamp else batch
@@ -72,10 +72,10 @@ def converted(
             yield converted
 
 
-class _Changes:
+class ChangeRows:
     """A CDC write's rows of one partition, numbered as every attempt numbers them
     (onceover_jobs.sink.rows.change_capture): the batch's base from the ledger, the
-    partition, each row's place in it."""
+    partition, each row's place in it; counted by kind for the batch's receipt."""
 
     def __init__(self, job: SinkJob, task: TaskContextInfo) -> None:
         assert job.change_capture is not None
@@ -85,9 +85,14 @@ class _Changes:
         self.row = 0
         self.base: int | None = None
         self.where = f"partition {task.partition} of {job.table}"
+        self.counts = ChangeCounts()
 
     def rows(self, source: pa.RecordBatch, converted: pa.RecordBatch) -> pa.RecordBatch:
-        from onceover_jobs.sink.rows.change_capture import change_rows, derived_sequence_numbers
+        from onceover_jobs.sink.rows.change_capture import (
+            change_rows,
+            counted_changes,
+            derived_sequence_numbers,
+        )
 
         derived = None
         if self.capture.sequence_number is None:
@@ -103,6 +108,7 @@ class _Changes:
             start_row=self.row,
         )  # fmt: skip
         self.row += source.num_rows
+        self.counts += ChangeCounts(*counted_changes(rows))
         return rows
 
 
@@ -136,7 +142,10 @@ def _write_partition(
                 None, mode.traits.stream_type, 0, 0, task.partition, task.attempt, skipped=True
             )
         client = write_api(job.bigquery)  # kept by the process, for its next tasks
-        rows = converted(batches, job, task)
+        changes = ChangeRows(job, task) if job.change_capture is not None else None
+        rows = converted(batches, job, task, changes)
+        if changes is not None:  # proto rows: nothing to keep for a refusal of Arrow
+            return replace(_written(job, client, rows, task, telemetry), changes=changes.counts)
         if arrow_settled(job):
             return _written(job, client, rows, task, telemetry)
         # BigQuery's answer to Arrow rows is not known in this process yet: the batches

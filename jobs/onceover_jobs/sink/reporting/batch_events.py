@@ -35,6 +35,8 @@ class BatchEvents:
                 id=self._id("batch_intent", *(s.stream for s in intent.streams)),
                 streams=_stream_rows(intent.streams),
                 expected_rows=intent.expected_rows,
+                upserts=intent.upserts,
+                deletes=intent.deletes,
                 **_dead_letter_fields(intent),
                 **self.telemetry.batch_event_fields(),
             )
@@ -57,6 +59,8 @@ class BatchEvents:
                 source_offsets=None if record.offsets is None else list(record.offsets),
                 key_checksum=record.key_checksum,
                 key_buckets=None if record.key_buckets is None else list(record.key_buckets),
+                upserts=record.upserts,
+                deletes=record.deletes,
                 **_dead_letter_fields(record),
                 **self.telemetry.batch_event_fields(),
             )

@@ -165,6 +165,13 @@ def change_rows(
     )
 
 
+def counted_changes(rows: pa.RecordBatch) -> tuple[int, int]:
+    """The upserts and deletes among ``rows`` (as :func:`change_rows` made them)."""
+    types = rows.column(rows.schema.get_field_index(CHANGE_TYPE))
+    deletes = int(pc.sum(pc.equal(types, "DELETE")).as_py() or 0)
+    return rows.num_rows - deletes, deletes
+
+
 def _sequence_problems(sequences: pa.Array, start_row: int) -> list[str]:
     problems: list[str] = []
     if sequences.null_count:

@@ -34,17 +34,18 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from onceover.bigquery import BigQueryConfig
-    from onceover_jobs.sink.job.options import SinkOptions
 
 NOTHING_WRITTEN = "Nothing was written"
 
 
 def change_capture_of(
     config: BigQueryConfig,
-    options: SinkOptions,
-    raw_options: Mapping[str, str],
+    table_id: str,
     arrow_schema: pa.Schema,
+    raw_options: Mapping[str, str],
     *,
+    mode: str,
+    date_partition: str | None,
     overwrite: bool,
 ) -> tuple[ChangeCapture | None, pa.Schema]:
     """The write's CDC (None for a plain append) and the DataFrame's schema without the
@@ -63,14 +64,14 @@ def change_capture_of(
             pa.types.is_large_string(arrow_schema.field(column).type)
         ):
             raise SinkOptionError(column, f"{pseudo} must be a string column. {NOTHING_WRITTEN}")
-    _check_write(options, raw_options, overwrite=overwrite)
-    key = _primary_key(config, options.table)
+    _check_write(mode, date_partition, raw_options, overwrite=overwrite)
+    key = _primary_key(config, table_id)
     names = {name.casefold(): name for name in arrow_schema.names}
     missing = [column for column in key if column.casefold() not in names]
     if missing:
         raise SinkOptionError(
             missing[0],
-            f"{options.table}'s primary key is ({', '.join(key)}); the DataFrame lacks "
+            f"{table_id}'s primary key is ({', '.join(key)}); the DataFrame lacks "
             f"{', '.join(missing)}: every change names its row by the whole key. "
             f"{NOTHING_WRITTEN}",
         )
@@ -83,12 +84,14 @@ def change_capture_of(
     return capture, pa.schema(kept, metadata=arrow_schema.metadata)
 
 
-def _check_write(options: SinkOptions, raw: Mapping[str, str], *, overwrite: bool) -> None:
-    if traits_of(options.mode).stream_type != "DEFAULT":
+def _check_write(
+    mode: str, date_partition: str | None, raw: Mapping[str, str], *, overwrite: bool
+) -> None:
+    if traits_of(mode).stream_type != "DEFAULT":
         raise SinkOptionError(
             "writeAtLeastOnce",
             f"the DataFrame has {CHANGE_TYPE}: a change data capture write, which BigQuery "
-            f"applies only on the table's _default stream, not in mode {options.mode!r}. "
+            f"applies only on the table's _default stream, not in mode {mode!r}. "
             "Give .option('writeAtLeastOnce', 'true') (or "
             f".option('mode', '{AT_LEAST_ONCE_MODE}')): the sink's sequence numbers make a "
             f"retry or a replay change nothing twice. {NOTHING_WRITTEN}",
@@ -99,7 +102,7 @@ def _check_write(options: SinkOptions, raw: Mapping[str, str], *, overwrite: boo
             f"mode('overwrite') with {CHANGE_TYPE}: changes are applied to the rows there, "
             f"not a replacement of them; write them with mode('append'). {NOTHING_WRITTEN}",
         )
-    if options.date_partition is not None:
+    if date_partition is not None:
         raise SinkOptionError("datePartition", f"not with {CHANGE_TYPE}. {NOTHING_WRITTEN}")
     given = {key.lower(): value for key, value in raw.items()}.get("row_format")
     if given is not None and given.strip().lower() == "arrow":
