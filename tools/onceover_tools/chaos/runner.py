@@ -2,11 +2,13 @@
 
 For a schedule, in order:
 
-1. write the source files (``rows`` unique keys; for ``bad_rows`` a few of them bad)
+1. write the source files (``rows`` unique keys; for ``bad_rows`` a few of them bad;
+   for ``cdc`` ``rows`` changes of a key set, :mod:`onceover_jobs.generate_changes`)
    and fresh tables (the orders table; a summary table for the user-code workloads;
    for ``bad_rows`` an orders table whose ``currency`` is ``STRING(3)``, and no
    dead-letter table: the sink creates it; for the overwrite workloads the orders
-   table seeded with old rows, :mod:`onceover_tools.chaos.overwrite`); for a schedule
+   table seeded with old rows, :mod:`onceover_tools.chaos.overwrite`; for ``cdc`` a table
+   whose primary key is declared, :mod:`onceover_tools.chaos.cdc`); for a schedule
    whose ledger is in a bucket (its ``store``), a fresh bucket on the session's stand-in
    (:mod:`onceover_tools.chaos.stores`);
 2. start a fault proxy in front of the local BigQuery's Storage Write API, armed
@@ -21,7 +23,8 @@ For a schedule, in order:
    the bad ones, which it must not hold; the summary table one row per group,
    summing to the source's rows; the dead-letter table each bad key once for the
    run, and nothing else; after an overwrite the old rows of the replaced scope gone,
-   the others there once, and no staging table left) and, for the load job that
+   the others there once, and no staging table left; after ``cdc`` the source's final
+   state, key by key) and, for the load job that
    reports to it, the control plane (:mod:`onceover_tools.chaos.verify`), and read the
    ledger where the store put it: the table's writes committed there, none on this
    disk if it is in a bucket.
@@ -46,6 +49,7 @@ from typing import Any
 
 from google.cloud import bigquery
 from onceover_jobs.generate import write_files
+from onceover_jobs.generate_changes import change_tables, final_state, write_change_files
 from onceover_jobs.sink.failpoints import ENV as FAILPOINTS_ENV
 from onceover_jobs.sink.failpoints import SEED_ENV as FAILPOINTS_SEED_ENV
 from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
@@ -58,6 +62,7 @@ from onceover.errors import LedgerError
 from onceover.job_env import EXIT_REFUSED, MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.modes import traits_of
 from onceover.processes import ChildProcess, job_environment, with_quick_jvm
+from onceover_tools.chaos.cdc import compare_mirror, create_keyed, mirror_problems, table_rows
 from onceover_tools.chaos.on_cluster import cluster_outcome, driver_dir, submit_argv
 from onceover_tools.chaos.overwrite import create_seeded, old_keys, staging_problems
 from onceover_tools.chaos.proxy import FaultProxy
@@ -257,10 +262,7 @@ def run_schedule(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     schedule.save(work / "schedule.json")
-    write_files(
-        work / "source", schedule.rows, schedule.files, "json", seed=schedule.seed,
-        bad=schedule.bad_keys(),
-    )  # fmt: skip
+    _write_source(schedule, work / "source")
     client = bigquery_client(stack.bigquery)
     table = _fresh_tables(client, schedule)
     bucket = stack.stores.ledger_for(schedule)
@@ -306,6 +308,28 @@ def run_schedule(
     )
 
 
+CDC_FORMAT = "parquet"
+"""``cdc``: the change files' format (the other workloads read JSON)."""
+
+
+def _write_source(schedule: Schedule, source: Path) -> None:
+    """The schedule's source files: orders (a few bad for ``bad_rows``), or changes."""
+    if schedule.workload == "cdc":
+        write_change_files(
+            source, schedule.rows, schedule.files, CDC_FORMAT, seed=changes_seed(schedule),
+            apart=schedule.files_per_batch,
+        )  # fmt: skip
+        return
+    write_files(
+        source, schedule.rows, schedule.files, "json", seed=schedule.seed, bad=schedule.bad_keys()
+    )
+
+
+def changes_seed(schedule: Schedule) -> int:
+    """``cdc``: what the changes are drawn from, the schedule's own (as its bad keys are)."""
+    return schedule.seed * 100_000 + schedule.index
+
+
 def _workload_problems(  # noqa: PLR0917 - one call site, every argument named there
     client: bigquery.Client,
     schedule: Schedule,
@@ -322,6 +346,12 @@ def _workload_problems(  # noqa: PLR0917 - one call site, every argument named t
         return {}, summary_problems(client, f"{table}_summary", group, schedule.rows)
     if schedule.workload in OVERWRITE_WORKLOADS:
         return {}, staging_problems(client, table)
+    if schedule.workload == "cdc":
+        # A user's streaming query: its run never reads "succeeded" on the control plane
+        # (a query that stops cleanly sends nothing the sink sees), and its run id is the
+        # sink's, not kept where the load job keeps one. Its events still go there, so an
+        # outage is met; what is judged is the table (and the ledger).
+        return {}, []
     run_id_path = checkpoint_run_id(work / "checkpoint")
     if not run_id_path.exists():
         return {}, ["the job never recorded a run id"]
@@ -358,7 +388,10 @@ def _table_problems(
     client: bigquery.Client, schedule: Schedule, table: str
 ) -> tuple[dict[str, int], list[str]]:
     """BigQuery's counts of the orders table, and what is wrong with them: each source
-    key once, but the bad ones (``bad_rows``), none of which may be there."""
+    key once, but the bad ones (``bad_rows``), none of which may be there; ``cdc``: the
+    source's final state, key by key."""
+    if schedule.workload == "cdc":
+        return _mirror_problems(client, schedule, table)
     bad = schedule.bad_keys()
     actual = table_aggregate(client, table, KEY)
     good = sorted(set(range(schedule.rows)) - set(bad))
@@ -369,6 +402,19 @@ def _table_problems(
     if bad:
         problems += bad_keys_problems(table, keys_present(client, table, KEY, bad))
     return {"rows": actual.rows, "distinct_keys": actual.distinct}, problems
+
+
+def _mirror_problems(
+    client: bigquery.Client, schedule: Schedule, table: str
+) -> tuple[dict[str, int], list[str]]:
+    """``cdc``: the mirror compared with the source's final state, key by key."""
+    changes = change_tables(
+        schedule.rows, schedule.files, changes_seed(schedule), apart=schedule.files_per_batch
+    )
+    expected = final_state(changes)
+    changed = {k for t in changes for k in t.column("customer_id").to_pylist()}
+    view = compare_mirror(expected, table_rows(client, table), sorted(changed - set(expected)))
+    return view.counts(), mirror_problems(table, view)
 
 
 def _dead_letter_problems(
@@ -394,7 +440,9 @@ def _ledger_problems(
 ) -> tuple[dict[str, Any], list[str]]:
     """Where the ledger was and what it held for the orders table, and what is wrong
     with it: none there, rows other than BigQuery must hold, or (in a bucket) records on
-    this disk too. The at-least-once baseline is not judged by its ledger."""
+    this disk too. The at-least-once baseline load is not judged by its ledger; ``cdc``,
+    at least once too, is: its batches are recorded as any (intent, then committed, each
+    partition's changes counted once) and its sequence bases live beside them."""
     on_disk = disk_ledger(schedule, work)
     where = on_disk if bucket is None else bucket.url
     said: dict[str, Any] = {"store": schedule.store, "where": where}
@@ -402,7 +450,7 @@ def _ledger_problems(
     try:
         view = ledger_view(where, table)
         said |= {"writes": view.writes, "rows": view.rows}
-        if not traits_of(schedule.mode).exactly_once:
+        if not traits_of(schedule.mode).exactly_once and schedule.workload != "cdc":
             return said, []
         return said, ledger_problems(view, good, not_at=None if bucket is None else on_disk)
     except LedgerError as exc:  # unreadable after the faults: a finding, not a crash
@@ -434,6 +482,8 @@ def _fresh_tables(client: bigquery.Client, schedule: Schedule) -> str:
     if schedule.workload in OVERWRITE_WORKLOADS:  # old rows the run must replace
         dynamic = schedule.workload == "overwrite_dynamic"
         create_seeded(client, table, schema, dynamic=dynamic)
+    elif schedule.workload == "cdc":
+        create_keyed(client, table)
     else:
         client.create_table(bigquery.Table(table, schema=schema))
     if schedule.workload == "bad_rows":  # the sink creates it (onceover_jobs.sink.rows.dead_letter)
@@ -649,6 +699,15 @@ def job_argv(schedule: Schedule, table: str, work: Path, *, ledger: str | None =
             "--ledger", ledger or str(work / "ledger"), "--run-id", f"chaos-{schedule.name}",
             *dynamic,
         ]  # fmt: skip
+    if schedule.workload == "cdc":  # writeAtLeastOnce: no --mode
+        cdc = [
+            sys.executable, "-m", "onceover_jobs.examples.cdc_mirror",
+            "--source", str(work / "source"), "--format", CDC_FORMAT, "--table", table,
+            "--checkpoint", str(work / "checkpoint"),
+            "--max-files-per-trigger", str(schedule.files_per_batch),
+            "--request-max-bytes", str(schedule.request_max_bytes),
+        ]  # fmt: skip
+        return cdc if ledger is None else [*cdc, "--ledger", ledger]
     if schedule.workload == "two_tables":
         return [
             sys.executable, "-m", "onceover_jobs.examples.daily_tables", *common,

@@ -34,12 +34,19 @@ Workloads:
 ``overwrite_dynamic``  the same into a table partitioned by day, with
                     ``partitionOverwriteMode=dynamic``: the old rows of the day the
                     new ones fall in must go, those of another day must stay
+``cdc``             ``onceover_jobs.examples.cdc_mirror``: a user's streaming change
+                    data capture (``writeAtLeastOnce``, ``default`` mode only) of
+                    ``rows`` inserts, updates and deletes of a key set into a keyed
+                    table, which must end as the source's final state, key by key
+                    (:mod:`onceover_tools.chaos.cdc`)
 ==================  ===============================================================
 
 Each runs in a sink mode its job takes (:data:`WORKLOAD_MODES`): ``pending``,
 ``buffered`` (writeStream's default: a stream per partition kept from batch to batch,
 flushed at each commit) and ``committed`` for every workload; ``default`` (the
-at-least-once baseline) for ``load_files`` only. A mode is armed only with the faults
+at-least-once baseline) for ``load_files``, and for ``cdc`` alone (BigQuery applies
+changes only on the ``_default`` stream: at least once on the wire, exactly once in
+effect). A mode is armed only with the faults
 its streams pass (:func:`kinds_for`): finalize and batch-commit points in pending
 mode, flush points in buffered mode. ``bad_rows`` commits PENDING streams on its
 dead-letter table in every mode, so it meets ``commit.after``, ``wire/uncommitted`` and
@@ -101,6 +108,7 @@ WORKLOADS = (
     "bad_rows",
     "overwrite",
     "overwrite_dynamic",
+    "cdc",
 )
 OVERWRITE_WORKLOADS = frozenset({"overwrite", "overwrite_dynamic"})
 """A user's nightly ``mode("overwrite")`` job (onceover_jobs.examples.nightly_overwrite):
@@ -122,8 +130,11 @@ WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
     # an overwrite stages its rows in pending mode, its only one
     "overwrite": ("pending",),
     "overwrite_dynamic": ("pending",),
+    # changes are applied only on the _default stream: writeAtLeastOnce, its only mode
+    "cdc": ("default",),
 }
-"""The modes each workload's job takes; ``default`` is the load job's baseline only."""
+"""The modes each workload's job takes; ``default`` is the load job's baseline and the
+CDC job's only mode."""
 STORES = ("posix", "s3", "gcs")
 """Where a schedule's ledger is: this disk, or a bucket on a local stand-in."""
 STORE_WEIGHTS = {"posix": 2, "s3": 1, "gcs": 1}
@@ -140,6 +151,11 @@ MAX_RESTARTS = 6
 BYTES_PER_ROW = 58
 """Measured: one generated order event in Arrow IPC (``onceover_jobs.generate``), for
 sizing draws."""
+CDC_BYTES_PER_ROW = 100
+"""What one generated change (``onceover_jobs.generate_changes``) takes of a request's room
+as the sink cuts proto rows (its change type and derived sequence number with it), for
+sizing ``cdc`` draws. Measured: 3,000 changes in 6 files at 10,000 bytes a request went
+in 38 appends (about 80 a request, 6-7 a file)."""
 BAD_FRACTION = 0.005
 """``bad_rows``: the share of the source's rows BigQuery refuses (15 of 3,000)."""
 
@@ -398,6 +414,13 @@ class Shape:
         """The fewest hits a clean run of the schedule's workload makes (for drawing)."""
         s = schedule
         shape = cls.of(s.rows, s.files, s.files_per_batch, s.request_max_bytes)
+        if s.workload == "cdc":
+            # The load's shape (a file a task; on _default, so no stream is created), its
+            # rows the changes, cut into requests as proto rows (no halving to a power of
+            # two): the whole requests a file's changes fill, the fewest a clean run makes.
+            per_request = (s.request_max_bytes - REQUEST_OVERHEAD_BYTES) // CDC_BYTES_PER_ROW
+            per_file = s.rows // s.files
+            shape = replace(shape, appends=s.files * max(1, per_file // max(1, per_request)))
         slotted = traits_of(s.mode).slotted
         if s.workload == "foreach_batch":
             # Per micro-batch three writes, each committed: two of the batch's files
