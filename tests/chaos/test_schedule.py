@@ -205,6 +205,7 @@ def test_cis_share_of_the_curated_set_still_arms_every_kind_on_every_job() -> No
         "racing_drivers",
         "overwrite",
         "overwrite_dynamic",
+        "cdc",
     }
     assert {s.mode for s in share if s.workload == "load_files"} == {"pending", "buffered"}
     assert {s.workload for s in every} == set(WORKLOADS)  # the rest run beyond CI
@@ -218,7 +219,7 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
 
     schedules = curated_schedules()
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
-    assert {s.mode for s in schedules} == {"pending", "buffered", "committed"}
+    assert {s.mode for s in schedules} == {"pending", "buffered", "committed", "default"}
     # The load job in each exactly-once mode; the users' jobs in pending and buffered
     # (committed asks the same of the input whoever wrote it: the load job's and the
     # cluster's); the racing driver in buffered only (what it races for, the driver's
@@ -235,6 +236,7 @@ def test_the_curated_set_arms_every_kind_within_the_hits_a_clean_run_makes() -> 
         ("bad_rows", "committed"),
         ("overwrite", "pending"),
         ("overwrite_dynamic", "pending"),
+        ("cdc", "default"),  # its only mode
     }
     assert set(WORKLOADS) == {s.workload for s in schedules}
     assert len({s.name for s in schedules}) == len(schedules)
@@ -278,9 +280,11 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
             if fault.kind.startswith("failpoint/"):
                 assert 1 <= fault.nth <= shape.hits(fault.kind), (schedule.name, fault)
         assert load_schedule(schedule.save(tmp_path / f"{schedule.name}.json")) == schedule
-    # default mode is the load job's baseline only; a workload no one knows is refused
+    # default mode is the load job's baseline and the CDC job's only mode; a workload no
+    # one knows is refused
     assert {s.workload for s in draw_schedules(5, 6, workloads=WORKLOADS, modes=("default",))} == {
-        "load_files"
+        "load_files",
+        "cdc",
     }
     with pytest.raises(
         ValueError, match="foreach_batch runs in pending, buffered or committed mode"
@@ -293,6 +297,7 @@ def test_draws_take_each_workload_in_turn_and_replay_from_json(tmp_path: Path) -
     assert {s.workload for s in three if s.mode == "buffered"} == set(WORKLOADS) - {
         "overwrite",
         "overwrite_dynamic",  # staged in pending mode only
+        "cdc",  # default mode only
     }
     with pytest.raises(ValueError, match="overwrite runs in pending mode"):
         Schedule(seed=1, index=0, mode="buffered", faults=(), workload="overwrite")

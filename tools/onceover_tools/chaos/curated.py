@@ -26,7 +26,10 @@ rows of which BigQuery refuses a few into a dead-letter table (``bad_rows``, buf
 and committed: the modes where the dead-letter commit is the batch's only
 BatchCommitWriteStreams), and two run a user's nightly ``mode("overwrite")``
 (``overwrite``, ``overwrite_dynamic``, pending), the only jobs that pass an overwrite's
-steps, arming each with each action between them.
+steps, arming each with each action between them. The last streams a user's change data
+capture (``cdc``, default mode, at least once on the wire): changes sent again by a lost
+answer, a retried task and a replayed micro-batch must leave the table as the source's
+final state, key by key (:data:`_CDC`).
 
 Five keep their ledger in a bucket (:data:`IN_A_BUCKET`), the others on this disk: in
 CI's share (:data:`CI_LEFT_OUT` says what it leaves) the second pending load on S3 (the
@@ -258,6 +261,24 @@ _OVERWRITES: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 )  # fmt: skip
 
 
+# A user's streaming change data capture (onceover_jobs.examples.cdc_mirror, default mode:
+# BigQuery applies changes on _default only, at least once on the wire): 3,000 inserts,
+# updates, deletes and re-inserts in 6 files, 2 a micro-batch, 36 appends or more in a
+# clean run. What makes CDC go wrong is a change applied twice or late, so each fault
+# sends changes again: an append's answer lost on the wire (the request re-sent, its
+# changes applied twice), another lost at the sink (the same, mid-partition), a task
+# killed mid-append (Spark retries it: the partition's changes sent again from its
+# start), and the driver killed once the second micro-batch's changes are applied and
+# its intent is in the ledger (the restart replays the micro-batch, after its own
+# changes: the same sequence numbers, from the base the ledger kept, change nothing).
+_CDC: tuple[Fault, ...] = (
+    _wire("drop_response", APPEND_ROWS, 5),
+    _fp("append.response", "drop", 20),
+    _fp("ledger.after_intent", "crash", 2),
+    Fault("spark/kill_task", nth=30),
+)
+
+
 # Where the ledger is, for the schedules not on this disk (the store is orthogonal to
 # the faults: each keeps the faults it had on disk). In CI's share: the second pending
 # load (the driver's JVM SIGKILLed just before its first commit and just after its third,
@@ -338,5 +359,9 @@ def _curated() -> list[Schedule]:
         Schedule(seed=CURATED_SEED, index=index, mode="pending", faults=faults, workload=workload)
         for index, (workload, faults) in enumerate(_OVERWRITES, start=first)
     ]
-    every = [*schedules, racing, cluster, *bad_rows, *overwrites]
+    cdc = Schedule(
+        seed=CURATED_SEED, index=first + len(overwrites), mode="default", faults=_CDC,
+        workload="cdc",
+    )  # fmt: skip
+    every = [*schedules, racing, cluster, *bad_rows, *overwrites, cdc]
     return [replace(s, store=IN_A_BUCKET.get(s.name, "posix")) for s in every]
