@@ -88,3 +88,9 @@ def test_a_connector_write_with_both_options_widens_the_table_and_lands_every_ro
     assert schema == {"event_id": "REQUIRED", "region": "NULLABLE", "amount": "NULLABLE"}
     (row,) = rest.query_and_wait(f"SELECT SUM(amount) AS total FROM `{table}`")
     assert row["total"] == sum(i / 2 for i in range(50))
+
+
+def test_widening_leaves_the_table_fields_it_was_given_as_they_were() -> None:
+    before = repr(TABLE)
+    widened(TABLE, SOURCE, Widening(add=True, relax=True))
+    assert repr(TABLE) == before  # region and address.city still REQUIRED

@@ -22,6 +22,7 @@ micro-batch of a stream, costs the one ``tables.get`` the write makes anyway.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ def _merge(  # noqa: PLR0917 - the recursion's state, named at its two call site
         if mode == (column.mode or "NULLABLE") and members == list(column.fields):
             merged.append(column)
             continue
-        resource = column.to_api_repr()
+        resource = copy.deepcopy(column.to_api_repr())  # it is the field's own: never changed
         resource["mode"] = mode
         if members:
             resource["fields"] = [m.to_api_repr() for m in members]
@@ -129,7 +130,7 @@ def _nullable(field: SchemaField) -> SchemaField:
     """``field`` as a column BigQuery adds: REPEATED stays, anything else is NULLABLE."""
     from google.cloud.bigquery import SchemaField
 
-    resource = field.to_api_repr()
+    resource = copy.deepcopy(field.to_api_repr())
     if resource.get("mode") != "REPEATED":
         resource["mode"] = "NULLABLE"
     if field.fields:
