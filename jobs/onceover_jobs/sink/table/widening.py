@@ -138,6 +138,34 @@ def _nullable(field: SchemaField) -> SchemaField:
     return SchemaField.from_api_repr(resource)
 
 
+def widening_advice(
+    table_fields: Sequence[SchemaField], source: pa.Schema, widening: Widening, problems: list[str]
+) -> list[str]:
+    """What the options this write does not give would fix of ``problems`` (a schema
+    check's, naming columns as ``'path'``): one sentence per option, each naming its
+    columns; none when neither option would fix any."""
+    from onceover_jobs.sink.errors import SchemaMismatchError
+
+    withheld = Widening(add=not widening.add, relax=not widening.relax)
+    if not withheld.any:
+        return []
+    try:
+        changes = widened(table_fields, source, withheld)
+    except SchemaMismatchError:  # a column BigQuery cannot hold: no option fixes that
+        return []
+
+    def at_fault(paths: list[str]) -> str:
+        named = [p for p in paths if any(repr(p) in problem for problem in problems)]
+        return ", ".join(repr(p) for p in named)
+
+    advice = []
+    if added := at_fault(changes.added):
+        advice.append(f"give .option('allowFieldAddition', 'true') to add {added} (NULLABLE)")
+    if relaxed := at_fault(changes.relaxed):
+        advice.append(f"give .option('allowFieldRelaxation', 'true') to make {relaxed} NULLABLE")
+    return advice
+
+
 def widen_table(
     config: BigQueryConfig, table_id: str, source: pa.Schema, widening: Widening
 ) -> list[SchemaField]:
