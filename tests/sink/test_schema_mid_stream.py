@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from google.cloud import bigquery
 from onceover_jobs.generate import write_files
+from onceover_tools.localbq.limits import limited
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -166,3 +167,29 @@ def test_a_query_restarted_with_a_new_column_goes_on_on_its_streams_and_carries_
     assert notes(rest, table) == {
         k: None if k < per_batch else f"n{k}" for k in range(2 * per_batch)
     }
+
+
+@pytest.mark.parametrize("mode", ["committed"])
+def test_appends_refused_until_the_write_api_sees_the_new_column_are_sent_again_once(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path, mode: str
+) -> None:
+    """On BigQuery the Storage Write API sees a new column minutes after tables.get does,
+    refusing a writer schema with it until then ("Input schema has more fields than
+    BigQuery schema"; the local BigQuery's schema_update_lag): the batch that brought the
+    column waits, its rows go once, on the partitions' streams."""
+    table = f"{dataset}.orders"
+    rest.create_table(bigquery.Table(table, schema=BASE))
+    source = tmp_path / "orders"
+    write_files(source, ROWS, FILES, "json")
+
+    def each_batch(df: DataFrame, batch_id: int) -> None:
+        rows = df.select("event_id", "amount").repartition(2, "event_id")
+        if batch_id >= NEW_FROM:
+            rows = rows.selectExpr("*", "CONCAT('n', CAST(event_id AS STRING)) AS note")
+        save(rows, table, mode, allowFieldAddition="true")
+
+    with limited(schema_update_lag_s=3.0):
+        run_query(spark, source, tmp_path / "ckpt", each_batch)
+    assert counted(rest, table) == (ROWS, ROWS)
+    per_batch = ROWS // FILES
+    assert notes(rest, table) == {k: None if k < per_batch else f"n{k}" for k in range(ROWS)}
