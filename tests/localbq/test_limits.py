@@ -881,3 +881,36 @@ def test_a_project_set_to_refuse_arrow_refuses_arrow_rows_and_takes_proto(
     assert error.message == f"Arrow format is not supported for this project. Entity: {stream}"
     assert acknowledged_offset(taken) == 0  # the refused request took no offset
     assert count(rest, table_id) == (5, 5)
+
+
+# -- schema_update_lag -----------------------------------------------------------------
+
+
+def test_a_column_added_by_a_schema_update_is_refused_by_appends_until_the_write_api_sees_it(
+    rest: bigquery.Client, write: BigQueryWriteClient, dataset: str
+) -> None:
+    """ "If the BigQuery table schema is updated, users will be able to ingest data on the
+    new schema after some time (in order of minutes)" (Google's JsonStreamWriter); until
+    then BigQuery answers "Input schema has more fields than BigQuery schema, extra
+    fields: ..." and appends nothing. Rows of the old columns are taken meanwhile."""
+    table_id = create_table(rest, dataset)
+    table = rest.get_table(table_id)
+    table.schema = [*table.schema, bigquery.SchemaField("note", "STRING")]
+    wider = pa.schema([*ARROW_SCHEMA, pa.field("note", pa.string())])
+    noted = pa.record_batch([*rows(0, 3).columns, pa.array(["a", "b", "c"])], schema=wider)
+    stream = create(write, table_id, COMMITTED).name
+    with limited(schema_update_lag_s=60.0):
+        rest.update_table(table, ["schema"])
+        (refused,) = append_all(write, [append_request(stream, noted, 0)])
+        (taken,) = append_all(write, [append_request(stream, rows(0, 2), 0)])
+    error = types.AppendRowsResponse.pb(refused).error
+    assert error.code == INVALID_ARGUMENT
+    assert error.message.startswith(
+        "Input schema has more fields than BigQuery schema, extra fields: 'note'"
+    )
+    assert acknowledged_offset(taken) == 0  # the refused request took no offset
+    # The lag over (the setting back to 0): the same stream takes the new column.
+    (later,) = append_all(write, [append_request(stream, noted.slice(2), 2)])
+    assert acknowledged_offset(later) == 2
+    got = rest.query_and_wait(f"SELECT id, note FROM `{table_id}` ORDER BY id")
+    assert [(r["id"], r["note"]) for r in got] == [(0, None), (1, None), (2, "c")]

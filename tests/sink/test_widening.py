@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from google.cloud import bigquery
 from onceover_jobs.sink.errors import SinkOptionError
-from onceover_jobs.sink.table.widening import Widening, widened, widening_option
+from onceover_jobs.sink.table.widening import Widening, widened, widening_advice, widening_option
 from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig
@@ -88,3 +88,25 @@ def test_a_connector_write_with_both_options_widens_the_table_and_lands_every_ro
     assert schema == {"event_id": "REQUIRED", "region": "NULLABLE", "amount": "NULLABLE"}
     (row,) = rest.query_and_wait(f"SELECT SUM(amount) AS total FROM `{table}`")
     assert row["total"] == sum(i / 2 for i in range(50))
+
+
+def test_widening_leaves_the_table_fields_it_was_given_as_they_were() -> None:
+    before = repr(TABLE)
+    widened(TABLE, SOURCE, Widening(add=True, relax=True))
+    assert repr(TABLE) == before  # region and address.city still REQUIRED
+
+
+def test_a_refusal_names_the_option_that_would_fix_each_column_at_fault() -> None:
+    problems = [
+        "column 'amount' (double) is not in the table",
+        "column 'tags' (list) is not in the table",
+        "column 'region' is REQUIRED in the table but the DataFrame does not have it",
+    ]
+    assert widening_advice(TABLE, SOURCE, Widening(), problems) == [
+        "give .option('allowFieldAddition', 'true') to add 'amount', 'tags' (NULLABLE)",
+        "give .option('allowFieldRelaxation', 'true') to make 'region' NULLABLE",
+    ]  # address.city and address.zip are not at fault here: not named
+    assert widening_advice(TABLE, SOURCE, Widening(add=True), problems) == [
+        "give .option('allowFieldRelaxation', 'true') to make 'region' NULLABLE"
+    ]
+    assert widening_advice(TABLE, SOURCE, Widening(add=True, relax=True), problems) == []

@@ -186,3 +186,16 @@ def test_the_bench_writes_outside_the_repository_unless_told() -> None:
     assert parsed.out == Path.home() / ".onceover" / "bench"
     assert repository not in parsed.out.resolve().parents
     assert build_parser().parse_args(["bench", "--out", "docs"]).out == Path("docs")
+
+
+def test_redrive_takes_the_run_and_its_dead_letter_table() -> None:
+    from onceover_tools.cli import build_parser, cmd_redrive
+
+    args = build_parser().parse_args(
+        ["redrive", "orders-1", "--dead-letter", "p.d.orders_dead_letters", "--key", "id"]
+    )
+    assert (args.run_id, args.dead_letter, args.key, args.handler) == (
+        "orders-1", "p.d.orders_dead_letters", "id", cmd_redrive,
+    )  # fmt: skip
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["redrive", "orders-1"])  # no dead-letter table: usage

@@ -312,6 +312,23 @@ def _add_check_parser(commands: Any) -> None:
     check.set_defaults(handler=cmd_check)
 
 
+def _add_redrive_parser(commands: Any) -> None:
+    from onceover_jobs.redrive.__main__ import DESCRIPTION, add_arguments
+
+    redrive = commands.add_parser(
+        "redrive", help="send a run's set-aside rows to their tables again, once",
+        description=DESCRIPTION,
+    )  # fmt: skip
+    add_arguments(redrive)
+    redrive.set_defaults(handler=cmd_redrive)
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    from onceover_jobs.redrive.__main__ import redrive_from
+
+    return redrive_from(args)
+
+
 def cmd_py_files(args: argparse.Namespace) -> int:
     from onceover.packaging import build_py_files
 
@@ -372,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
 
     _add_check_parser(commands)
+    _add_redrive_parser(commands)
 
     _add_chaos_parser(commands)
 

@@ -53,7 +53,12 @@ from onceover.ledger_store import open_store
 from onceover.modes import traits_of
 from onceover_jobs.preflight.run import check_before_write
 from onceover_jobs.sink import failpoints
-from onceover_jobs.sink.errors import ConcurrentDriverError, OverwriteError, SinkOptionError
+from onceover_jobs.sink.errors import (
+    ConcurrentDriverError,
+    OverwriteError,
+    SchemaMismatchError,
+    SinkOptionError,
+)
 from onceover_jobs.sink.job.lineage_config import resolve as resolve_lineage
 from onceover_jobs.sink.job.options import SinkOptions, connection_options, parse_options
 from onceover_jobs.sink.job.results import TaskResult
@@ -222,7 +227,17 @@ def _plan(options: SinkOptions, arrow_schema: pa.Schema, fields: list[Any]) -> W
     from onceover_jobs.sink.rows.schema import plan_write
 
     defaults = options.missing_value == "default"
-    plan = plan_write(options.table, arrow_schema, fields, defaults=defaults)
+    try:
+        plan = plan_write(options.table, arrow_schema, fields, defaults=defaults)
+    except SchemaMismatchError as exc:
+        from onceover_jobs.sink.table.widening import widening_advice
+
+        # A micro-batch that brings a new column, or stops sending a REQUIRED one, is
+        # refused before a row: the message says which option would let it through.
+        advice = widening_advice(fields, arrow_schema, options.widening, exc.problems)
+        if not advice:
+            raise
+        raise SchemaMismatchError(exc.table, [*exc.problems, *advice]) from None
     if not defaults and (left := defaults_left_out(arrow_schema, fields)):
         logger.warning(
             "onceover: %s has a DEFAULT for %s, which the DataFrame lacks: they are written "

@@ -126,6 +126,10 @@ class WriteApiLimitValues:
     (that code, the same StorageError), and ``"permission_denied"`` ("Permission
     'TABLES_UPDATE_DATA' denied on resource '...' (or it may not exist).", no
     StorageError)."""
+    schema_update_lag_s: float = 0.0
+    """How long a column a schema update added stays unseen by AppendRows, which refuses
+    a writer schema naming it meanwhile (``schema_update_lag``): BigQuery's "after some
+    time (in order of minutes)"; 0, the default, sees it at once, as bqemulator does."""
     granted_permissions: str = ALL_PERMISSIONS
     """The IAM permissions the caller holds on every table, as ``tables.testIamPermissions``
     answers them (``iam_permissions``): ``"all"``, every permission asked about; or a
@@ -137,6 +141,8 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WriteApiLimit
 _COUNTS = frozenset({"create_streams_per_window", "commit_max_streams", "append_bytes_per_window"})
 _BYTES = frozenset({"append_request_max_bytes"})
 _WHOLE = _COUNTS | _BYTES
+_MAY_BE_NONE = frozenset({"schema_update_lag_s"})
+"""Durations that may be 0: none of that delay."""
 REPEATED_FLUSH_ANSWERS = ("already_exists", "ok")
 """The values ``repeated_flush`` takes."""
 ROW_ERRORS_SETTINGS = ("on", "off")
@@ -162,6 +168,7 @@ _KINDS = {
     **dict.fromkeys(_COUNTS, "a whole number >= 0"),
     **dict.fromkeys(_BYTES, f"a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}"),
     **{name: f"one of {', '.join(choices)}" for name, choices in _CHOICES.items()},
+    **dict.fromkeys(_MAY_BE_NONE, "a number of seconds >= 0"),
 }
 
 LimitValue: TypeAlias = float | str
@@ -193,8 +200,9 @@ def _checked(name: str, value: object) -> LimitValue:
                 f"{name} must be a whole number of bytes in 1..{APPEND_REQUEST_CEILING_BYTES}, "
                 f"not {value!r}"
             )
-    elif not value > 0:  # also refuses NaN
-        raise ValueError(f"{name} must be a duration in seconds > 0, not {value!r}")
+    elif not (value >= 0 if name in _MAY_BE_NONE else value > 0):  # also refuses NaN
+        least = ">= 0" if name in _MAY_BE_NONE else "> 0"
+        raise ValueError(f"{name} must be a duration in seconds {least}, not {value!r}")
     return value
 
 
@@ -275,6 +283,10 @@ class WriteApiLimits:
     @property
     def arrow_rows(self) -> str:
         return self._values.arrow_rows
+
+    @property
+    def schema_update_lag_s(self) -> float:
+        return self._values.schema_update_lag_s
 
     @property
     def connection_idle_s(self) -> float:

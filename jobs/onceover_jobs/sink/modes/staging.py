@@ -37,6 +37,7 @@ from onceover_jobs.sink.rows.dead_letter import (
 )
 from onceover_jobs.sink.wire.appender import AppendListener, PlannedAppend, StreamAppender
 from onceover_jobs.sink.wire.requests import ArrowEncoder, RowEncoder, plan_requests
+from onceover_jobs.sink.wire.schema_lag import SchemaCatchUp
 from onceover_jobs.sink.wire.stream_calls import finalize_stream, stream_exists
 from onceover_jobs.sink.wire.stream_rate import stream_creations
 from onceover_jobs.sink.wire.unary import call_with_retry
@@ -208,6 +209,9 @@ class Stage:
             on_row_errors=refusals,
             offset_shift=offset_shift,
             arrow=arrow,
+            # A column this write (or another) just added may not be seen yet by the
+            # Storage Write API: its refusal is waited for (wire.schema_lag).
+            schema_catch_up=SchemaCatchUp.of(column_paths(self.job.table_fields)),
         )
 
     def refusals(self, encoder: RowEncoder, events: StreamEvents) -> RowRefusals:

@@ -22,6 +22,7 @@ micro-batch of a stream, costs the one ``tables.get`` the write makes anyway.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ def _merge(  # noqa: PLR0917 - the recursion's state, named at its two call site
         if mode == (column.mode or "NULLABLE") and members == list(column.fields):
             merged.append(column)
             continue
-        resource = column.to_api_repr()
+        resource = copy.deepcopy(column.to_api_repr())  # it is the field's own: never changed
         resource["mode"] = mode
         if members:
             resource["fields"] = [m.to_api_repr() for m in members]
@@ -129,12 +130,40 @@ def _nullable(field: SchemaField) -> SchemaField:
     """``field`` as a column BigQuery adds: REPEATED stays, anything else is NULLABLE."""
     from google.cloud.bigquery import SchemaField
 
-    resource = field.to_api_repr()
+    resource = copy.deepcopy(field.to_api_repr())
     if resource.get("mode") != "REPEATED":
         resource["mode"] = "NULLABLE"
     if field.fields:
         resource["fields"] = [_nullable(member).to_api_repr() for member in field.fields]
     return SchemaField.from_api_repr(resource)
+
+
+def widening_advice(
+    table_fields: Sequence[SchemaField], source: pa.Schema, widening: Widening, problems: list[str]
+) -> list[str]:
+    """What the options this write does not give would fix of ``problems`` (a schema
+    check's, naming columns as ``'path'``): one sentence per option, each naming its
+    columns; none when neither option would fix any."""
+    from onceover_jobs.sink.errors import SchemaMismatchError
+
+    withheld = Widening(add=not widening.add, relax=not widening.relax)
+    if not withheld.any:
+        return []
+    try:
+        changes = widened(table_fields, source, withheld)
+    except SchemaMismatchError:  # a column BigQuery cannot hold: no option fixes that
+        return []
+
+    def at_fault(paths: list[str]) -> str:
+        named = [p for p in paths if any(repr(p) in problem for problem in problems)]
+        return ", ".join(repr(p) for p in named)
+
+    advice = []
+    if added := at_fault(changes.added):
+        advice.append(f"give .option('allowFieldAddition', 'true') to add {added} (NULLABLE)")
+    if relaxed := at_fault(changes.relaxed):
+        advice.append(f"give .option('allowFieldRelaxation', 'true') to make {relaxed} NULLABLE")
+    return advice
 
 
 def widen_table(

@@ -76,6 +76,7 @@ from onceover_jobs.sink.wire.retry import (
     code_name,
     is_retried,
 )
+from onceover_jobs.sink.wire.schema_lag import SchemaCatchUp
 from onceover_jobs.sink.wire.storage_errors import (
     READINGS,
     StorageErrorInfo,
@@ -273,6 +274,7 @@ class StreamAppender:
         on_row_errors: RowErrorHandler | None = None,
         offset_shift: int = 0,
         arrow: bool = False,
+        schema_catch_up: SchemaCatchUp | None = None,
     ) -> None:
         self.client = client
         self.stream = stream
@@ -283,6 +285,9 @@ class StreamAppender:
         self.max_inflight = max(1, max_inflight)
         self.before_send = before_send
         self.on_row_errors = on_row_errors
+        self.schema_catch_up = schema_catch_up
+        """The table's columns as the driver read them: a refusal of the writer schema
+        naming only these is waited for (wire.schema_lag); None: never."""
         self.arrow = arrow
         """The requests carry Arrow rows: a refusal of that format, before any row is
         acknowledged, raises ArrowRefusedError."""
@@ -501,12 +506,29 @@ class StreamAppender:
                 grpc_code=code_name(failure.code),
                 storage_code=storage.code,
             )
+        elif (lagging := self._schema_lagging(failure)) is not None:
+            # Nothing of the request was appended: it goes again, on a new connection
+            # that names the writer schema again, once BigQuery sees the columns.
+            self._transient(
+                head,
+                failure.code,
+                f"{failure.message} (the Storage Write API does not see the table's new "
+                f"column{'s' if len(lagging) > 1 else ''} {', '.join(lagging)} yet; BigQuery "
+                "takes minutes to; a longer retry.deadline_s waits longer)",
+            )
         elif is_retried(failure.code, failure.message, broken=failure.broken):
             if failure.broken or (failure.connection_lost and code == UNAVAILABLE):
                 self._renew_channel()
             self._transient(head, failure.code, failure.message)
         else:
             self._reject(head, code_name(failure.code), failure.message, failure)
+
+    def _schema_lagging(self, failure: _Failure) -> list[str] | None:
+        """The table's columns BigQuery refused the writer schema for because it has not
+        caught up with the schema update that added them (wire.schema_lag)."""
+        if self.schema_catch_up is None:
+            return None
+        return self.schema_catch_up.lagging(failure.code, failure.message)
 
     def _renew_channel(self) -> None:
         """A connection broke: the next one goes on a fresh channel of the sink's client

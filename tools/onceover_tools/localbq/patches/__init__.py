@@ -44,6 +44,8 @@ of :data:`PATCHES`.
     a job inserted under an id already taken is refused (409 duplicate), not run again.
 ``schema_update``
     a column added by tables.update / patch is added to the table's storage too.
+``schema_update_lag``
+    AppendRows sees an added column a while later, refusing it until then (a setting).
 ``column_defaults``
     columns keep their DEFAULT; an append that asks for it gets it where it sends none.
 ``iam_permissions``
@@ -118,6 +120,7 @@ from onceover_tools.localbq.patches import (
     record_columns,
     row_errors,
     schema_update,
+    schema_update_lag,
     sticky_write_stream,
     storage_error_details,
     stream_already_committed,
@@ -158,6 +161,7 @@ PATCHES: tuple[Patch, ...] = (
     ddl_primary_keys,  # after primary_keys: DDL keys go to its store
     duplicate_job_id,
     schema_update,
+    schema_update_lag,  # inside column_defaults: a refused writer schema fills nothing
     column_defaults,
     iam_permissions,  # a route added to the tables router, before the app is made
     row_errors,  # before stream_lifetimes: a gone stream answers NOT_FOUND first
