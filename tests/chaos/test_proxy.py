@@ -6,6 +6,7 @@ BigQuery after a commit, so "dropped after the server applied" is a fact, not a 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -238,6 +239,30 @@ def test_a_gap_is_out_of_range_and_the_call_goes_on(
     again = [append_request(stream, rows(i * 10, 10), i * 10) for i in (1, 2)]
     assert [r.error.code for r in _append_rows(client, stream, again)] == [0, 0]
     assert _count(rest, table) == 30
+
+
+def test_a_late_duplicate_is_applied_again_after_what_came_since(
+    proxies: list[FaultProxy], bq_config: BigQueryConfig, rest: bigquery.Client, table: str
+) -> None:
+    """On the ``_default`` stream (no offsets) the copy of a connection's second message,
+    which carries neither stream name nor schema, is applied again on a call of its own,
+    after the messages sent since; stop() sends a copy its timer has not sent yet."""
+    proxy = _proxy(proxies, bq_config, WireFault("late_duplicate", "AppendRows", 2, delay_s=600.0))
+    client = _through(proxy, bq_config)
+    stream = f"{table_path(client, table)}/streams/_default"
+    requests = [
+        append_request(stream, rows(i * 10, 10), None, with_schema=i == 0) for i in range(3)
+    ]
+    requests[1].write_stream = ""  # as later messages of a call may leave it out
+    assert [r.error.code for r in _append_rows(client, stream, requests)] == [0, 0, 0]
+    assert _count(rest, table) == 30
+    assert proxy.fired == []  # its timer is far off
+    proxy.stop()
+    assert _count(rest, table) == 40
+    held = rest.query(f"SELECT id, COUNT(*) AS n FROM `{table}` GROUP BY id HAVING n > 1")
+    assert sorted(r["id"] for r in held.result()) == list(range(10, 20))
+    (fired,) = proxy.fired
+    assert re.fullmatch(r"sent again \d+\.\d s later: applied", fired.detail), fired.detail
 
 
 def test_a_wire_fault_names_a_real_method() -> None:

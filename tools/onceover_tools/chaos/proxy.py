@@ -17,6 +17,13 @@ unary method, or the n-th message of ``AppendRows``, into one of:
 - ``kill``: ``AppendRows`` only: forward the message and, when its answer comes and
   before the client gets it, hand the client's address to a callback (the chaos
   harness kills the Spark task that sent it).
+- ``late_duplicate``: ``AppendRows`` only: forward the message as usual and, ``delay_s``
+  later, send a copy of it again on a call of its own (the connection's stream name and
+  writer schema put in from its first message when the copy lacks them), as a zombie
+  task attempt or a front end's retry would: the request **applied twice, the second
+  time late**, after whatever the client sent since. At :meth:`FaultProxy.stop` every
+  copy not yet sent is sent, so each lands before a verdict. A stream with offsets
+  answers ALREADY_EXISTS; the ``_default`` stream applies it again.
 - ``uncommitted``: ``BatchCommitWriteStreams`` only: answer, without forwarding, with
   neither ``commit_time`` nor ``stream_errors``. BigQuery's API: "if this field is not
   set, it means the commit was not successful". Nothing was committed; a client that
@@ -58,8 +65,10 @@ UNARY_METHODS = (
     "BatchCommitWriteStreams",
     "FlushRows",
 )
-WireAction = Literal["unavailable", "drop_response", "delay", "cut", "kill", "gap", "uncommitted"]
-STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill", "gap"})
+WireAction = Literal[
+    "unavailable", "drop_response", "delay", "cut", "kill", "gap", "uncommitted", "late_duplicate"
+]
+STREAM_ONLY: frozenset[str] = frozenset({"cut", "kill", "gap", "late_duplicate"})
 COMMIT_ONLY: frozenset[str] = frozenset({"uncommitted"})
 BATCH_COMMIT = "BatchCommitWriteStreams"
 GAP_ROWS = 1_000_000
@@ -128,6 +137,7 @@ class FaultProxy(StartStop):
         self._counts: dict[str, int] = {}
         self._channel: grpc.Channel | None = None
         self._server: grpc.Server | None = None
+        self._late: list[_LateCopy] = []
 
     @property
     def endpoint(self) -> str:
@@ -147,6 +157,9 @@ class FaultProxy(StartStop):
         if self._server is not None:
             self._server.stop(grace=None)
             self._server = None
+        for late in self._late:  # each copy lands, late, before anyone judges the table
+            late.send_now()
+        self._late.clear()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -174,6 +187,29 @@ class FaultProxy(StartStop):
                 self._fire(fault, detail)
                 return moved
         return request
+
+    def _send_later(
+        self, nth: int, first: list[bytes], request: bytes, metadata: list[tuple[str, str | bytes]]
+    ) -> None:
+        """Schedule the copies of message ``nth`` that a ``late_duplicate`` asks for;
+        ``first`` keeps its call's first message (``request`` if it is the first)."""
+        first[:] = first or [request]
+        for fault in self._faults(APPEND_ROWS, nth, ("late_duplicate",)):
+            copy = _standalone(first[0], request)
+            late = _LateCopy(self, fault, copy, metadata)
+            with self._lock:
+                self._late.append(late)
+            late.timer.start()
+
+    def _send_copy(self, fault: WireFault, copy: bytes, metadata: Any, after_s: float) -> None:
+        """Send ``copy`` on a call of its own and record what the server answered."""
+        assert self._channel is not None
+        call = self._channel.stream_stream(SERVICE + APPEND_ROWS)
+        try:
+            answer = _answer(list(call(iter([copy]), metadata=metadata, timeout=30)))
+        except grpc.RpcError as exc:
+            answer = exc.code().name  # type: ignore[attr-defined]  # a grpc.Call too
+        self._fire(fault, f"sent again {after_s:.1f} s later: {answer}")
 
     # -- forwarding ---------------------------------------------------------------
 
@@ -217,6 +253,8 @@ class FaultProxy(StartStop):
         call_ready = threading.Event()
         upstream: dict[str, Any] = {}
         sent: list[int] = []  # global message numbers of this call, in order
+        first: list[bytes] = []  # the call's first message: its stream and writer schema
+        metadata = self._metadata(context)
 
         def forward() -> Iterator[bytes]:
             call_ready.wait()
@@ -237,6 +275,7 @@ class FaultProxy(StartStop):
                         upstream["call"].cancel()
                         return
                 sent.append(nth)
+                self._send_later(nth, first, request, metadata)
                 yield self._gapped(nth, request)
                 # gRPC asks for the next message only once this one is on the wire.
                 for fault in self._faults(APPEND_ROWS, nth, ("cut",)):
@@ -245,9 +284,7 @@ class FaultProxy(StartStop):
                     upstream["call"].cancel()
                     return
 
-        call = self._channel.stream_stream(SERVICE + APPEND_ROWS)(
-            forward(), metadata=self._metadata(context)
-        )
+        call = self._channel.stream_stream(SERVICE + APPEND_ROWS)(forward(), metadata=metadata)
         upstream["call"] = call
         call_ready.set()
         context.add_callback(call.cancel)  # the client went away: so does the upstream call
@@ -281,6 +318,59 @@ class FaultProxy(StartStop):
             context.abort(abort[0].code, str(abort[0]))
 
 
+class _LateCopy:
+    """One ``late_duplicate`` copy: sent by its timer, or at once when the proxy stops."""
+
+    def __init__(self, proxy: FaultProxy, fault: WireFault, copy: bytes, metadata: Any) -> None:
+        self._once = threading.Lock()
+        self._sent = False
+        since = time.monotonic()
+        self._send = lambda: proxy._send_copy(fault, copy, metadata, time.monotonic() - since)
+        self.timer = threading.Timer(fault.delay_s, self.send_now)
+        self.timer.daemon = True
+
+    def send_now(self) -> None:
+        self.timer.cancel()
+        with self._once:
+            if not self._sent:
+                self._sent = True
+                self._send()
+
+
+def _standalone(first: bytes, request: bytes) -> bytes:
+    """``request`` able to open a call of its own: the stream name and writer schema of
+    its call's ``first`` message put in when it has none (later messages of a call may
+    leave them out)."""
+    from google.cloud.bigquery_storage_v1 import types
+
+    message = types.AppendRowsRequest.pb()()
+    message.ParseFromString(request)
+    opening = types.AppendRowsRequest.pb()()
+    opening.ParseFromString(first)
+    if not message.write_stream:
+        message.write_stream = opening.write_stream
+    for rows in ("proto_rows", "arrow_rows"):
+        lacks_schema = message.HasField(rows) and not getattr(message, rows).HasField(
+            "writer_schema"
+        )
+        if lacks_schema and opening.HasField(rows):
+            getattr(message, rows).writer_schema.CopyFrom(getattr(opening, rows).writer_schema)
+    return message.SerializeToString()
+
+
+def _answer(answers: Sequence[bytes]) -> str:
+    """What an AppendRows call answered, in words: ``applied`` or the error's code."""
+    from google.cloud.bigquery_storage_v1 import types
+
+    if not answers:
+        return "no answer"
+    response = types.AppendRowsResponse.pb()()
+    response.ParseFromString(answers[0])
+    if response.HasField("error") and response.error.code:
+        return f"error code {response.error.code}"
+    return "applied"
+
+
 def _with_gap(request: bytes) -> tuple[bytes, str]:
     """``request`` with its offset moved ``GAP_ROWS`` ahead, and what moved ("" if none)."""
     from google.cloud.bigquery_storage_v1 import types
@@ -302,6 +392,7 @@ def _message(fault: WireFault, when: str) -> str:
         "cut": "connection cut mid-stream",
         "kill": "client killed",
         "gap": "offset moved past the end of the stream",
+        "late_duplicate": "sent again late",
     }[fault.action]
     return f"onceover chaos proxy: {what} ({fault.method} #{fault.nth}{' ' + when if when else ''})"
 
