@@ -127,6 +127,9 @@ def test_cdc_runs_in_default_mode_only_with_the_faults_default_mode_meets() -> N
     assert {"failpoint/ledger.after_intent/crash", "wire/drop_response", "wire/cut",
             "spark/kill_task", "backend/outage"} <= kinds  # fmt: skip
     assert unary_methods("default", "cdc") == ()  # _default: no stream created
+    # a change applied again late is cdc's own: the other workloads' draws stay theirs
+    assert "wire/late_duplicate" in kinds
+    assert not any("wire/late_duplicate" in kinds_for(m) for m in WORKLOAD_MODES["load_files"])
     drawn = list(draw_schedules(1, 50, modes=["default"], workloads=["cdc"]))
     assert {(s.workload, s.mode) for s in drawn} == {("cdc", "default")}
     assert {f.kind for s in drawn for f in s.faults} == kinds  # every kind, in 50 schedules

@@ -1,9 +1,10 @@
 """``onceover chaos`` end to end: real jobs, real faults, a verdict from BigQuery.
 
-The curated test is the CI's share of the proof (``--curated ci``): the eight schedules
+The curated test is the CI's share of the proof (``--curated ci``): the nine schedules
 that between them arm every fault kind, on the load job in pending and buffered mode,
-with a second driver racing it on its checkpoint, and on a user's nightly overwrite
-(plain and dynamic), a ledger on each object store, each fault asked to have fired
+with a second driver racing it on its checkpoint, on a user's nightly overwrite
+(plain and dynamic) and on a user's streaming CDC (its table the source's final state,
+key by key), a ledger on each object store, each fault asked to have fired
 (``onceover chaos --curated`` adds the committed load, users' own jobs, the load job
 on a standalone cluster and bad rows set aside; ``make chaos`` runs those and 200
 random ones). The replay test shows the harness is able to

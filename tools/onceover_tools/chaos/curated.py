@@ -270,8 +270,12 @@ _OVERWRITES: tuple[tuple[str, tuple[Fault, ...]], ...] = (
 # killed mid-append (Spark retries it: the partition's changes sent again from its
 # start), and the driver killed once the second micro-batch's changes are applied and
 # its intent is in the ledger (the restart replays the micro-batch, after its own
-# changes: the same sequence numbers, from the base the ledger kept, change nothing).
+# changes: the same sequence numbers, from the base the ledger kept, change nothing);
+# and an append of the first micro-batch applied again 6 s later, after newer changes
+# of its keys (or, sent as the proxy stops, after the job ended): the old changes must
+# lose to the newer ones by their sequence numbers, as BigQuery orders them.
 _CDC: tuple[Fault, ...] = (
+    _wire("late_duplicate", APPEND_ROWS, 8, delay_s=6.0),
     _wire("drop_response", APPEND_ROWS, 5),
     _fp("append.response", "drop", 20),
     _fp("ledger.after_intent", "crash", 2),
@@ -299,7 +303,9 @@ IN_A_BUCKET: dict[str, str] = {
 # CI's share: the eight schedules that between them arm every fault kind (the three
 # pending loads take each pending point's actions, the two buffered loads and the racing
 # drivers the flush points', the two overwrites the overwrite steps'), with a ledger on
-# each object store (the second pending load on S3, the racing drivers on Cloud Storage).
+# each object store (the second pending load on S3, the racing drivers on Cloud Storage),
+# and the CDC mirror (seed0-0016, _CDC: changes re-sent on the wire and by the sink, a
+# task retried, a micro-batch replayed after the driver died; two runs, about a minute).
 # Left to ``onceover chaos --curated`` and ``make chaos``, each run elsewhere on every
 # change under faults of its own: the committed load (tests/jobs/test_load_files.py
 # continues a crashed partition from the ledger), the users' jobs

@@ -73,7 +73,9 @@ Fault kinds, each a string in reports:
 ``wire/<action>``               the fault proxy in front of the Storage Write API
                                 (:mod:`onceover_tools.chaos.proxy`): ``unavailable``,
                                 ``drop_response``, ``delay``, ``cut``, ``uncommitted``
-                                (a commit answered with no commit time: not done)
+                                (a commit answered with no commit time: not done),
+                                ``late_duplicate`` (``cdc`` only: an append sent
+                                again seconds later, after newer changes)
 ``spark/kill_task``             the Spark task sending the n-th append is killed
                                 (SIGKILL) while its request is in flight
 ``backend/outage``              the control plane is killed some seconds into the
@@ -176,6 +178,7 @@ WIRE_KINDS = (
     "wire/delay",
     "wire/cut",
     "wire/uncommitted",
+    "wire/late_duplicate",
 )
 OTHER_KINDS = ("spark/kill_task", "backend/outage")
 KINDS = FAILPOINT_KINDS + WIRE_KINDS + OTHER_KINDS
@@ -196,6 +199,15 @@ _UNARY_OF_PUBLISH: dict[Publish, tuple[str, ...]] = {
 }
 _BATCH_COMMIT_WIRE = frozenset({"wire/uncommitted"})
 """Wire faults only a BatchCommitWriteStreams call meets (a commit with no commit time)."""
+CDC_KINDS = frozenset({"wire/late_duplicate"})
+"""Wire faults drawn for ``cdc`` only. A request applied again late (a zombie task's, a
+front end's retry) is what reorders changes on ``_default``: the sink's sequence numbers
+must make the late old change lose to the newer one. A stream with offsets answers it
+ALREADY_EXISTS, and the baseline load duplicates under any re-send already: there it
+would test nothing new (and would change those workloads' draws)."""
+LATE_DUPLICATE_S = (4.0, 20.0)
+"""How long after the original a ``late_duplicate`` copy is sent: past a micro-batch or
+more, or (sent when the proxy stops) after the job ended."""
 # bad_rows: each task with refused rows creates, fills and finalizes a PENDING stream on
 # the dead-letter table (passing finalize.after), and the driver commits those with
 # BatchCommitWriteStreams (passing commit.after, not commit.before) before it publishes
@@ -229,6 +241,7 @@ def kinds_for(mode: str, workload: str = "load_files") -> tuple[str, ...]:
         k
         for k in KINDS
         if (batch_commits or k not in _BATCH_COMMIT_WIRE)
+        and (workload == "cdc" or k not in CDC_KINDS)
         and not (k.startswith("failpoint/") and k.split("/")[1] in not_passed)
     )
 
@@ -270,7 +283,8 @@ class Fault:
         if self.kind == "backend/outage":
             return f"{self.kind} at {self.at_s:.1f} s for {self.for_s:.1f} s"
         if self.kind.startswith("wire/"):
-            extra = f" {self.delay_s:.2f} s" if self.kind == "wire/delay" else ""
+            timed = self.kind in ("wire/delay", "wire/late_duplicate")
+            extra = f" {self.delay_s:.2f} s" if timed else ""
             return f"{self.kind} {self.method} #{self.nth}{extra}"
         return f"{self.kind} #{self.nth}"
 
@@ -585,6 +599,9 @@ def _draw_fault(kind: str, unary: Sequence[str], shape: Shape, rng: random.Rando
         return Fault(kind, at_s=round(rng.uniform(1.0, 12.0), 1), for_s=round(rng.uniform(2, 8), 1))
     if kind == "wire/uncommitted":
         return Fault(kind, nth=rng.randint(1, shape.hits(kind, BATCH_COMMIT)), method=BATCH_COMMIT)
+    if kind == "wire/late_duplicate":
+        return Fault(kind, nth=rng.randint(1, shape.appends), method=APPEND_ROWS,
+                     delay_s=round(rng.uniform(*LATE_DUPLICATE_S), 1))  # fmt: skip
     if kind.startswith("wire/"):
         unary = () if kind == "wire/cut" else unary
         method = APPEND_ROWS if not unary or rng.random() < 0.6 else rng.choice(unary)
