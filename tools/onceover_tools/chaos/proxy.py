@@ -201,14 +201,14 @@ class FaultProxy(StartStop):
                 self._late.append(late)
             late.timer.start()
 
-    def _send_copy(self, fault: WireFault, copy: bytes, metadata: Any, after_s: float) -> None:
+    def send_copy(self, fault: WireFault, copy: bytes, metadata: Any, after_s: float) -> None:
         """Send ``copy`` on a call of its own and record what the server answered."""
         assert self._channel is not None
         call = self._channel.stream_stream(SERVICE + APPEND_ROWS)
         try:
             answer = _answer(list(call(iter([copy]), metadata=metadata, timeout=30)))
         except grpc.RpcError as exc:
-            answer = exc.code().name  # type: ignore[attr-defined]  # a grpc.Call too
+            answer = exc.code().name
         self._fire(fault, f"sent again {after_s:.1f} s later: {answer}")
 
     # -- forwarding ---------------------------------------------------------------
@@ -324,8 +324,11 @@ class _LateCopy:
     def __init__(self, proxy: FaultProxy, fault: WireFault, copy: bytes, metadata: Any) -> None:
         self._once = threading.Lock()
         self._sent = False
-        since = time.monotonic()
-        self._send = lambda: proxy._send_copy(fault, copy, metadata, time.monotonic() - since)
+        self._proxy = proxy
+        self._fault = fault
+        self._copy = copy
+        self._metadata = metadata
+        self._since = time.monotonic()
         self.timer = threading.Timer(fault.delay_s, self.send_now)
         self.timer.daemon = True
 
@@ -334,7 +337,8 @@ class _LateCopy:
         with self._once:
             if not self._sent:
                 self._sent = True
-                self._send()
+                after_s = time.monotonic() - self._since
+                self._proxy.send_copy(self._fault, self._copy, self._metadata, after_s)
 
 
 def _standalone(first: bytes, request: bytes) -> bytes:
@@ -355,7 +359,8 @@ def _standalone(first: bytes, request: bytes) -> bytes:
         )
         if lacks_schema and opening.HasField(rows):
             getattr(message, rows).writer_schema.CopyFrom(getattr(opening, rows).writer_schema)
-    return message.SerializeToString()
+    standalone: bytes = message.SerializeToString()
+    return standalone
 
 
 def _answer(answers: Sequence[bytes]) -> str:
