@@ -13,7 +13,7 @@ from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.ledger.retention import prune
 from onceover_tools.chaos.on_cluster import submit_argv
 from onceover_tools.chaos.runner import disk_ledger, job_argv
-from onceover_tools.chaos.schedule import WORKLOADS, Schedule
+from onceover_tools.chaos.schedule import WORKLOAD_MODES, WORKLOADS, Schedule
 from onceover_tools.chaos.stores import StandIns
 from onceover_tools.chaos.verify import ledger_problems, ledger_view
 from onceover_tools.localstores import LocalS3, StandInProcess
@@ -55,7 +55,8 @@ class _StandIn(StandInProcess):
 
 def _schedule(store: str, index: int = 2, workload: str = "load_files") -> Schedule:
     racer = 5.0 if workload == "racing_drivers" else None
-    return Schedule(seed=4, index=index, mode="pending", faults=(), store=store,
+    mode = WORKLOAD_MODES[workload][0]  # pending, but for cdc, whose only mode is default
+    return Schedule(seed=4, index=index, mode=mode, faults=(), store=store,
                     workload=workload, racer_at_s=racer)  # fmt: skip
 
 
@@ -106,6 +107,13 @@ def test_each_job_is_told_its_ledger_is_in_the_bucket(tmp_path: Path, workload: 
     elif workload in ("two_tables", "overwrite", "overwrite_dynamic"):  # their --ledger
         assert argv[argv.index("--ledger") + 1] == url
         assert on_disk[on_disk.index("--ledger") + 1] == disk_ledger(schedule, tmp_path)
+    elif workload == "cdc":  # the sink's ledger option, the checkpoint staying on disk
+        from onceover_jobs.examples import cdc_mirror
+
+        assert cdc_mirror.parse_args(argv[3:]).ledger == url
+        assert cdc_mirror.parse_args(on_disk[3:]).ledger is None
+        assert cdc_mirror.parse_args(argv[3:]).checkpoint == str(tmp_path / "checkpoint")
+        assert disk_ledger(schedule, tmp_path) == str(tmp_path / "checkpoint" / "onceover")
     else:  # the load job: the sink's ledger option, the checkpoint staying on disk
         args = load_files.parse_args(argv[3:])
         assert args.ledger == load_files.ledger_of(args) == url
