@@ -830,3 +830,36 @@ def test_an_overwrite_nothing_can_be_counted_of_is_an_error_saying_why(
     body = reconcile(client, "big")
     assert body["status"] == "error"
     assert "replaced 120 partitions and its swap names the first 100" in body["error"]
+
+
+def test_a_cdc_run_is_checked_by_its_primary_key_not_by_rows(
+    client: TestClient, rest: bigquery.Client, dataset: str
+) -> None:
+    """30 changes (24 upserts, 6 deletes) leave 12 keys: by rows that would be a
+    mismatch; by key it is ok while each key is held once, and a key held twice (a plain
+    insert beside the changes) is a mismatch naming the copies."""
+    table = f"{dataset}.accounts"
+    created = bigquery.Table(table, schema=[bigquery.SchemaField("id", "INT64"),
+                                            bigquery.SchemaField("v", "STRING")])  # fmt: skip
+    created._properties["tableConstraints"] = {"primaryKey": {"columns": ["id"]}}
+    rest.create_table(created)
+    rest.query_and_wait(
+        f"INSERT INTO `{table}` (id, v) VALUES " + ", ".join(f"({k}, 'v')" for k in range(12))
+    )
+    events = run_events("cdc1", table, {0: 30}, key=None, stamped=False)
+    for event in events:
+        if event["type"] in ("batch_intent", "batch_committed"):
+            event |= {"mode": "default", "upserts": 24, "deletes": 6}
+    assert client.post("/api/events", json=events, headers=bearer(INGEST)).status_code == 200
+
+    checked = reconcile(client, "cdc1")
+    assert (checked["status"], checked["method"], checked["key"]) == ("ok", "changes", "id")
+    assert (checked["actual_rows"], checked["distinct_keys"], checked["expected_rows"]) == (
+        12, 12, None,
+    )  # fmt: skip
+    assert any("24 upserts and 6 deletes" in w for w in checked["warnings"])
+
+    rest.query_and_wait(f"INSERT INTO `{table}` (id, v) VALUES (3, 'again')")
+    again = reconcile(client, "cdc1")
+    assert (again["status"], again["actual_rows"], again["distinct_keys"]) == ("mismatch", 13, 12)
+    assert again["extra_rows"] == 1

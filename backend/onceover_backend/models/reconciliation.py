@@ -145,11 +145,13 @@ class ReconciliationPublic(BaseModel):
     batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
     runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
     mismatched_batches: list[int | None] = Field(description="batch ids that differ")
-    method: Literal["receipts", "counts"] | None = Field(
+    method: Literal["receipts", "counts", "changes"] | None = Field(
         default=None,
         description="receipts: each batch's rows and key checksum against its receipt, a "
         "differing batch's keys found by key-hash bucket (stamped runs whose batches carry "
-        "a key tally); counts: rows, distinct keys and duplicates counted; null before 0009",
+        "a key tally); counts: rows, distinct keys and duplicates counted; changes: a "
+        "change data capture table, each primary key held once (expected_rows null: the "
+        "changes sent are in warnings); null before 0009",
     )
     queries: int | None = Field(
         default=None, description="BigQuery queries the check ran (null before 0009)"

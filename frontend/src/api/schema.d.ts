@@ -3105,9 +3105,9 @@ export interface components {
             key: string | null;
             /**
              * Method
-             * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; null before 0009
+             * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; changes: a change data capture table, each primary key held once (expected_rows null: the changes sent are in warnings); null before 0009
              */
-            method?: ("receipts" | "counts") | null;
+            method?: ("receipts" | "counts" | "changes") | null;
             /**
              * Mismatched Batches
              * @description batch ids that differ

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 from onceover.modes import TRAITS, ModeTraits
 from onceover_backend.errors import NotFoundError
 from onceover_backend.services.reads.batch_view import overwrite_step, staging_of
+from onceover_backend.services.reconciliation.change_check import Changes, changes_of
 from onceover_backend.services.reconciliation.receipt_check import Receipt
 from onceover_backend.tables import Batch, Run
 
@@ -126,6 +127,9 @@ class Expected:
     """With ``overwrite``: the partitions replaced, by BigQuery's ids; None, the whole table."""
     cannot_check: str | None = None
     """Why BigQuery is not asked (nothing the check could count would mean anything)."""
+    changes: Changes | None = None
+    """A change data capture scope: the changes its batches sent, checked by the table's
+    primary key rather than by rows (:mod:`.change_check`)."""
 
     @property
     def dead_letter_table(self) -> str | None:
@@ -200,7 +204,7 @@ def expected_of_run(session: Session, run: Run, table: str, *, several: bool) ->
         untallied=untallied,
     )
     _expect_dead_letters(session, expected, committed)
-    return expected
+    return _by_key_if_changes(expected, committed)
 
 
 def _overwrite_expected(
@@ -283,6 +287,18 @@ def expected_of_table(session: Session, table: str, key: str | None) -> Expected
         warnings=warnings,
     )
     _expect_dead_letters(session, expected, sorted(committed, key=lambda b: b.id or 0))
+    return _by_key_if_changes(expected, committed)
+
+
+def _by_key_if_changes(expected: Expected, committed: list[Batch]) -> Expected:
+    """``expected``, checked by the primary key when its batches sent changes: then the
+    warnings of a check by rows (no stamp, no key option) say nothing of it."""
+    changes = changes_of(committed)
+    if changes is None:
+        return expected
+    expected.changes = changes
+    expected.receipts = None
+    expected.warnings = [w for w in expected.warnings if w not in (NOT_STAMPED, NO_KEY)]
     return expected
 
 

@@ -50,8 +50,11 @@ def summary(result: ReconciliationPublic) -> str:
     """One line for the audit log and the logs: the verdict and its numbers."""
     if result.status == "error":
         return f"reconciliation error, {result.error}"
-    parts = [f"expected {result.expected_rows:,} rows", f"found {result.actual_rows:,}"]
-    if result.distinct_keys is not None:
+    if result.expected_rows is None:  # a change data capture table, checked by key
+        parts = [f"found {result.actual_rows or 0:,} rows for {result.distinct_keys or 0:,} keys"]
+    else:
+        parts = [f"expected {result.expected_rows:,} rows", f"found {result.actual_rows:,}"]
+    if result.distinct_keys is not None and result.expected_rows is not None:
         parts.append(f"{result.distinct_keys:,} distinct keys")
     if result.duplicate_key_count:
         parts.append(f"{result.duplicate_key_count:,} keys duplicated")

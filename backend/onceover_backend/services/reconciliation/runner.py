@@ -20,6 +20,7 @@ from onceover_backend.errors import NotFoundError, ReconciliationFailedError
 from onceover_backend.models import ReconciliationPublic
 from onceover_backend.services.reads.runs import tables_of_run
 from onceover_backend.services.reconciliation.bigquery_counts import Counts, Scope, TableCounter
+from onceover_backend.services.reconciliation.change_check import KeyCounts, count_keys, judge
 from onceover_backend.services.reconciliation.comparison import (
     DeadLettered,
     compare,
@@ -155,6 +156,13 @@ class Reconciler:
         not_checked = not_checked or expected.cannot_check
         if not_checked is not None:
             record.error = not_checked
+        elif expected.changes is not None:  # a CDC table: by its primary key
+            try:
+                keys, record.queries = self._count_keys(expected.table)
+            except ReconciliationFailedError as exc:
+                record.error = str(exc)
+            else:
+                judge(record, expected.changes, keys)
         else:
             try:
                 counted = self._count(_scope(kind, run_id, expected), expected)
@@ -182,6 +190,20 @@ class Reconciler:
             "reconciled %s %s: %s", kind, run_id or expected.table, record.error or record.status
         )
         return stored
+
+    def _count_keys(self, table: str) -> tuple[KeyCounts, int]:
+        """A CDC table's rows and keys (:mod:`.change_check`), and the queries it took."""
+        if not TABLE_ID_RE.match(table):  # nothing else may go between backticks
+            raise ReconciliationFailedError(f"table id {table!r} cannot be checked")
+        try:
+            client = bigquery_client(self.bigquery)
+        except ConfigurationError as exc:
+            raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
+        try:
+            counter = TableCounter(client, self.timeout_s)
+            return count_keys(counter, table), counter.queries
+        finally:
+            client.close()
 
     def _count(self, scope: Scope, expected: Expected) -> _Counted:
         """The scope's counts (by receipt when ``expected`` has receipts and ``scope`` is a

@@ -195,6 +195,12 @@ function Verdict({ check }: { check: Reconciliation }) {
           , against the rows it staged.
         </p>
       )}
+      {check.method === "changes" && (
+        <p className="muted" data-testid="reconciliation-by-key">
+          A change data capture table: its rows are changes BigQuery applied by the primary key, so it is checked key by
+          key (each key held once), not against a row count.
+        </p>
+      )}
       {check.error && <ErrorNote message={check.error} />}
       <dl className="stats">
         <Stat label="Expected rows" value={formatCount(check.expected_rows)} testId="reconciliation-expected" />
