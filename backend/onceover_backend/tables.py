@@ -424,6 +424,10 @@ class Reconciliation(SQLModel, table=True):
         default=None, max_length=20, description="receipts, or counts (null: before 0009)"
     )
     queries: int | None = Field(default=None, description="BigQuery queries the check ran")
+    compared_with: str | None = Field(
+        default=None, max_length=_TABLE, description="a CDC check: the source's state, a table"
+    )
+    keys_differing: int | None = _maybe_count("a CDC check against a source: rows that differ")
     error: str | None = Field(default=None, sa_type=Text)
     trigger: str = Field(max_length=20, description="api, or run_succeeded")
     actor: str = Field(max_length=_NAME)

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from onceover.identifiers import COLUMN_NAME_RE
+from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
 
 ReconciliationStatus = Literal["ok", "mismatch", "error"]
 
@@ -156,6 +156,17 @@ class ReconciliationPublic(BaseModel):
     queries: int | None = Field(
         default=None, description="BigQuery queries the check ran (null before 0009)"
     )
+    compared_with: str | None = Field(
+        default=None,
+        description="a change data capture check given the source's state as a table "
+        "(against=): that table; missing_rows are its keys the table lacks, extra_rows the "
+        "table's keys it lacks (and copies), keys_differing those whose rows differ",
+    )
+    keys_differing: int | None = Field(
+        default=None,
+        description="a CDC check against a source: keys of both whose rows differ in a "
+        "column both have (an older version kept); null without a source",
+    )
     warnings: list[str]
     error: str | None
     trigger: Literal["api", "run_succeeded"]
@@ -175,4 +186,9 @@ class TableReconcileRequest(BaseModel):
     key: Annotated[str, Field(pattern=COLUMN_NAME_RE.pattern)] | None = Field(
         default=None,
         description="column identifying a row; default: the key of the table's latest run",
+    )
+    against: Annotated[str, Field(max_length=1100, pattern=TABLE_ID_RE.pattern)] | None = Field(
+        default=None,
+        description="a change data capture table: the source's state as a table (a snapshot, "
+        "an export) to compare it with key by key",
     )

@@ -3064,6 +3064,11 @@ export interface components {
              */
             checked_at: string;
             /**
+             * Compared With
+             * @description a change data capture check given the source's state as a table (against=): that table; missing_rows are its keys the table lacks, extra_rows the table's keys it lacks (and copies), keys_differing those whose rows differ
+             */
+            compared_with?: string | null;
+            /**
              * Dead Letter Table
              * @description the dead-letter table the batches named, if any
              */
@@ -3103,6 +3108,11 @@ export interface components {
              * @description the key column compared; None: rows counted only
              */
             key: string | null;
+            /**
+             * Keys Differing
+             * @description a CDC check against a source: keys of both whose rows differ in a column both have (an older version kept); null without a source
+             */
+            keys_differing?: number | null;
             /**
              * Method
              * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; changes: a change data capture table, each primary key held once (expected_rows null: the changes sent are in warnings); null before 0009
@@ -4337,6 +4347,11 @@ export interface components {
          * @description ``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own.
          */
         TableReconcileRequest: {
+            /**
+             * Against
+             * @description a change data capture table: the source's state as a table (a snapshot, an export) to compare it with key by key
+             */
+            against?: string | null;
             /**
              * Key
              * @description column identifying a row; default: the key of the table's latest run
@@ -5674,6 +5689,8 @@ export interface operations {
             query?: {
                 /** @description one of the tables the run wrote (the run's `tables`); default: the run's own table */
                 table?: string | null;
+                /** @description a change data capture run: the source's state as a table (a snapshot, an export) to compare the table with, key by key */
+                against?: string | null;
             };
             header?: never;
             path: {

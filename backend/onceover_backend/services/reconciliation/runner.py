@@ -16,11 +16,21 @@ from onceover.errors import ConfigurationError
 from onceover.identifiers import TABLE_ID_RE
 from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN
 from onceover_backend.core.db import write_transaction
-from onceover_backend.errors import NotFoundError, ReconciliationFailedError
+from onceover_backend.errors import (
+    InvalidParameterError,
+    NotFoundError,
+    ReconciliationFailedError,
+)
 from onceover_backend.models import ReconciliationPublic
 from onceover_backend.services.reads.runs import tables_of_run
 from onceover_backend.services.reconciliation.bigquery_counts import Counts, Scope, TableCounter
-from onceover_backend.services.reconciliation.change_check import KeyCounts, count_keys, judge
+from onceover_backend.services.reconciliation.change_check import (
+    KeyCounts,
+    SourceDiff,
+    compare_with_source,
+    count_keys,
+    judge,
+)
 from onceover_backend.services.reconciliation.comparison import (
     DeadLettered,
     compare,
@@ -75,9 +85,11 @@ class Reconciler:
         trigger: Trigger,
         actor: str,
         not_checked: str | None = None,
+        against: str | None = None,
     ) -> ReconciliationPublic:
         """Check one run in one of the tables it wrote (default: the run's own table);
         :class:`NotFoundError` when there is no such run, or it wrote no batch there.
+        ``against``: a change data capture run's source state, a table to compare with.
 
         With ``not_checked``, BigQuery is not asked: the check is stored as an ``error``
         giving that reason (an automatic check there was no room for)."""
@@ -92,8 +104,9 @@ class Reconciler:
                 )
             expected = expected_of_run(session, run, chosen, several=len(written) > 1)
         return self._check(
-            "run", run_id, expected, trigger=trigger, actor=actor, not_checked=not_checked
-        )
+            "run", run_id, expected, trigger=trigger, actor=actor, not_checked=not_checked,
+            against=against,
+        )  # fmt: skip
 
     def reconcile_run_tables(
         self, run_id: str, *, trigger: Trigger, actor: str, not_checked: str | None = None
@@ -112,12 +125,19 @@ class Reconciler:
     # -- a table --------------------------------------------------------------------
 
     def reconcile_table(
-        self, table: str, key: str | None, *, trigger: Trigger, actor: str
+        self,
+        table: str,
+        key: str | None,
+        *,
+        trigger: Trigger,
+        actor: str,
+        against: str | None = None,
     ) -> ReconciliationPublic:
-        """Check a whole table against every run recorded for it."""
+        """Check a whole table against every run recorded for it (a change data capture
+        table, with ``against``, against the source's state too)."""
         with Session(self.engine) as session:
             expected = expected_of_table(session, table, key)
-        return self._check("table", None, expected, trigger=trigger, actor=actor)
+        return self._check("table", None, expected, trigger=trigger, actor=actor, against=against)
 
     # -- the check ------------------------------------------------------------------
 
@@ -130,7 +150,13 @@ class Reconciler:
         trigger: Trigger,
         actor: str,
         not_checked: str | None = None,
+        against: str | None = None,
     ) -> ReconciliationPublic:
+        if against is not None and expected.changes is None:
+            raise InvalidParameterError(
+                "against", "only a change data capture table is compared with its source's "
+                f"state; {expected.table} was written no changes", against,
+            )  # fmt: skip
         started = time.perf_counter()
         checked_at = utcnow()
         record = Reconciliation(
@@ -158,11 +184,11 @@ class Reconciler:
             record.error = not_checked
         elif expected.changes is not None:  # a CDC table: by its primary key
             try:
-                keys, record.queries = self._count_keys(expected.table)
+                keys, diff, record.queries = self._count_keys(expected.table, against)
             except ReconciliationFailedError as exc:
                 record.error = str(exc)
             else:
-                judge(record, expected.changes, keys)
+                judge(record, expected.changes, keys, diff)
         else:
             try:
                 counted = self._count(_scope(kind, run_id, expected), expected)
@@ -191,8 +217,11 @@ class Reconciler:
         )
         return stored
 
-    def _count_keys(self, table: str) -> tuple[KeyCounts, int]:
-        """A CDC table's rows and keys (:mod:`.change_check`), and the queries it took."""
+    def _count_keys(
+        self, table: str, against: str | None
+    ) -> tuple[KeyCounts, SourceDiff | None, int]:
+        """A CDC table's rows and keys (:mod:`.change_check`), against the source's state
+        when given, and the queries it took."""
         if not TABLE_ID_RE.match(table):  # nothing else may go between backticks
             raise ReconciliationFailedError(f"table id {table!r} cannot be checked")
         try:
@@ -201,7 +230,11 @@ class Reconciler:
             raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
         try:
             counter = TableCounter(client, self.timeout_s)
-            return count_keys(counter, table), counter.queries
+            keys = count_keys(counter, table)
+            diff = (
+                None if against is None else compare_with_source(counter, table, against, keys.key)
+            )
+            return keys, diff, counter.queries
         finally:
             client.close()
 

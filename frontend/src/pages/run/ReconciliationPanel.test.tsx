@@ -68,6 +68,13 @@ describe("ReconciliationPanel", () => {
     expect(screen.getByTestId("reconciliation-by-key").textContent).toContain("checked key by key");
     expect(screen.getByTestId("reconciliation-expected").textContent).toContain("–");
     expect(screen.getByTestId("reconciliation-distinct").textContent).toContain("12");
+    expect(screen.queryByTestId("reconciliation-keys-differing")).toBeNull();
+    cleanup();
+
+    const againstSource = { ...byKey, compared_with: "p.d.source_state", keys_differing: 2 };
+    render(<ReconciliationPanel latest={againstSource} history={[againstSource]} />);
+    expect(screen.getByTestId("reconciliation-by-key").textContent).toContain("against the source's state in p.d.source_state");
+    expect(screen.getByTestId("reconciliation-keys-differing").textContent).toContain("2");
   });
 
   it("shows one verdict without a table heading for a run of one table", () => {
