@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -224,29 +226,29 @@ class Reconciler:
         when given, and the queries it took."""
         if not TABLE_ID_RE.match(table):  # nothing else may go between backticks
             raise ReconciliationFailedError(f"table id {table!r} cannot be checked")
+        with self._counter() as counter:
+            keys = count_keys(counter, table)
+            diff = None
+            if against is not None:
+                diff = compare_with_source(counter, table, against, keys.key)
+            return keys, diff, counter.queries
+
+    @contextmanager
+    def _counter(self) -> Iterator[TableCounter]:
+        """A counter of this check's queries on a client of its own, closed after."""
         try:
             client = bigquery_client(self.bigquery)
         except ConfigurationError as exc:
             raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
         try:
-            counter = TableCounter(client, self.timeout_s)
-            keys = count_keys(counter, table)
-            diff = (
-                None if against is None else compare_with_source(counter, table, against, keys.key)
-            )
-            return keys, diff, counter.queries
+            yield TableCounter(client, self.timeout_s)
         finally:
             client.close()
 
     def _count(self, scope: Scope, expected: Expected) -> _Counted:
         """The scope's counts (by receipt when ``expected`` has receipts and ``scope`` is a
         run's), and the rows of its runs in the dead-letter tables its batches named."""
-        try:
-            client = bigquery_client(self.bigquery)
-        except ConfigurationError as exc:
-            raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
-        try:
-            counter = TableCounter(client, self.timeout_s)
+        with self._counter() as counter:
             counter.check_scope(scope, counter.columns(scope.table))
             if scope.partitions is not None:
                 scope = counter.in_partitions(scope)
@@ -283,8 +285,6 @@ class Reconciler:
                     )
             dead_lettered = DeadLettered(found, wanted, warnings)
             return _Counted(counts, dead_lettered, receipts, counter.queries)
-        finally:
-            client.close()
 
 
 def _scope(kind: Literal["run", "table"], run_id: str | None, expected: Expected) -> Scope:
