@@ -18,7 +18,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from onceover_backend.core.config import Settings
-from onceover_backend.tables import AuditLog, RedriveLaunch
+from onceover_backend.services.reconciliation.expected import expected_of_run
+from onceover_backend.tables import AuditLog, RedriveLaunch, Run
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
@@ -218,7 +219,7 @@ def test_a_second_launch_while_one_is_live_is_refused(
 
 
 def test_the_run_and_its_check_count_the_rows_its_re_drives_landed(
-    client: TestClient, tmp_path: Path
+    client: TestClient, engine: Engine, tmp_path: Path
 ) -> None:
     run_with_rows_set_aside(client, tmp_path, set_aside=5)
     post(client, redrive_run_events("r1", 1, landed=3, again=2))  # 2 refused again
@@ -237,6 +238,11 @@ def test_the_run_and_its_check_count_the_rows_its_re_drives_landed(
     ]  # fmt: skip
     assert body["unavailable"] is None
     assert (plan["rows_redriven"], plan["rows_to_send"]) == (4, 1)
+    with Session(engine) as session:  # what a check of the run stores beside rows_set_aside
+        run = session.get(Run, "r1")
+        assert run is not None
+        expected = expected_of_run(session, run, f.TABLE, several=False)
+    assert (expected.rows_set_aside, expected.rows_redriven) == (5, 4)
 
     post(client, redrive_run_events("r1", 3, landed=1, again=0))
     done = redrive(client, "r1", dry_run="true")
