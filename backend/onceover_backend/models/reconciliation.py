@@ -124,6 +124,12 @@ class ReconciliationPublic(BaseModel):
         description="rows the committed batches set aside in a dead-letter table: expected, "
         "never missing (not in expected_rows)",
     )
+    rows_redriven: int | None = Field(
+        None,
+        description="a run's check: of its rows set aside, those its re-drives had landed "
+        "when it was checked (their committed rows); null: nothing was set aside, or a "
+        "table's check",
+    )
     dead_letter_table: str | None = Field(
         None, description="the dead-letter table the batches named, if any"
     )

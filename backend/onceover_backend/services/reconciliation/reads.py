@@ -64,6 +64,8 @@ def summary(result: ReconciliationPublic) -> str:
         parts.append(f"batches differing: {result.mismatched_batches}")
     if result.rows_set_aside or result.dead_letter_table:
         parts.append(f"{result.rows_set_aside or 0:,} set aside")
+    if result.rows_redriven:
+        parts.append(f"{result.rows_redriven:,} of them re-driven since")
     if result.rows_in_dead_letter_table is not None:
         parts.append(f"{result.rows_in_dead_letter_table:,} in the dead-letter table")
     return f"reconciliation {result.status}, " + ", ".join(parts)

@@ -170,6 +170,7 @@ class Reconciler:
             status="error",
             expected_rows=expected.rows,
             rows_set_aside=expected.rows_set_aside,
+            rows_redriven=expected.rows_redriven,
             dead_letter_table=expected.dead_letter_table,
             overwrite=expected.overwrite,
             replaced_partitions=None if expected.partitions is None else list(expected.partitions),
