@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from onceover.redrives import redrive_number, redrive_prefix
 from onceover_backend.models import RedriveLaunchPublic, RedriveRunPublic, RunRedrivesPublic
 from onceover_backend.services.redrive import rules
 from onceover_backend.tables import RedriveLaunch, Run
@@ -19,11 +20,11 @@ SHOWN_LAUNCHES = 5
 def redrive_runs(session: Session, run_id: str) -> list[RedriveRunPublic]:
     """The re-drive runs of ``run_id``, by number."""
     found = session.exec(
-        select(Run).where(col(Run.run_id).startswith(rules.prefix(run_id), autoescape=True))
+        select(Run).where(col(Run.run_id).startswith(redrive_prefix(run_id), autoescape=True))
     )
     runs = []
     for run in found:
-        number = rules.number_of(run_id, run.run_id)
+        number = redrive_number(run_id, run.run_id)
         if number is None:  # e.g. <run>:redrive-1:redrive-1, not one of this run's
             continue
         runs.append(

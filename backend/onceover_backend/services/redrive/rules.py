@@ -19,38 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 from pydantic import ValidationError
 
 from onceover.events import JobSpec
 from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
+from onceover.redrives import redriven_run
 from onceover_backend.errors import NotRedrivableError, UnresumableError
 from onceover_backend.services.resume.checkpoint import ledger_of
 from onceover_backend.tables import Run
 
 MODULE = "onceover_jobs.redrive"
-SEPARATOR = ":redrive-"
-"""The job's spelling of a re-drive's run id, ``<run>:redrive-<n>``
-(onceover_jobs.redrive.selection.redrive_run_id)."""
-_REDRIVE_RUN = re.compile(re.escape(SEPARATOR) + r"[0-9]+$")
-
-
-def prefix(run_id: str) -> str:
-    """What the run ids of ``run_id``'s re-drives start with."""
-    return f"{run_id}{SEPARATOR}"
-
-
-def number_of(run_id: str, redrive_run_id: str) -> int | None:
-    """n, when ``redrive_run_id`` is ``<run_id>:redrive-<n>``; else None."""
-    rest = redrive_run_id.removeprefix(prefix(run_id))
-    return int(rest) if rest != redrive_run_id and rest.isdigit() else None
-
-
-def redriven_run(run_id: str) -> str | None:
-    """The run that ``run_id`` re-drives, when it is a re-drive's; else None."""
-    found = _REDRIVE_RUN.search(run_id)
-    return run_id[: found.start()] if found else None
 
 
 def ledger_of_run(run: Run) -> str:
