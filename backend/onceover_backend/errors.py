@@ -14,6 +14,12 @@ The tree::
     ├── UnresumableError        the run's stored spec or checkpoint cannot be used to
     │                           resume it: no spec, a module outside the allowlist, a
     │                           checkpoint missing, unreadable or another run's (422)
+    ├── RedriveConflictError    the run's set-aside rows cannot be re-driven now: it set
+    │                           nothing aside, every row is re-driven, a re-drive of it is
+    │                           live, or the plan confirmed is not the plan now (409)
+    ├── NotRedrivableError      the control plane does not know how to re-drive the run:
+    │                           no ledger it can name, a re-drive run, a dead-letter
+    │                           table it cannot pass on (422)
     ├── LaunchFailedError       the control plane is not set up to launch jobs, or the
     │                           process did not start (503)
     └── ReconciliationFailedError  BigQuery could not answer a reconciliation: the table
@@ -71,6 +77,14 @@ class SpecNotApprovedError(ResumeConflictError):
 
 
 class UnresumableError(ControlPlaneError):
+    status_code = 422
+
+
+class RedriveConflictError(ControlPlaneError):
+    status_code = 409
+
+
+class NotRedrivableError(ControlPlaneError):
     status_code = 422
 
 

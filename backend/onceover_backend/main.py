@@ -37,6 +37,7 @@ from onceover_backend.services.launch.launcher import Launcher
 from onceover_backend.services.reads.health import BigQueryProbe, HealthChecks
 from onceover_backend.services.reconciliation.automatic import AutomaticChecks
 from onceover_backend.services.reconciliation.runner import Reconciler
+from onceover_backend.services.redrive.redriver import Redriver
 from onceover_backend.services.resume.auto_resume import auto_resume_forever
 from onceover_backend.services.resume.intent_check import IntentChecker
 from onceover_backend.services.resume.resumer import Resumer
@@ -107,6 +108,9 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
         app.state.launcher,
         IntentChecker(bigquery),
         app.state.change_feed.notify,
+    )
+    app.state.redriver = Redriver(
+        app.state.engine, settings, app.state.launcher, app.state.change_feed.notify
     )
     app.state.dispatcher = Dispatcher(app.state.engine, settings)
     # Added first, so it runs inside: the request id and audit see its refusals.

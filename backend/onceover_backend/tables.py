@@ -6,7 +6,8 @@ date in the same transaction that stores them (:mod:`onceover_backend.services.i
 ``WriteRollup`` counts append requests per minute for the rate charts, ``HourRollup``
 per hour for the overview, ``CommitHour`` the batches first committed in each hour;
 ``Reconciliation`` keeps every check of expected against actual rows; ``Launch`` every
-job process the control plane started to resume a run. ``AlertRule``, ``Alert`` and
+job process the control plane started to resume a run, ``RedriveLaunch`` every re-drive
+of a run's set-aside rows. ``AlertRule``, ``Alert`` and
 ``AlertTransition`` are the alerting rules, the state of each thing a rule watches and
 its history; ``WebhookEndpoint``, ``WebhookDelivery`` and ``DeliveryAttempt`` where
 alerts are sent and every try at sending them. ``AuditLog``
@@ -190,6 +191,46 @@ class Launch(SQLModel, table=True):
     answer: dict[str, Any] = Field(
         default_factory=dict, sa_type=JSON, description="the 202 body, replayed for its key"
     )
+
+
+class RedriveLaunch(SQLModel, table=True):
+    """A re-drive job the control plane started for a run's set-aside rows: who asked,
+    the command, its log, and how it ended.
+
+    The re-drive's own identity (``<run>:redrive-<n>``) is chosen by the job from the
+    run's ledger, and its events arrive as that run's; this row is what the control plane
+    knows before (and if) they do. At most one live re-drive launch per run, by a partial
+    unique index, so two replicas answering two calls at once cannot both start one.
+    """
+
+    __table_args__ = (
+        Index(
+            "uq_redrivelaunch_live_run",
+            "run_id",
+            unique=True,
+            sqlite_where=text("live"),
+            postgresql_where=text("live"),
+        ),
+        UniqueConstraint("run_id", "number"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.run_id", max_length=_NAME, index=True)
+    number: int = Field(description="1, 2, ... per run: the launch's, not the re-drive's")
+    live: bool = True
+    actor: str = Field(max_length=_NAME)
+    requested_at: datetime = Field(sa_type=UTCDateTime)
+    plan_digest: str = Field(max_length=64, description="the plan the operator confirmed")
+    dead_letter_table: str = Field(max_length=_TABLE)
+    ledger: str = Field(sa_type=Text)
+    command: list[str] = Field(
+        default_factory=list, sa_type=JSON, description="as shown: secrets redacted"
+    )
+    log_path: str = Field(sa_type=Text)
+    host: str = Field(max_length=_NAME, description="the backend host that started it")
+    pid: int | None = None
+    exit_code: int | None = None
+    ended_at: datetime | None = _when()
 
 
 class Batch(SQLModel, table=True):
@@ -410,6 +451,7 @@ class Reconciliation(SQLModel, table=True):
     rows_set_aside: int | None = _maybe_count("rows the batches set aside (dead-lettered)")
     dead_letter_table: str | None = Field(default=None, max_length=_TABLE)
     rows_in_dead_letter_table: int | None = _maybe_count("the run's rows found there")
+    rows_redriven: int | None = _maybe_count("of those set aside, rows re-driven since")
     overwrite: bool = Field(
         default=False, description="an overwrite's run: the scope it replaced was counted"
     )
@@ -424,6 +466,10 @@ class Reconciliation(SQLModel, table=True):
         default=None, max_length=20, description="receipts, or counts (null: before 0009)"
     )
     queries: int | None = Field(default=None, description="BigQuery queries the check ran")
+    compared_with: str | None = Field(
+        default=None, max_length=_TABLE, description="a CDC check: the source's state, a table"
+    )
+    keys_differing: int | None = _maybe_count("a CDC check against a source: rows that differ")
     error: str | None = Field(default=None, sa_type=Text)
     trigger: str = Field(max_length=20, description="api, or run_succeeded")
     actor: str = Field(max_length=_NAME)

@@ -12,6 +12,7 @@ import pytest
 from google.cloud import bigquery
 from onceover_jobs.redrive.run import redrive, set_aside_rows
 from onceover_jobs.redrive.selection import Redrives
+from onceover_jobs.sink.errors import RedriveRefusedError
 from pyspark.sql import SparkSession
 
 from onceover.bigquery import BigQueryConfig
@@ -110,7 +111,9 @@ def test_a_redrive_that_stopped_before_its_commit_is_finished_with_its_own_rows(
     for key in TOO_LONG:
         fix_in_place(rest, dead_letter, key, f"k{key}")
     rows = set_aside_rows(rest, dead_letter, RUN)
-    recorded = Redrives(open_store(ledger), RUN).record(1, rows[:2])  # then the crash
+    recorded = Redrives(open_store(ledger), RUN).record(1, rows[:2], dead_letter)  # a crash
+    with pytest.raises(RedriveRefusedError, match="give that table to finish it first"):
+        redrive(spark, bq_config, run_id=RUN, dead_letter=f"{dead_letter}_other", ledger=ledger)
 
     finished = redrive(
         spark, bq_config, run_id=RUN, dead_letter=dead_letter, ledger=ledger, key="id"
@@ -123,3 +126,22 @@ def test_a_redrive_that_stopped_before_its_commit_is_finished_with_its_own_rows(
     )
     assert (rest_of_them.sent, rest_of_them.landed, rest_of_them.resumed) == (2, 2, False)
     assert count_distinct(rest, table, "id") == (ROWS, ROWS)
+
+
+def test_a_redrive_of_a_redrives_own_run_is_refused(
+    spark: SparkSession, bq_config: BigQueryConfig, tmp_path: Path
+) -> None:
+    """Its rows set aside again are the run's, which the run's next re-drive takes: a
+    re-drive of the re-drive (records of its own) would send them twice."""
+    with pytest.raises(RedriveRefusedError, match=f"re-drive {RUN!r}"):
+        redrive(spark, bq_config, run_id=f"{RUN}:redrive-1", dead_letter="p.d.t",
+                ledger=str(tmp_path))  # fmt: skip
+
+
+def test_the_command_needs_the_runs_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onceover_jobs.redrive.__main__ import parser, redrive_from
+
+    monkeypatch.delenv("ONCEOVER_LEDGER", raising=False)
+    args = parser().parse_args([RUN, "--dead-letter", "p.d.t"])
+    with pytest.raises(RedriveRefusedError, match="--ledger: give the run's ledger"):
+        redrive_from(args)

@@ -206,3 +206,32 @@ def test_what_a_cdc_write_cannot_be_is_refused_before_a_row(
     with pytest.raises(Exception, match=says):
         writer.mode("append").save(table)
     assert state(rest, table) == {}
+
+
+def test_changes_written_inside_foreach_batch_end_as_the_last_batch_says(
+    spark: SparkSession, rest: bigquery.Client, dataset: str, tmp_path: Path
+) -> None:
+    """A user's foreachBatch writing each micro-batch's changes with df.write: each
+    micro-batch is its own write (query and batch), numbered above the one before."""
+    table = f"{dataset}.via_foreach"
+    keyed_table(rest, table)
+    source = tmp_path / "changes"
+    first: list[tuple[Any, ...]] = [(key, f"v1-{key}", key, "UPSERT") for key in range(10)]
+    second: list[tuple[Any, ...]] = [
+        (key, None, None, "DELETE") if key % 2 else (key, f"v2-{key}", 2 * key, "UPSERT")
+        for key in range(10)
+    ]
+    for number, rows in enumerate((first, second)):
+        changes(spark, rows, 1).write.mode("append").parquet(str(source / f"part={number}"))
+
+    def write_batch(batch: DataFrame, _batch_id: int) -> None:
+        write_changes(batch, table)
+
+    (
+        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+        .parquet(str(source / "part=*"))
+        .writeStream.foreachBatch(write_batch)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start().awaitTermination()
+    )  # fmt: skip
+    assert state(rest, table) == {key: (f"v2-{key}", 2 * key) for key in range(0, 10, 2)}

@@ -13,11 +13,10 @@ from onceover_jobs.sink.ledger.change_sequence import sequence_base, sequence_ke
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.rows.change_capture import (
     ChangeCapture,
-    change_rows,
     check_sequence_number,
-    derived_sequence_numbers,
     pseudo_columns,
 )
+from onceover_jobs.sink.rows.change_rows import change_rows, derived_sequence_numbers
 
 
 def test_the_pseudo_columns_are_found_whatever_their_case() -> None:

@@ -150,3 +150,28 @@ def test_the_connectors_indirect_write_is_refused_naming_the_option(
         writer.mode("append").save(table)
     assert "Storage Write API" in str(refused.value)
     assert [t.table_id for t in rest.list_tables(dataset)] == []  # not even created
+
+
+def test_the_readmes_cdc_write_applies_changes_by_the_primary_key(
+    spark: SparkSession, rest: bigquery.Client, dataset: str
+) -> None:
+    """The README's change data capture write (``_CHANGE_TYPE``, ``writeAtLeastOnce``,
+    ``writeMethod=direct``) into a table with a primary key: upserts and deletes applied
+    by key; written again (a re-run without run_id), the table is the same."""
+    from tests.sink.test_cdc_writes import keyed_table, state
+
+    table = f"{dataset}.salaries"
+    keyed_table(rest, table)
+    changes = spark.createDataFrame(
+        [(100, None, None, "DELETE"), (101, "Tal", 8000, "UPSERT"), (105, "Izumi", 6000, "UPSERT")],
+        "ID long, Name string, Salary long, _CHANGE_TYPE string",
+    )
+    for _ in range(2):
+        (
+            changes.write.format("onceover")
+            .option("writeMethod", "direct")
+            .option("writeAtLeastOnce", "true")
+            .mode("append")
+            .save(table)
+        )
+        assert state(rest, table) == {101: ("Tal", 8000), 105: ("Izumi", 6000)}

@@ -27,6 +27,7 @@ from onceover_backend.services.ingest.changes import ChangeFeed
 from onceover_backend.services.ingest.group_commit import GroupCommit
 from onceover_backend.services.reconciliation.automatic import AutomaticChecks
 from onceover_backend.services.reconciliation.runner import Reconciler
+from onceover_backend.services.redrive.redriver import Redriver
 from onceover_backend.services.resume.resumer import Resumer
 from onceover_backend.services.webhooks.dispatch import Dispatcher
 
@@ -59,6 +60,11 @@ async def get_automatic_checks(request: Request) -> AutomaticChecks:
 async def get_resumer(request: Request) -> Resumer:
     resumer: Resumer = request.app.state.resumer
     return resumer
+
+
+async def get_redriver(request: Request) -> Redriver:
+    redriver: Redriver = request.app.state.redriver
+    return redriver
 
 
 async def get_dispatcher(request: Request) -> Dispatcher:
@@ -119,6 +125,7 @@ SessionDep = Annotated[Session, Depends(get_session)]
 ReconcilerDep = Annotated[Reconciler, Depends(get_reconciler)]
 AutomaticChecksDep = Annotated[AutomaticChecks, Depends(get_automatic_checks)]
 ResumerDep = Annotated[Resumer, Depends(get_resumer)]
+RedriverDep = Annotated[Redriver, Depends(get_redriver)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 ChangeFeedDep = Annotated[ChangeFeed, Depends(get_change_feed)]
 GroupCommitDep = Annotated[GroupCommit, Depends(get_group_commit)]

@@ -48,6 +48,13 @@ from onceover_backend.models.reconciliation import (
     TableReconcileRequest,
     UnresolvedBucketPublic,
 )
+from onceover_backend.models.redrive import (
+    RedriveAcceptedPublic,
+    RedriveLaunchPublic,
+    RedrivePlanPublic,
+    RedriveRunPublic,
+    RunRedrivesPublic,
+)
 from onceover_backend.models.resume import (
     AttemptLogPublic,
     PendingIntentPublic,
@@ -147,6 +154,10 @@ __all__ = [
     "ReconciliationPublic",
     "ReconciliationStatus",
     "ReconciliationsPublic",
+    "RedriveAcceptedPublic",
+    "RedriveLaunchPublic",
+    "RedrivePlanPublic",
+    "RedriveRunPublic",
     "RejectionPublic",
     "ResumeAcceptedPublic",
     "ResumePlanPublic",
@@ -156,6 +167,7 @@ __all__ = [
     "RunIntentsPublic",
     "RunPublic",
     "RunReconciliationPublic",
+    "RunRedrivesPublic",
     "RunSpecPublic",
     "RunStatus",
     "RunsPublic",

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from onceover.identifiers import COLUMN_NAME_RE
+from onceover.identifiers import COLUMN_NAME_RE, TABLE_ID_RE
 
 ReconciliationStatus = Literal["ok", "mismatch", "error"]
 
@@ -124,6 +124,12 @@ class ReconciliationPublic(BaseModel):
         description="rows the committed batches set aside in a dead-letter table: expected, "
         "never missing (not in expected_rows)",
     )
+    rows_redriven: int | None = Field(
+        None,
+        description="a run's check: of its rows set aside, those its re-drives had landed "
+        "when it was checked (their committed rows); null: nothing was set aside, or a "
+        "table's check",
+    )
     dead_letter_table: str | None = Field(
         None, description="the dead-letter table the batches named, if any"
     )
@@ -145,14 +151,27 @@ class ReconciliationPublic(BaseModel):
     batches: list[BatchReconciliationPublic] = Field(description="per batch (stamped runs)")
     runs: list[RunReconciliationPublic] = Field(description="per run (table checks)")
     mismatched_batches: list[int | None] = Field(description="batch ids that differ")
-    method: Literal["receipts", "counts"] | None = Field(
+    method: Literal["receipts", "counts", "changes"] | None = Field(
         default=None,
         description="receipts: each batch's rows and key checksum against its receipt, a "
         "differing batch's keys found by key-hash bucket (stamped runs whose batches carry "
-        "a key tally); counts: rows, distinct keys and duplicates counted; null before 0009",
+        "a key tally); counts: rows, distinct keys and duplicates counted; changes: a "
+        "change data capture table, each primary key held once (expected_rows null: the "
+        "changes sent are in warnings); null before 0009",
     )
     queries: int | None = Field(
         default=None, description="BigQuery queries the check ran (null before 0009)"
+    )
+    compared_with: str | None = Field(
+        default=None,
+        description="a change data capture check given the source's state as a table "
+        "(against=): that table; missing_rows are its keys the table lacks, extra_rows the "
+        "table's keys it lacks (and copies), keys_differing those whose rows differ",
+    )
+    keys_differing: int | None = Field(
+        default=None,
+        description="a CDC check against a source: keys of both whose rows differ in a "
+        "column both have (an older version kept); null without a source",
     )
     warnings: list[str]
     error: str | None
@@ -173,4 +192,9 @@ class TableReconcileRequest(BaseModel):
     key: Annotated[str, Field(pattern=COLUMN_NAME_RE.pattern)] | None = Field(
         default=None,
         description="column identifying a row; default: the key of the table's latest run",
+    )
+    against: Annotated[str, Field(max_length=1100, pattern=TABLE_ID_RE.pattern)] | None = Field(
+        default=None,
+        description="a change data capture table: the source's state as a table (a snapshot, "
+        "an export) to compare it with key by key",
     )

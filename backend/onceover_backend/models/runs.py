@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from onceover.events import Mode, StreamType
+from onceover_backend.models.redrive import RunRedrivesPublic
 
 RunStatus = Literal["running", "succeeded", "failed", "stalled", "resuming"]
 
@@ -341,4 +342,8 @@ class RunDetailPublic(RunPublic):
     write_requests: dict[str, int] = Field(description="append requests by response code")
     rejections: list[RejectionPublic] = Field(
         description="the latest rows BigQuery refused, at most 20, newest first, each row once"
+    )
+    redrives: RunRedrivesPublic = Field(
+        description="its set-aside rows re-driven (landed) and still set aside, from its "
+        "re-drive runs' events (<run>:redrive-<n>), and the control plane's launches"
     )

@@ -397,6 +397,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redrive Run
+         * @description Send the run's set-aside rows (and those its re-drives set aside again) to their
+         *     table again, once: a re-drive is its own exactly-once write, run ``<run>:redrive-<n>``,
+         *     so launching it twice sends no row twice; rows BigQuery still refuses stay set aside
+         *     under that run id with the new reason.
+         */
+        post: operations["redriveRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs/{run_id}/resume": {
         parameters: {
             query?: never;
@@ -3064,6 +3087,11 @@ export interface components {
              */
             checked_at: string;
             /**
+             * Compared With
+             * @description a change data capture check given the source's state as a table (against=): that table; missing_rows are its keys the table lacks, extra_rows the table's keys it lacks (and copies), keys_differing those whose rows differ
+             */
+            compared_with?: string | null;
+            /**
              * Dead Letter Table
              * @description the dead-letter table the batches named, if any
              */
@@ -3104,10 +3132,15 @@ export interface components {
              */
             key: string | null;
             /**
-             * Method
-             * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; null before 0009
+             * Keys Differing
+             * @description a CDC check against a source: keys of both whose rows differ in a column both have (an older version kept); null without a source
              */
-            method?: ("receipts" | "counts") | null;
+            keys_differing?: number | null;
+            /**
+             * Method
+             * @description receipts: each batch's rows and key checksum against its receipt, a differing batch's keys found by key-hash bucket (stamped runs whose batches carry a key tally); counts: rows, distinct keys and duplicates counted; changes: a change data capture table, each primary key held once (expected_rows null: the changes sent are in warnings); null before 0009
+             */
+            method?: ("receipts" | "counts" | "changes") | null;
             /**
              * Mismatched Batches
              * @description batch ids that differ
@@ -3139,6 +3172,11 @@ export interface components {
              * @description the run's (or table's runs') rows found in the dead-letter table (run_id = the run); a count other than the rows set aside there is a mismatch
              */
             rows_in_dead_letter_table?: number | null;
+            /**
+             * Rows Redriven
+             * @description a run's check: of its rows set aside, those its re-drives had landed when it was checked (their committed rows); null: nothing was set aside, or a table's check
+             */
+            rows_redriven?: number | null;
             /**
              * Rows Set Aside
              * @description rows the committed batches set aside in a dead-letter table: expected, never missing (not in expected_rows)
@@ -3187,6 +3225,182 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["ReconciliationPublic"][];
+        };
+        /**
+         * RedriveAcceptedPublic
+         * @description ``202``: the re-drive job is started; its events arrive as run <run>:redrive-<n>.
+         */
+        RedriveAcceptedPublic: {
+            /** Actor */
+            actor: string;
+            /** Launch */
+            launch: number;
+            /** Log Path */
+            log_path: string;
+            /** Pid */
+            pid: number;
+            plan: components["schemas"]["RedrivePlanPublic"];
+            /**
+             * Requested At
+             * Format: date-time
+             */
+            requested_at: string;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Status
+             * @constant
+             */
+            status: "launched";
+        };
+        /**
+         * RedriveLaunchPublic
+         * @description A re-drive job the control plane started (its end is known before its events).
+         */
+        RedriveLaunchPublic: {
+            /**
+             * Actor
+             * @description who asked (the token's name)
+             */
+            actor: string;
+            /**
+             * Command
+             * @description secrets redacted
+             */
+            command: string[];
+            /** Dead Letter Table */
+            dead_letter_table: string;
+            /** Ended At */
+            ended_at: string | null;
+            /** Exit Code */
+            exit_code: number | null;
+            /** Host */
+            host: string;
+            /** Ledger */
+            ledger: string;
+            /**
+             * Live
+             * @description the process has not been seen to exit
+             */
+            live: boolean;
+            /**
+             * Log Path
+             * @description the launch's output, on the backend host that started it
+             */
+            log_path: string;
+            /**
+             * Number
+             * @description 1, 2, ...: the control plane's launches of re-drives
+             */
+            number: number;
+            /** Pid */
+            pid: number | null;
+            /**
+             * Requested At
+             * Format: date-time
+             */
+            requested_at: string;
+        };
+        /**
+         * RedrivePlanPublic
+         * @description What a re-drive of the run would do now (``dry_run=true``): nothing is launched.
+         */
+        RedrivePlanPublic: {
+            /**
+             * Command
+             * @description what runs (secrets redacted)
+             */
+            command: string[];
+            /**
+             * Cwd
+             * @description the backend's directory the job runs in
+             */
+            cwd: string;
+            /**
+             * Dead Letter Table
+             * @description the one the re-drive reads
+             */
+            dead_letter_table: string;
+            /**
+             * Dead Letter Tables
+             * @description the dead-letter tables the run's (and its re-drives') batches set rows aside in
+             */
+            dead_letter_tables: string[];
+            /**
+             * Digest
+             * @description what a launch confirms (approve_plan): sha256 of the command; a plan that changed since (new events) is refused
+             */
+            digest: string;
+            /**
+             * Key
+             * @description the column rows refused again are named by
+             */
+            key: string | null;
+            /**
+             * Launch
+             * @description the number the launch gets
+             */
+            launch: number;
+            /**
+             * Ledger
+             * @description where the re-drive keeps its records: the run's own ledger (its spec's ledger, else its checkpoint's), the one every re-drive of the run shares
+             */
+            ledger: string;
+            /**
+             * Log Path
+             * @description where its output goes
+             */
+            log_path: string;
+            /** Module */
+            module: string;
+            /** Rows Redriven */
+            rows_redriven: number;
+            /** Rows Set Aside */
+            rows_set_aside: number;
+            /**
+             * Rows To Send
+             * @description rows still set aside, by the events so far: what the job will look for (it decides from the dead-letter table and the ledger, each row once)
+             */
+            rows_to_send: number;
+            /** Run Id */
+            run_id: string;
+            /** Warnings */
+            warnings: string[];
+        };
+        /**
+         * RedriveRunPublic
+         * @description One re-drive of the run, as its own events (run ``<run>:redrive-<n>``) tell it.
+         */
+        RedriveRunPublic: {
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Number
+             * @description n in <run>:redrive-<n>, the job's own numbering
+             */
+            number: number;
+            /**
+             * Rows Landed
+             * @description rows its committed writes put in their tables
+             */
+            rows_landed: number;
+            /**
+             * Rows Set Aside Again
+             * @description rows BigQuery refused again, set aside under its run id, new reason
+             */
+            rows_set_aside_again: number;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stalled" | "resuming";
         };
         /**
          * RejectionPublic
@@ -3518,6 +3732,8 @@ export interface components {
             out_of_range: number;
             /** @description the run's latest reconciliation, if any */
             reconciliation?: components["schemas"]["VerdictPublic"] | null;
+            /** @description its set-aside rows re-driven (landed) and still set aside, from its re-drive runs' events (<run>:redrive-<n>), and the control plane's launches */
+            redrives: components["schemas"]["RunRedrivesPublic"];
             /**
              * Rejected Requests
              * @description rows_rejected events: requests BigQuery refused for bad rows (a retried task reports its rows again, so this can exceed the batches' count)
@@ -3891,6 +4107,42 @@ export interface components {
              * @enum {string}
              */
             status: "ok" | "mismatch";
+        };
+        /**
+         * RunRedrivesPublic
+         * @description The run's set-aside rows, accounted for: re-driven (landed) or still set aside.
+         */
+        RunRedrivesPublic: {
+            /**
+             * Launches
+             * @description the control plane's launches of re-drives of it, newest first (at most 5)
+             */
+            launches: components["schemas"]["RedriveLaunchPublic"][];
+            /**
+             * Rows Redriven
+             * @description of those, rows its re-drives landed (their committed rows, each once)
+             */
+            rows_redriven: number;
+            /**
+             * Rows Set Aside
+             * @description rows the run's committed batches set aside
+             */
+            rows_set_aside: number;
+            /**
+             * Rows Still Set Aside
+             * @description rows_set_aside - rows_redriven: set aside under the run's id or, refused again, under a re-drive's
+             */
+            rows_still_set_aside: number;
+            /**
+             * Runs
+             * @description its re-drive runs, oldest first
+             */
+            runs: components["schemas"]["RedriveRunPublic"][];
+            /**
+             * Unavailable
+             * @description why this control plane cannot re-drive the run; null: it can (an operator's POST /api/runs/{run_id}/redrive, once the run set rows aside)
+             */
+            unavailable: string | null;
         };
         /**
          * RunSpecPublic
@@ -4337,6 +4589,11 @@ export interface components {
          * @description ``POST /api/tables/{table}/reconcile``: the key column, if not the runs' own.
          */
         TableReconcileRequest: {
+            /**
+             * Against
+             * @description a change data capture table: the source's state as a table (a snapshot, an export) to compare it with key by key
+             */
+            against?: string | null;
             /**
              * Key
              * @description column identifying a row; default: the key of the table's latest run
@@ -5674,6 +5931,8 @@ export interface operations {
             query?: {
                 /** @description one of the tables the run wrote (the run's `tables`); default: the run's own table */
                 table?: string | null;
+                /** @description a change data capture run: the source's state as a table (a snapshot, an export) to compare the table with, key by key */
+                against?: string | null;
             };
             header?: never;
             path: {
@@ -5787,6 +6046,96 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    redriveRun: {
+        parameters: {
+            query?: {
+                /** @description only show what would run */
+                dry_run?: boolean;
+                /** @description the plan's digest: launches that plan */
+                approve_plan?: string | null;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description dry_run=true: the plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedrivePlanPublic"];
+                };
+            };
+            /** @description The re-drive job is started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedriveAcceptedPublic"];
+                };
+            };
+            /** @description No bearer token, or one nobody issued */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The token's role may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No such run */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description Nothing to re-drive (no rows set aside, or all re-driven), a re-drive of the run is live, or approve_plan is missing or names another plan */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description The control plane cannot re-drive this run: no ledger it can name (no spec, no checkpoint or ledger in it), a re-drive's own run, or its dead-letter table(s) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description This backend cannot launch jobs (the detail names the missing setting) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
                 };
             };
         };

@@ -15,6 +15,7 @@ import { PendingIntentsPanel } from "./run/PendingIntents";
 import { BatchesTable, type BatchesTableHandle } from "./run/BatchesTable";
 import { OverwritePanel } from "./run/OverwritePanel";
 import { ReconciliationPanel } from "./run/ReconciliationPanel";
+import { RedriveDialog, RedrivePanel, redriveOffer } from "./run/RedrivePanel";
 import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
 import { SpecPanel } from "./run/SpecPanel";
@@ -102,6 +103,7 @@ export function RunPage() {
   useLiveReload(reloadAll, 500, runId);
 
   const [resumeOpen, setResumeOpen] = useState(false);
+  const [redriveOpen, setRedriveOpen] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
   const [reconciling, setReconciling] = useState(false);
   // The batch timeline opens a batch's receipt in the commit history below it.
@@ -142,6 +144,8 @@ export function RunPage() {
   const resumable = blocked === null && RESUMABLE.has(detail.status);
   const whyNot = blocked !== null ? `Cannot resume: ${blocked}` : `Only a failed or stalled run resumes (this one is ${detail.status})`;
   const latest = checks.data?.data[0];
+  // Offered on a run that set rows aside; disabled, with why, when it cannot be re-driven.
+  const redrive = redriveOffer(detail);
 
   return (
     <>
@@ -166,6 +170,16 @@ export function RunPage() {
             >
               Resume
             </button>
+            {detail.rows_dead_lettered > 0 && (
+              <button
+                type="button"
+                disabled={!redrive.offered}
+                title={redrive.why}
+                onClick={() => setRedriveOpen(true)}
+              >
+                Re-drive set-aside rows
+              </button>
+            )}
             <button type="button" disabled={reconciling} onClick={reconcile}>
               {reconciling ? "Reconciling…" : "Reconcile now"}
             </button>
@@ -190,6 +204,7 @@ export function RunPage() {
       )}
       <ReconciliationPanel latest={latest} history={checks.data?.data ?? []} />
       <RejectionsPanel run={detail} />
+      <RedrivePanel run={detail} />
       <QueryState query={metrics} what="request metrics">
         {(body) => (
           <Suspense fallback={<Loading what="the charts" />}>
@@ -204,6 +219,14 @@ export function RunPage() {
       <StreamsTable streams={detail.streams} />
       <AttemptsPanel runId={runId} attempts={detail.attempts} version={detail.updated_at} />
       <SpecPanel runId={runId} state={detail.spec_state} operator={operator} onDecided={run.reload} />
+      {operator && (
+        <RedriveDialog
+          runId={runId}
+          open={redriveOpen}
+          onClose={() => setRedriveOpen(false)}
+          onLaunched={() => run.reload()}
+        />
+      )}
       {operator && (
         <ResumeDialog
           runId={runId}

@@ -29,9 +29,10 @@ def add_arguments(parsed: argparse.ArgumentParser) -> None:
         help="the dead-letter table (project.dataset.table) the run set them aside in",
     )  # fmt: skip
     parsed.add_argument(
-        "--ledger", default=None,
-        help="where the re-drive keeps its records (default: $ONCEOVER_LEDGER, else the "
-        "batch writes' default)",
+        "--ledger", default=os.environ.get("ONCEOVER_LEDGER"),
+        help="the run's ledger (its ledger option; a streaming job's <checkpoint>/onceover), "
+        "where every re-drive of the run keeps its records: two ledgers would send rows "
+        "twice (default: $ONCEOVER_LEDGER; required without it)",
     )  # fmt: skip
     parsed.add_argument(
         "--key", default=None, metavar="COLUMN",
@@ -55,10 +56,17 @@ def redrive_from(args: argparse.Namespace) -> int:
     from onceover.bigquery import BigQueryConfig
     from onceover_jobs.redrive.run import redrive
     from onceover_jobs.sink.datasource import register
-    from onceover_jobs.sink.job.options import DEFAULT_BATCH_LEDGER, LEDGER_ENV, ledger_location
+    from onceover_jobs.sink.errors import RedriveRefusedError
+    from onceover_jobs.sink.job.options import ledger_location
     from onceover_jobs.spark import spark_session
 
-    ledger = ledger_location(args.ledger or os.environ.get(LEDGER_ENV) or DEFAULT_BATCH_LEDGER)
+    if not args.ledger:
+        raise RedriveRefusedError(
+            "--ledger: give the run's ledger (its ledger option, or <checkpoint>/onceover for "
+            "a streaming job; the batch writes' default is ~/.onceover/ledger), which every "
+            "re-drive of the run must share, or set $ONCEOVER_LEDGER"
+        )
+    ledger = ledger_location(args.ledger)
     options: dict[str, str] = {}
     if args.monitor_url:
         options["monitor.url"] = args.monitor_url

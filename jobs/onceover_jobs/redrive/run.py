@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from onceover.ledger_store import open_store
+from onceover.redrives import redrive_prefix, redriven_run
 from onceover_jobs.redrive.rows import read_row, spark_schema
 from onceover_jobs.redrive.selection import (
     WRITE_ID,
@@ -16,8 +17,8 @@ from onceover_jobs.redrive.selection import (
     Redrives,
     SetAsideRow,
     describe,
-    redrive_prefix,
 )
+from onceover_jobs.sink.errors import RedriveRefusedError
 from onceover_jobs.sink.rows.change_capture import CHANGE_TYPE
 
 if TYPE_CHECKING:
@@ -79,12 +80,27 @@ def redrive(
     connection options)."""
     from onceover.bigquery import bigquery_client
 
+    if (original := redriven_run(run_id)) is not None:
+        # Its rows set aside again are the run's, which a re-drive of the run takes: a
+        # re-drive of this one (records of its own) would send them a second time.
+        raise RedriveRefusedError(
+            f"run {run_id!r} is a re-drive of run {original!r}: re-drive {original!r}, which "
+            "sends the rows its re-drives set aside again too"
+        )
     client = bigquery_client(config)
     redrives = Redrives(open_store(ledger, config.connection), run_id)
     found = set_aside_rows(client, dead_letter, run_id)
     earlier = redrives.all()
     unfinished = earlier[-1] if earlier and not redrives.committed(earlier[-1]) else None
     if unfinished is not None:  # its rows, as recorded; the same run id: once
+        if unfinished.dead_letter not in (None, dead_letter):
+            # Its rows are in that table; read from this one, some would be missing, and
+            # the record would still mark them taken.
+            raise RedriveRefusedError(
+                f"re-drive {unfinished.number} of run {run_id} did not finish; it takes its "
+                f"rows from {unfinished.dead_letter}, not {dead_letter}: give that table to "
+                "finish it first"
+            )
         chosen = set(unfinished.rows)
         rows = [r for r in found if r.name in chosen]
         todo = unfinished
@@ -93,7 +109,7 @@ def redrive(
         rows = [r for r in found if r.name not in taken]
         if not rows:
             return RedriveOutcome(run_id, None)
-        todo = redrives.record(len(earlier) + 1, rows)
+        todo = redrives.record(len(earlier) + 1, rows, dead_letter)
     logger.info(
         "onceover: re-driving %d rows of run %s as %s: %s",
         len(rows), run_id, todo.run_id, describe(rows),

@@ -21,6 +21,7 @@ from typing import Any
 
 from onceover.ledger_files import read_payload, safe_name
 from onceover.ledger_store import LedgerStore, join
+from onceover.redrives import redrive_run_id
 from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.ledger.identity import write_id_name
 from onceover_jobs.sink.ledger.records import Ledger
@@ -77,21 +78,12 @@ class Redrive:
     """The names (:attr:`SetAsideRow.name`) of the rows it sends."""
     tables: tuple[str, ...]
     created_at: str
+    dead_letter: str | None = None
+    """The dead-letter table its rows were read from (None: recorded before it was kept)."""
 
     @property
     def run_id(self) -> str:
         return redrive_run_id(self.of_run, self.number)
-
-
-def redrive_run_id(run_id: str, number: int) -> str:
-    """Re-drive ``number``'s run id: the run's own, then ``:redrive-<n>`` (``:`` is in no
-    id the sink makes, so no other run's re-drive reads alike)."""
-    return f"{redrive_prefix(run_id)}{number}"
-
-
-def redrive_prefix(run_id: str) -> str:
-    """What the run ids of ``run_id``'s re-drives (and theirs) start with."""
-    return f"{run_id}:redrive-"
 
 
 class Redrives:
@@ -123,18 +115,20 @@ class Redrives:
         """The rows the committed ones of ``redrives`` took."""
         return {name for r in redrives if self.committed(r) for name in r.rows}
 
-    def record(self, number: int, rows: Sequence[SetAsideRow]) -> Redrive:
-        """Re-drive ``number`` of ``rows``, recorded before any of them is sent."""
+    def record(self, number: int, rows: Sequence[SetAsideRow], dead_letter: str) -> Redrive:
+        """Re-drive ``number`` of ``rows`` (read from ``dead_letter``), recorded before any
+        of them is sent."""
         redrive = Redrive(
             of_run=self.run_id,
             number=number,
             rows=tuple(sorted(r.name for r in rows)),
             tables=tuple(sorted({r.table for r in rows})),
             created_at=datetime.now(UTC).isoformat(),
+            dead_letter=dead_letter,
         )
         payload = {
             "of_run": redrive.of_run, "rows": list(redrive.rows), "tables": list(redrive.tables),
-            "created_at": redrive.created_at,
+            "created_at": redrive.created_at, "dead_letter": dead_letter,
         }  # fmt: skip
         if not write_exclusively(self.store, self._key(number), payload):
             raise LedgerError(
@@ -153,6 +147,7 @@ class Redrives:
                 rows=tuple(str(n) for n in payload["rows"]),
                 tables=tuple(str(t) for t in payload["tables"]),
                 created_at=str(payload["created_at"]),
+                dead_letter=None if (table := payload.get("dead_letter")) is None else str(table),
             )  # fmt: skip
         except (KeyError, TypeError) as exc:
             where = self.store.where(self._key(number))

@@ -70,7 +70,6 @@ from onceover_jobs.sink.protocol.committer import BatchCommitter, written_by_tas
 from onceover_jobs.sink.protocol.overwrite import commit_overwrite
 from onceover_jobs.sink.reporting.lineage import LineageReport
 from onceover_jobs.sink.reporting.run_report import RunReport
-from onceover_jobs.sink.table.change_capture import change_capture_of
 from onceover_jobs.sink.table.date_partition import DatePartition
 from onceover_jobs.sink.table.overwrite import Overwrite
 
@@ -193,6 +192,8 @@ def _columns(
     ``_CHANGE_TYPE`` is a change data capture write: checked before a table is made, its
     pseudo-columns no columns of the table, its rows sent as proto rows."""
     from pyspark.sql.pandas.types import to_arrow_schema
+
+    from onceover_jobs.sink.table.change_capture import change_capture_of
 
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     capture, arrow_schema = change_capture_of(

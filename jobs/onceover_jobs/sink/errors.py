@@ -165,6 +165,12 @@ class ChangeRowsError(SinkError, ValueError):
     before those rows are sent (onceover_jobs.sink.rows.change_capture)."""
 
 
+class RedriveRefusedError(SinkError, ValueError):
+    """A re-drive that could send a row twice or lose one: of a re-drive's own run, from
+    another dead-letter table than the unfinished one it must finish, without a ledger
+    (onceover_jobs.redrive)."""
+
+
 class DuplicateAppendError(AppendRejectedError):
     """ALREADY_EXISTS for a request that was not a retry of the same rows: offsets are wrong."""
 

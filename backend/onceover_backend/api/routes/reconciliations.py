@@ -66,6 +66,15 @@ async def reconcile_run(
             "the run's own table",
         ),
     ] = None,
+    against: Annotated[
+        str | None,
+        Query(
+            max_length=1100,
+            pattern=TABLE_ID_RE.pattern,
+            description="a change data capture run: the source's state as a table (a "
+            "snapshot, an export) to compare the table with, key by key",
+        ),
+    ] = None,
 ) -> ReconciliationPublic:
     """Check the run's committed rows in one table against BigQuery now; the result is
     stored. A run that wrote several tables is checked in each when it succeeds.
@@ -74,8 +83,9 @@ async def reconcile_run(
     otherwise the whole table stands for the run, and ``warnings`` says so.
     """
     result = await run_in_threadpool(
-        reconciler.reconcile_run, run_id, table=table, trigger="api", actor=principal.name
-    )
+        reconciler.reconcile_run, run_id, table=table, trigger="api", actor=principal.name,
+        against=against,
+    )  # fmt: skip
     _audit(request, f"run {run_id}" + (f" in {table}" if table else ""), result)
     return result
 
@@ -117,9 +127,11 @@ async def reconcile_table(
     Inexact by nature when anything but onceover writes the table; ``warnings`` says so.
     """
     key = body.key if body is not None else None
+    against = body.against if body is not None else None
     result = await run_in_threadpool(
-        reconciler.reconcile_table, table, key, trigger="api", actor=principal.name
-    )
+        reconciler.reconcile_table, table, key, trigger="api", actor=principal.name,
+        against=against,
+    )  # fmt: skip
     _audit(request, f"table {table}", result)
     return result
 

@@ -108,6 +108,12 @@ class Launcher:
             found = None
         if found is None or found.origin is None:
             raise UnresumableError(f"the job module {spec.module!r} is not installed here")
+        if found.submodule_search_locations is not None:
+            # A package (python -m runs its __main__): spark-submit is given that file.
+            main = Path(found.origin).with_name("__main__.py")
+            if not main.is_file():
+                raise UnresumableError(f"the job package {spec.module!r} has no __main__")
+            return str(main)
         return found.origin
 
     def command(self, spec: JobSpec) -> list[str]:
@@ -175,8 +181,9 @@ class Launcher:
         """Where the run's launched attempts run: the backend's, not the spec's ``cwd``."""
         return self._run_dir(run_id) / "work"
 
-    def log_path(self, run_id: str, number: int) -> Path:
-        return self._run_dir(run_id) / f"attempt-{number}.log"
+    def log_path(self, run_id: str, number: int, kind: str = "attempt") -> Path:
+        """Launch ``number`` of ``kind`` (an attempt, a re-drive): one log each."""
+        return self._run_dir(run_id) / f"{kind}-{number}.log"
 
     def monitor(self) -> tuple[str, str]:
         """Where launched jobs post events, and with which token; refused if unset."""

@@ -22,6 +22,7 @@ from onceover_backend.services.launch.redaction import redacted_spec
 from onceover_backend.services.paging import page
 from onceover_backend.services.reads.batch_view import batch_public
 from onceover_backend.services.reads.list_extras import latest_verdicts
+from onceover_backend.services.reads.redrives import redrives_of
 from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
@@ -145,4 +146,5 @@ def get_run(session: Session, run_id: str, launch_modules: Sequence[str] = ()) -
             StreamPublic.model_validate({**s.model_dump(), "table": s.table_id}) for s in streams
         ],
         write_requests={code: int(n) for code, n in requests},
+        redrives=redrives_of(session, run),
     )

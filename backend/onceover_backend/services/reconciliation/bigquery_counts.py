@@ -116,13 +116,13 @@ class TableCounter:
 
     def columns(self, table: str) -> dict[str, str]:
         """Top-level column name -> BigQuery type; a missing table is a failed check."""
-        return {f.name: f.field_type for f in self._table(table).schema}
+        return {f.name: f.field_type for f in self.table(table).schema}
 
     def in_partitions(self, scope: Scope) -> Scope:
         """``scope`` (of some partitions) with the SQL naming a row's partition, from its
         table's partitioning as it is now; a table no longer partitioned so fails the check."""
         try:
-            partitioning = partitioning_of(self._table(scope.table))
+            partitioning = partitioning_of(self.table(scope.table))
         except ValueError as exc:
             raise ReconciliationFailedError(f"table {scope.table}: {exc}") from None
         if partitioning is None or not COLUMN_NAME_RE.match(partitioning.column):
@@ -133,7 +133,7 @@ class TableCounter:
         column = f"`{partitioning.column}`"
         return replace(scope, partition_id=partitioning.partition_id.format(c=column))
 
-    def _table(self, table: str) -> bigquery.Table:
+    def table(self, table: str) -> bigquery.Table:
         if table in self._tables:
             return self._tables[table]
         try:
@@ -165,7 +165,7 @@ class TableCounter:
 
     def count(self, scope: Scope) -> Counts:
         where, params = _where(scope)
-        totals = self._one(_totals_sql(scope, where), params)
+        totals = self.one(_totals_sql(scope, where), params)
         duplicates = self._rows(_duplicates_sql(scope, where), params) if scope.key else []
         per_group = self._rows(_groups_sql(scope, where), params) if scope.group_by else []
         duplicate_groups = (
@@ -221,7 +221,7 @@ class TableCounter:
             where += f" AND `{DEAD_LETTER_TABLE_COLUMN}` = @target"
             params.append(bigquery.ScalarQueryParameter("target", "STRING", target))
         sql = f"SELECT COUNT(*) AS total_rows FROM `{table}` WHERE {where}"
-        return int(self._one(sql, params)["total_rows"]), by_table
+        return int(self.one(sql, params)["total_rows"]), by_table
 
     def rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         """The rows of one query (an aggregate: nothing here reads a table's rows back)."""
@@ -249,7 +249,7 @@ class TableCounter:
         except (google_errors.GoogleAPIError, OSError, TimeoutError) as exc:
             raise _unreachable(exc, self.timeout_s) from exc
 
-    def _one(self, sql: str, params: list[Any]) -> dict[str, Any]:
+    def one(self, sql: str, params: list[Any]) -> dict[str, Any]:
         rows = self._rows(sql, params)
         if len(rows) != 1:
             raise ReconciliationFailedError(f"an aggregate query returned {len(rows)} rows, not 1")

@@ -13,6 +13,8 @@ from sqlmodel import Session, col, select
 from onceover.modes import TRAITS, ModeTraits
 from onceover_backend.errors import NotFoundError
 from onceover_backend.services.reads.batch_view import overwrite_step, staging_of
+from onceover_backend.services.reads.redrives import redrive_runs
+from onceover_backend.services.reconciliation.change_check import Changes, changes_of
 from onceover_backend.services.reconciliation.receipt_check import Receipt
 from onceover_backend.tables import Batch, Run
 
@@ -106,6 +108,8 @@ class Expected:
     warnings: list[str] = field(default_factory=list)
     rows_set_aside: int = 0
     """Rows the committed batches of this table set aside in a dead-letter table."""
+    rows_redriven: int | None = None
+    """A run's: of ``rows_set_aside``, the rows its re-drives landed in this table."""
     dead_letters: dict[str, int] = field(default_factory=dict)
     """Each dead-letter table the batches named -> rows they set aside there."""
     dead_letters_everywhere: dict[str, int] = field(default_factory=dict)
@@ -126,6 +130,9 @@ class Expected:
     """With ``overwrite``: the partitions replaced, by BigQuery's ids; None, the whole table."""
     cannot_check: str | None = None
     """Why BigQuery is not asked (nothing the check could count would mean anything)."""
+    changes: Changes | None = None
+    """A change data capture scope: the changes its batches sent, checked by the table's
+    primary key rather than by rows (:mod:`.change_check`)."""
 
     @property
     def dead_letter_table(self) -> str | None:
@@ -200,7 +207,20 @@ def expected_of_run(session: Session, run: Run, table: str, *, several: bool) ->
         untallied=untallied,
     )
     _expect_dead_letters(session, expected, committed)
-    return expected
+    _expect_redriven(session, expected, run)
+    return _by_key_if_changes(expected, committed)
+
+
+def _expect_redriven(session: Session, expected: Expected, run: Run) -> None:
+    """Of the rows ``run`` set aside, those its re-drives landed in this table so far
+    (their runs' committed rows): a person sees the set-aside rows accounted for."""
+    if not expected.rows_set_aside:
+        return
+    redrives = [r.run_id for r in redrive_runs(session, run.run_id)]
+    landed = session.exec(
+        select(Batch).where(col(Batch.run_id).in_(redrives), Batch.table_id == expected.table)
+    )
+    expected.rows_redriven = sum(_batch_rows(b) for b in landed if _is_committed(b))
 
 
 def _overwrite_expected(
@@ -283,6 +303,18 @@ def expected_of_table(session: Session, table: str, key: str | None) -> Expected
         warnings=warnings,
     )
     _expect_dead_letters(session, expected, sorted(committed, key=lambda b: b.id or 0))
+    return _by_key_if_changes(expected, committed)
+
+
+def _by_key_if_changes(expected: Expected, committed: list[Batch]) -> Expected:
+    """``expected``, checked by the primary key when its batches sent changes: then the
+    warnings of a check by rows (no stamp, no key option) say nothing of it."""
+    changes = changes_of(committed)
+    if changes is None:
+        return expected
+    expected.changes = changes
+    expected.receipts = None
+    expected.warnings = [w for w in expected.warnings if w not in (NOT_STAMPED, NO_KEY)]
     return expected
 
 

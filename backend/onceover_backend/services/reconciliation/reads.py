@@ -50,8 +50,11 @@ def summary(result: ReconciliationPublic) -> str:
     """One line for the audit log and the logs: the verdict and its numbers."""
     if result.status == "error":
         return f"reconciliation error, {result.error}"
-    parts = [f"expected {result.expected_rows:,} rows", f"found {result.actual_rows:,}"]
-    if result.distinct_keys is not None:
+    if result.expected_rows is None:  # a change data capture table, checked by key
+        parts = [f"found {result.actual_rows or 0:,} rows for {result.distinct_keys or 0:,} keys"]
+    else:
+        parts = [f"expected {result.expected_rows:,} rows", f"found {result.actual_rows:,}"]
+    if result.distinct_keys is not None and result.expected_rows is not None:
         parts.append(f"{result.distinct_keys:,} distinct keys")
     if result.duplicate_key_count:
         parts.append(f"{result.duplicate_key_count:,} keys duplicated")
@@ -61,6 +64,8 @@ def summary(result: ReconciliationPublic) -> str:
         parts.append(f"batches differing: {result.mismatched_batches}")
     if result.rows_set_aside or result.dead_letter_table:
         parts.append(f"{result.rows_set_aside or 0:,} set aside")
+    if result.rows_redriven:
+        parts.append(f"{result.rows_redriven:,} of them re-driven since")
     if result.rows_in_dead_letter_table is not None:
         parts.append(f"{result.rows_in_dead_letter_table:,} in the dead-letter table")
     return f"reconciliation {result.status}, " + ", ".join(parts)

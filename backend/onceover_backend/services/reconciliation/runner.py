@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,10 +18,21 @@ from onceover.errors import ConfigurationError
 from onceover.identifiers import TABLE_ID_RE
 from onceover.stamp import BATCH_ID_COLUMN, RUN_ID_COLUMN
 from onceover_backend.core.db import write_transaction
-from onceover_backend.errors import NotFoundError, ReconciliationFailedError
+from onceover_backend.errors import (
+    InvalidParameterError,
+    NotFoundError,
+    ReconciliationFailedError,
+)
 from onceover_backend.models import ReconciliationPublic
 from onceover_backend.services.reads.runs import tables_of_run
 from onceover_backend.services.reconciliation.bigquery_counts import Counts, Scope, TableCounter
+from onceover_backend.services.reconciliation.change_check import (
+    KeyCounts,
+    SourceDiff,
+    compare_with_source,
+    count_keys,
+    judge,
+)
 from onceover_backend.services.reconciliation.comparison import (
     DeadLettered,
     compare,
@@ -74,9 +87,11 @@ class Reconciler:
         trigger: Trigger,
         actor: str,
         not_checked: str | None = None,
+        against: str | None = None,
     ) -> ReconciliationPublic:
         """Check one run in one of the tables it wrote (default: the run's own table);
         :class:`NotFoundError` when there is no such run, or it wrote no batch there.
+        ``against``: a change data capture run's source state, a table to compare with.
 
         With ``not_checked``, BigQuery is not asked: the check is stored as an ``error``
         giving that reason (an automatic check there was no room for)."""
@@ -91,8 +106,9 @@ class Reconciler:
                 )
             expected = expected_of_run(session, run, chosen, several=len(written) > 1)
         return self._check(
-            "run", run_id, expected, trigger=trigger, actor=actor, not_checked=not_checked
-        )
+            "run", run_id, expected, trigger=trigger, actor=actor, not_checked=not_checked,
+            against=against,
+        )  # fmt: skip
 
     def reconcile_run_tables(
         self, run_id: str, *, trigger: Trigger, actor: str, not_checked: str | None = None
@@ -111,12 +127,19 @@ class Reconciler:
     # -- a table --------------------------------------------------------------------
 
     def reconcile_table(
-        self, table: str, key: str | None, *, trigger: Trigger, actor: str
+        self,
+        table: str,
+        key: str | None,
+        *,
+        trigger: Trigger,
+        actor: str,
+        against: str | None = None,
     ) -> ReconciliationPublic:
-        """Check a whole table against every run recorded for it."""
+        """Check a whole table against every run recorded for it (a change data capture
+        table, with ``against``, against the source's state too)."""
         with Session(self.engine) as session:
             expected = expected_of_table(session, table, key)
-        return self._check("table", None, expected, trigger=trigger, actor=actor)
+        return self._check("table", None, expected, trigger=trigger, actor=actor, against=against)
 
     # -- the check ------------------------------------------------------------------
 
@@ -129,7 +152,13 @@ class Reconciler:
         trigger: Trigger,
         actor: str,
         not_checked: str | None = None,
+        against: str | None = None,
     ) -> ReconciliationPublic:
+        if against is not None and expected.changes is None:
+            raise InvalidParameterError(
+                "against", "only a change data capture table is compared with its source's "
+                f"state; {expected.table} was written no changes", against,
+            )  # fmt: skip
         started = time.perf_counter()
         checked_at = utcnow()
         record = Reconciliation(
@@ -141,6 +170,7 @@ class Reconciler:
             status="error",
             expected_rows=expected.rows,
             rows_set_aside=expected.rows_set_aside,
+            rows_redriven=expected.rows_redriven,
             dead_letter_table=expected.dead_letter_table,
             overwrite=expected.overwrite,
             replaced_partitions=None if expected.partitions is None else list(expected.partitions),
@@ -155,6 +185,13 @@ class Reconciler:
         not_checked = not_checked or expected.cannot_check
         if not_checked is not None:
             record.error = not_checked
+        elif expected.changes is not None:  # a CDC table: by its primary key
+            try:
+                keys, diff, record.queries = self._count_keys(expected.table, against)
+            except ReconciliationFailedError as exc:
+                record.error = str(exc)
+            else:
+                judge(record, expected.changes, keys, diff)
         else:
             try:
                 counted = self._count(_scope(kind, run_id, expected), expected)
@@ -183,15 +220,36 @@ class Reconciler:
         )
         return stored
 
-    def _count(self, scope: Scope, expected: Expected) -> _Counted:
-        """The scope's counts (by receipt when ``expected`` has receipts and ``scope`` is a
-        run's), and the rows of its runs in the dead-letter tables its batches named."""
+    def _count_keys(
+        self, table: str, against: str | None
+    ) -> tuple[KeyCounts, SourceDiff | None, int]:
+        """A CDC table's rows and keys (:mod:`.change_check`), against the source's state
+        when given, and the queries it took."""
+        if not TABLE_ID_RE.match(table):  # nothing else may go between backticks
+            raise ReconciliationFailedError(f"table id {table!r} cannot be checked")
+        with self._counter() as counter:
+            keys = count_keys(counter, table)
+            diff = None
+            if against is not None:
+                diff = compare_with_source(counter, table, against, keys.key)
+            return keys, diff, counter.queries
+
+    @contextmanager
+    def _counter(self) -> Iterator[TableCounter]:
+        """A counter of this check's queries on a client of its own, closed after."""
         try:
             client = bigquery_client(self.bigquery)
         except ConfigurationError as exc:
             raise ReconciliationFailedError(f"BigQuery is not configured: {exc}") from None
         try:
-            counter = TableCounter(client, self.timeout_s)
+            yield TableCounter(client, self.timeout_s)
+        finally:
+            client.close()
+
+    def _count(self, scope: Scope, expected: Expected) -> _Counted:
+        """The scope's counts (by receipt when ``expected`` has receipts and ``scope`` is a
+        run's), and the rows of its runs in the dead-letter tables its batches named."""
+        with self._counter() as counter:
             counter.check_scope(scope, counter.columns(scope.table))
             if scope.partitions is not None:
                 scope = counter.in_partitions(scope)
@@ -228,8 +286,6 @@ class Reconciler:
                     )
             dead_lettered = DeadLettered(found, wanted, warnings)
             return _Counted(counts, dead_lettered, receipts, counter.queries)
-        finally:
-            client.close()
 
 
 def _scope(kind: Literal["run", "table"], run_id: str | None, expected: Expected) -> Scope:

@@ -86,17 +86,23 @@ class CheckpointState:
         return max(numbered) if numbered else None
 
 
+def ledger_of(spec: JobSpec) -> str:
+    """The run's ledger as its spec names it: ``ledger``, else its checkpoint's (the rule
+    the job itself follows). A resume reads it; a re-drive of the run's set-aside rows
+    keeps its records there, so every re-drive of one run shares one ledger."""
+    if spec.ledger:
+        return _location(spec.ledger, "ledger")
+    if spec.checkpoint:
+        return checkpoint_ledger(_location(spec.checkpoint, "checkpoint"))
+    raise UnresumableError(
+        "the run's spec names no checkpoint or ledger, so nothing says where to resume from"
+    )
+
+
 def read_checkpoint(spec: JobSpec, run_id: str) -> CheckpointState:
     """The ledger and Spark logs of ``spec``'s checkpoint, checked to belong to ``run_id``."""
     checkpoint = _location(spec.checkpoint, "checkpoint") if spec.checkpoint else None
-    if spec.ledger:
-        ledger = _location(spec.ledger, "ledger")
-    elif checkpoint is not None:
-        ledger = checkpoint_ledger(checkpoint)
-    else:
-        raise UnresumableError(
-            "the run's spec names no checkpoint or ledger, so nothing says where to resume from"
-        )
+    ledger = ledger_of(spec)
     planned = finished = None
     if checkpoint is not None:
         if not is_object_store(checkpoint):

@@ -62,6 +62,21 @@ describe("ReconciliationPanel", () => {
     expect(screen.queryByTestId("reconciliation-overwrite-scope")).toBeNull();
   });
 
+  it("says a change data capture table was checked by its key, with no expected row count", () => {
+    const byKey = { ...check(7, "p.d.accounts", "ok", 12), method: "changes" as const, key: "id", expected_rows: null, distinct_keys: 12 };
+    render(<ReconciliationPanel latest={byKey} history={[byKey]} />);
+    expect(screen.getByTestId("reconciliation-by-key").textContent).toContain("checked key by key");
+    expect(screen.getByTestId("reconciliation-expected").textContent).toContain("–");
+    expect(screen.getByTestId("reconciliation-distinct").textContent).toContain("12");
+    expect(screen.queryByTestId("reconciliation-keys-differing")).toBeNull();
+    cleanup();
+
+    const againstSource = { ...byKey, compared_with: "p.d.source_state", keys_differing: 2 };
+    render(<ReconciliationPanel latest={againstSource} history={[againstSource]} />);
+    expect(screen.getByTestId("reconciliation-by-key").textContent).toContain("against the source's state in p.d.source_state");
+    expect(screen.getByTestId("reconciliation-keys-differing").textContent).toContain("2");
+  });
+
   it("shows one verdict without a table heading for a run of one table", () => {
     const history = [check(2, "p.d.orders", "ok", 8), check(1, "p.d.orders", "mismatch", 9)];
     render(<ReconciliationPanel latest={history[0]} history={history} />);

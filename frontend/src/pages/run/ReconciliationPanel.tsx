@@ -195,6 +195,13 @@ function Verdict({ check }: { check: Reconciliation }) {
           , against the rows it staged.
         </p>
       )}
+      {check.method === "changes" && (
+        <p className="muted" data-testid="reconciliation-by-key">
+          A change data capture table: its rows are changes BigQuery applied by the primary key, so it is checked key by
+          key (each key held once), not against a row count
+          {check.compared_with ? `, and against the source's state in ${check.compared_with}` : ""}.
+        </p>
+      )}
       {check.error && <ErrorNote message={check.error} />}
       <dl className="stats">
         <Stat label="Expected rows" value={formatCount(check.expected_rows)} testId="reconciliation-expected" />
@@ -203,6 +210,14 @@ function Verdict({ check }: { check: Reconciliation }) {
         <Stat label="Duplicate rows" value={formatCount(check.duplicate_rows)} testId="reconciliation-duplicates" />
         <Stat label="Missing rows" value={formatCount(check.missing_rows)} testId="reconciliation-missing" />
         <Stat label="Extra rows" value={formatCount(check.extra_rows)} testId="reconciliation-extra" />
+        {check.keys_differing != null && (
+          <Stat
+            label="Keys differing"
+            value={formatCount(check.keys_differing)}
+            testId="reconciliation-keys-differing"
+            note="keys whose row differs from the source's (an older version kept)"
+          />
+        )}
         {hasDeadLetters(check) && (
           <>
             <Stat

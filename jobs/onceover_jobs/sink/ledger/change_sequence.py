@@ -1,9 +1,11 @@
 """A CDC write's sequence base: the first section of the sequence numbers the sink gives
 its rows (onceover_jobs.sink.rows.change_capture), the same on every attempt.
 
-One file per write and batch, ``changes/<batch>.json`` in the write target's folder,
-created exclusively by the first task that needs it and read by every other task, its
-retries and a replay of the batch: so they all number the batch's rows alike. Its value
+One file per write and batch, ``partitions/<batch>/changes.json`` in the write target's
+folder (beside the batch's partition records, pruned with them by
+onceover_jobs.sink.ledger.retention), created exclusively by the first task that needs
+it and read by every other task, its retries and a replay of the batch: so they all
+number the batch's rows alike. Its value
 is the microseconds since the epoch when it was made, and at least one more than the
 previous batch's (a micro-batch's first task may run on an executor whose clock is
 behind the one of the batch before): a later batch outranks an earlier one, a later
@@ -11,8 +13,7 @@ run (with a new checkpoint or run id) one before it, as far as the executors' cl
 agree (to less than the time between the two runs).
 
 Durable (fsynced) before a row is numbered by it: a base lost to a crash would number a
-replay's rows anew, after changes that came later. Pruned with the batch's record
-(onceover_jobs.sink.ledger.retention).
+replay's rows anew, after changes that came later.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from onceover_jobs.sink.errors import LedgerError
 from onceover_jobs.sink.ledger.records import Ledger
 from onceover_jobs.sink.ledger.writes import write_exclusively
 
-FOLDER = "changes"
+FILE = "changes.json"
 
 
 def sequence_key(ledger: Ledger, batch_id: int | None) -> str:
-    return join(ledger.directory, FOLDER, f"{batch_name(batch_id)}.json")
+    return join(ledger.directory, "partitions", batch_name(batch_id), FILE)
 
 
 def sequence_base(ledger: Ledger, batch_id: int | None) -> int:

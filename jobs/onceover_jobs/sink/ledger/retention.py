@@ -215,7 +215,6 @@ def _remove_batches(ledger: Ledger, batch_ids: Iterable[int]) -> None:
     store = ledger.store
     for batch_id in ids:
         store.delete_tree(join(ledger.directory, "partitions", str(batch_id)))
-        store.delete(join(ledger.directory, "changes", f"{batch_id}.json"))  # CDC's base
         if not _unsettled_elsewhere(ledger, siblings, batch_id):
             store.delete_tree(join(ledger.table_directory, "calls", str(batch_id)))
         store.delete(_record_key(ledger, batch_id))

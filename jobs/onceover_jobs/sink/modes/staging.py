@@ -79,7 +79,8 @@ def encoder_for(job: SinkJob) -> RowEncoder:
     planned = job.plan.arrow_schema
     fields: Callable[[], Sequence[Any]] = job.schema_fields
     if job.change_capture is not None:  # the pseudo-columns behind the table's
-        from onceover_jobs.sink.rows.change_capture import pseudo_schema_fields, with_pseudo
+        from onceover_jobs.sink.rows.change_capture import pseudo_schema_fields
+        from onceover_jobs.sink.rows.change_rows import with_pseudo
 
         planned = with_pseudo(planned)
         fields = lambda: [*job.schema_fields(), *pseudo_schema_fields()]  # noqa: E731

@@ -88,7 +88,7 @@ class ChangeRows:
         self.counts = ChangeCounts()
 
     def rows(self, source: pa.RecordBatch, converted: pa.RecordBatch) -> pa.RecordBatch:
-        from onceover_jobs.sink.rows.change_capture import (
+        from onceover_jobs.sink.rows.change_rows import (
             change_rows,
             counted_changes,
             derived_sequence_numbers,

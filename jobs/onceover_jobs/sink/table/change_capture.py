@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from onceover.modes import AT_LEAST_ONCE_MODE, traits_of
 from onceover_jobs.sink.errors import SinkOptionError, TableNotFoundError
 from onceover_jobs.sink.rows.change_capture import (
@@ -32,6 +30,8 @@ from onceover_jobs.sink.rows.change_capture import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    import pyarrow as pa
 
     from onceover.bigquery import BigQueryConfig
 
@@ -50,6 +50,8 @@ def change_capture_of(
 ) -> tuple[ChangeCapture | None, pa.Schema]:
     """The write's CDC (None for a plain append) and the DataFrame's schema without the
     pseudo-columns, which are no columns of the table (nor of one the write creates)."""
+    import pyarrow as pa
+
     found = pseudo_columns(arrow_schema.names)
     if not found:
         return None, arrow_schema
