@@ -4,8 +4,6 @@ base that numbers a batch alike in every task, retry and replay."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 from onceover_jobs.sink.errors import ChangeRowsError
@@ -111,13 +109,16 @@ def test_a_row_that_cannot_be_a_change_stops_the_write_naming_it(
     assert says in str(raised.value)
 
 
-def test_a_batch_keeps_its_base_and_the_next_batch_outranks_it(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path, "query-1", "p.d.t")
+def test_a_batch_keeps_its_base_and_the_next_batch_outranks_it(ledger_root: str) -> None:
+    """On each ledger store: the base is created once and read by every retry and replay;
+    the next batch's is above it even from an executor whose clock is behind."""
+    ledger = Ledger(ledger_root, "query-1", "p.d.t")
     first = sequence_base(ledger, 0)
     assert sequence_base(ledger, 0) == first  # a retried task, a replay
-    # the next batch's first task on an executor whose clock is behind
-    (tmp_path / sequence_key(ledger, 0)).write_text(
-        (tmp_path / sequence_key(ledger, 0)).read_text().replace(str(first), str(2**52))
-    )
+    # batch 0's base as a fast clock wrote it: batch 1's first task, with a slower one
+    key = sequence_key(ledger, 0)
+    found = ledger.store.read(key)
+    assert found is not None
+    ledger.store.put(key, found.data.replace(str(first).encode(), str(2**52).encode()))
     assert sequence_base(ledger, 1) == 2**52 + 1
-    assert sequence_base(Ledger(tmp_path, "run-2", "p.d.t"), None) > first
+    assert sequence_base(Ledger(ledger_root, "run-2", "p.d.t"), None) > first
