@@ -95,6 +95,7 @@ test-phases: bytecode frontend
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh
 	@scripts/ensure-s3fs.sh
+	@scripts/ensure-prometheus.sh
 	$(TIMED) "pytest: in process, 2 workers" $(VENV)/bin/pytest -m "$(IN_PROCESS) and not alone" \
 		-n 2 --dist worksteal
 	$(TIMED) "pytest: in process, alone" $(VENV)/bin/pytest -m "$(IN_PROCESS) and alone"

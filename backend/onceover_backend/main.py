@@ -22,8 +22,9 @@ from starlette.types import Scope
 from onceover import __version__
 from onceover.bigquery import BigQueryConfig
 from onceover_backend.api.body_guard import BodyGuardMiddleware
-from onceover_backend.api.main import api_router
+from onceover_backend.api.main import AUTH_RESPONSES, api_router
 from onceover_backend.api.middleware import RequestContextMiddleware
+from onceover_backend.api.routes import prometheus
 from onceover_backend.api.validation_answer import validation_error
 from onceover_backend.core.config import Settings, get_settings
 from onceover_backend.core.db import build_engine
@@ -34,6 +35,7 @@ from onceover_backend.services.alerts.evaluator import evaluate_forever
 from onceover_backend.services.ingest.changes import ChangeFeed
 from onceover_backend.services.ingest.group_commit import GroupCommit
 from onceover_backend.services.launch.launcher import Launcher
+from onceover_backend.services.prometheus.exposition import MetricsExport
 from onceover_backend.services.reads.health import BigQueryProbe, HealthChecks
 from onceover_backend.services.reconciliation.automatic import AutomaticChecks
 from onceover_backend.services.reconciliation.runner import Reconciler
@@ -83,10 +85,15 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.engine = build_engine(settings.database_url)
     app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
     app.state.change_feed = ChangeFeed()
+    app.state.metrics = MetricsExport(
+        app.state.engine, lambda: timedelta(seconds=settings.stale_after_s)
+    )
+    instruments = app.state.metrics.instruments
     app.state.ingest_limiter = anyio.CapacityLimiter(settings.ingest_concurrency)
     app.state.group_commit = GroupCommit(
         app.state.engine,
         max_events=settings.max_events_per_request,
+        depth=instruments.ingest_waiting,
     )
     bigquery = bigquery or BigQueryConfig.from_env()
     app.state.bigquery_probe = BigQueryProbe(bigquery)
@@ -99,7 +106,10 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     )
     app.state.reconciler = Reconciler(app.state.engine, bigquery, settings.reconcile_timeout_s)
     app.state.automatic_checks = AutomaticChecks(
-        app.state.reconciler, settings.reconcile_workers, settings.reconcile_queue
+        app.state.reconciler,
+        settings.reconcile_workers,
+        settings.reconcile_queue,
+        depth=instruments.reconcile_waiting,
     )
     app.state.launcher = Launcher(settings, bigquery)
     app.state.resumer = Resumer(
@@ -120,6 +130,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(api_router)
+    app.include_router(prometheus.router, responses=AUTH_RESPONSES)
     _serve_dashboard(app, settings)
     return app
 
@@ -161,6 +172,8 @@ class DashboardFiles(StaticFiles):
 async def _background_loops(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
     """The server's periodic work (stalled runs, auto-resume, alerts, webhooks,
     retention) while the app runs; then its clients closed and its engine disposed."""
+    if settings.metrics_port is not None:
+        app.state.metrics.listen(settings.metrics_host, settings.metrics_port)
     stop = asyncio.Event()
     sweeper = asyncio.create_task(
         sweep_forever(
@@ -184,6 +197,7 @@ async def _background_loops(app: FastAPI, settings: Settings) -> AsyncIterator[N
     app.state.health.close()
     app.state.automatic_checks.close()  # waits for checks under way: their deadline
     app.state.dispatcher.close()
+    app.state.metrics.close()
     app.state.engine.dispose()
 
 

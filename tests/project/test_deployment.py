@@ -23,12 +23,15 @@ from tests.conftest import REPO_ROOT
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
 GUIDE = REPO_ROOT / "docs" / "guides" / "production.md"
-SERVICES = {"postgres", "backend", "bigquery", "spark-master", "spark-worker"}
+SERVICES = {
+    "postgres", "backend", "bigquery", "spark-master", "spark-worker", "prometheus", "grafana",
+}  # fmt: skip
 SECRETS = {
     "POSTGRES_PASSWORD": "a-database-password",
     "INGEST_TOKEN": "ingest-0123456789abcdef",
     "VIEWER_TOKEN": "viewer-0123456789abcdef",
     "OPERATOR_TOKEN": "operator-0123456789abcdef",
+    "GRAFANA_ADMIN_PASSWORD": "a-grafana-password",
 }
 
 

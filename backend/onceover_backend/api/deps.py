@@ -12,6 +12,7 @@ database (a session, a stored token's lookup) still runs on a worker thread.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -21,10 +22,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from onceover_backend.core.config import Settings
-from onceover_backend.core.security import Principal, TokenVerifier
+from onceover_backend.core.security import Principal, TokenVerifier, hash_token
 from onceover_backend.errors import NotAllowedError, NotAuthenticatedError
 from onceover_backend.services.ingest.changes import ChangeFeed
 from onceover_backend.services.ingest.group_commit import GroupCommit
+from onceover_backend.services.prometheus.exposition import MetricsExport
 from onceover_backend.services.reconciliation.automatic import AutomaticChecks
 from onceover_backend.services.reconciliation.runner import Reconciler
 from onceover_backend.services.redrive.redriver import Redriver
@@ -119,6 +121,34 @@ class RoleCheck:
         return principal
 
 
+class MetricsCheck:
+    """``GET /metrics``: the metrics token (``ONCEOVER_METRICS_TOKEN``), which reads
+    nothing else, or any token a viewer's route takes."""
+
+    def __init__(self) -> None:
+        self._viewer = RoleCheck("viewer")
+
+    async def __call__(
+        self,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        settings: Settings = request.app.state.settings
+        token = settings.metrics_token.get_secret_value().strip()
+        if (
+            token
+            and credentials is not None
+            and hmac.compare_digest(hash_token(credentials.credentials), hash_token(token))
+        ):
+            return Principal(name="env:metrics", role="metrics")
+        return await self._viewer(request, credentials)
+
+
+async def get_metrics_export(request: Request) -> MetricsExport:
+    export: MetricsExport = request.app.state.metrics
+    return export
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
@@ -133,3 +163,5 @@ AnyRoleDep = Annotated[Principal, Depends(RoleCheck(ANY_ROLE))]
 IngestDep = Annotated[Principal, Depends(RoleCheck("ingest"))]
 ViewerDep = Annotated[Principal, Depends(RoleCheck("viewer"))]
 OperatorDep = Annotated[Principal, Depends(RoleCheck("operator"))]
+MetricsDep = Annotated[Principal, Depends(MetricsCheck())]
+MetricsExportDep = Annotated[MetricsExport, Depends(get_metrics_export)]

@@ -32,6 +32,7 @@ logger = logging.getLogger("backend.access")
 REQUEST_ID_HEADER = "x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_METHODS = SAFE_METHODS | {"POST", "PUT", "PATCH", "DELETE"}
 _BODY_KEPT = 4000  # characters of an error answer kept in the audit log
 AUDITED = "audited"
 """State key: the route wrote this call's audit row itself (with its own work's commit)."""
@@ -102,6 +103,7 @@ class RequestContextMiddleware:
         finally:
             path: str = scope["path"]
             if path.startswith("/api"):
+                _observe(scope, time.perf_counter() - started)
                 logger.info(
                     "%s %s %d %.1f ms",
                     scope["method"],
@@ -152,6 +154,17 @@ def audit_entry(scope: Scope, status: int, *, target: str | None, outcome: str) 
         status_code=status,
         outcome=outcome,
     )
+
+
+def _observe(scope: Scope, seconds: float) -> None:
+    """The request's time in the latency histogram, by its route's operation id
+    (``getRun``: a route, never a path, so a run's id is no label; a path that matches
+    no route: ``unmatched``, so that made-up paths add one series in all)."""
+    operation = getattr(scope.get("route"), "operation_id", None) or "unmatched"
+    method = scope["method"] if scope["method"] in _METHODS else "other"
+    metrics = getattr(scope["app"].state, "metrics", None)
+    if metrics is not None:
+        metrics.instruments.request_seconds.labels(method, operation).observe(seconds)
 
 
 def _count_unauthenticated(scope: Scope) -> None:

@@ -212,6 +212,23 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: Cloud Logging structured lines; text: for a terminal"
     )
+    metrics_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="A bearer token that may read GET /metrics and nothing else (a viewer's "
+        "or operator's token may too); for a Prometheus's authorization credentials",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Also serve /metrics on this port, without a token (one server process: "
+        "not with --workers above 1); unset: only on the API's port, behind a token",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="The address metrics_port listens on; 0.0.0.0 only on a network "
+        "nobody but the scraper reaches",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -250,6 +267,18 @@ class Settings(BaseSettings):
                         f"{MIN_TOKEN_LENGTH} characters; production needs a random secret "
                         "(`onceover token create` makes one)"
                     )
+        metrics_token = self.metrics_token.get_secret_value().strip()
+        if (
+            self.environment == "production"
+            and metrics_token
+            and (
+                metrics_token.lower() in PLACEHOLDER_TOKENS or len(metrics_token) < MIN_TOKEN_LENGTH
+            )
+        ):
+            raise ValueError(
+                "ONCEOVER_METRICS_TOKEN: a placeholder or shorter than "
+                f"{MIN_TOKEN_LENGTH} characters; production needs a random secret"
+            )
         if not self.database_url:
             self.database_url = f"sqlite:///{self.data_dir / 'onceover.db'}"
         return self

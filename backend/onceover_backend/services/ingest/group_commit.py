@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+from prometheus_client import Gauge
 from sqlalchemy import Engine
 
 from onceover_backend.services.ingest.transaction import EventBatch, Ingested, ingest_batches
@@ -56,7 +57,7 @@ class GroupCommit:
     (docs/journal/profiling.md, "Group commit"), and a single writer keeps a process's ingest
     from taking every core from the dashboard's reads."""
 
-    def __init__(self, engine: Engine, *, max_events: int) -> None:
+    def __init__(self, engine: Engine, *, max_events: int, depth: Gauge | None = None) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be at least 1, not {max_events}")
         self._engine = engine
@@ -64,12 +65,14 @@ class GroupCommit:
         self._leading = False
         self._queue: deque[_Waiting] = deque()
         self._changed = threading.Condition()
+        self._depth = depth  # the queue's length, for GET /metrics
 
     def ingest(self, batch: EventBatch) -> Ingested:
         """Store ``batch`` (blocking): its own result, or its own error."""
         waiting = _Waiting(batch)
         with self._changed:
             self._queue.append(waiting)
+            self._measure()
             while not waiting.done and self._leading:
                 self._changed.wait()
             if waiting.done:
@@ -103,7 +106,14 @@ class GroupCommit:
                 break
             group.append(self._queue.popleft())
             events += size
+        self._measure()
         return group
+
+    def _measure(self) -> None:
+        """Called holding the lock, as the queue changes: a gauge set (a float, or a
+        word in a file with several workers) costs nothing beside a transaction."""
+        if self._depth is not None:
+            self._depth.set(len(self._queue))
 
     def _store(self, group: list[_Waiting]) -> None:
         try:

@@ -83,20 +83,46 @@ class _Hours:
         return summed
 
 
-def overview(
-    session: Session, *, stale_after: timedelta, now: datetime | None = None
-) -> OverviewPublic:
-    now = (now or datetime.now(UTC)).astimezone(UTC)
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    current_hour = now.replace(minute=0, second=0, microsecond=0)
-    since = current_hour - timedelta(hours=HOURS - 1)
-    starts = [since + timedelta(hours=h) for h in range(HOURS)]
+@dataclass(frozen=True)
+class Window:
+    """The overview's times: the UTC day and the 24 whole UTC hours holding ``now``."""
 
-    runs, runs_count = _attention_runs(session)
-    alerts, alerts_count = _firing_alerts(session)
+    now: datetime
+    today: datetime
+    since: datetime
+    starts: list[datetime]
+
+    @classmethod
+    def at(cls, now: datetime | None = None) -> Window:
+        now = (now or datetime.now(UTC)).astimezone(UTC)
+        current_hour = now.replace(minute=0, second=0, microsecond=0)
+        since = current_hour - timedelta(hours=HOURS - 1)
+        return cls(
+            now=now,
+            today=now.replace(hour=0, minute=0, second=0, microsecond=0),
+            since=since,
+            starts=[since + timedelta(hours=h) for h in range(HOURS)],
+        )
+
+
+@dataclass(frozen=True)
+class TableFigures:
+    """Every table's row of the overview, with the 24 hours' codes summed across tables."""
+
+    tables: list[OverviewTablePublic]
+    everything: _Hours
+    rows_committed_today: int
+    rows_dead_lettered: int
+    verdicts: dict[str, OverviewVerdictPublic]
+
+
+def table_figures(session: Session, *, stale_after: timedelta, window: Window) -> TableFigures:
+    """Each table's freshness, rows today, codes of the 24 hours, rows set aside and newest
+    reconciliation (4 queries), stale tables first. The one definition of these figures:
+    the overview shows them and ``GET /metrics`` exports them."""
     tables = _known_tables(session)
-    commits = _commits_by_table(session, today=today, since=since)
-    hours = _hours_by_table(session, since)
+    commits = _commits_by_table(session, today=window.today, since=window.since)
+    hours = _hours_by_table(session, window.since)
     verdicts = _newest_verdicts(session)
 
     rows: list[OverviewTablePublic] = []
@@ -104,7 +130,7 @@ def overview(
         last_commit, rows_today, dead_lettered = commits.get(table, (None, 0, 0))
         table_hours = hours.get(table, _Hours())
         summed = table_hours.total()
-        fresh = last_commit is not None and now - last_commit <= stale_after
+        fresh = last_commit is not None and window.now - last_commit <= stale_after
         rows.append(
             OverviewTablePublic(
                 table=table,
@@ -114,7 +140,7 @@ def overview(
                 requests=summed.requests,
                 already_exists=summed.already_exists,
                 out_of_range=summed.out_of_range,
-                hours=table_hours.public(starts),
+                hours=table_hours.public(window.starts),
                 rows_dead_lettered=dead_lettered,
                 reconciliation=verdicts.get(table),
                 link=page_path(None, table),
@@ -135,26 +161,42 @@ def overview(
             merged.requests += codes.requests
             merged.already_exists += codes.already_exists
             merged.out_of_range += codes.out_of_range
-    summed = everything.total()
-    newest = max(verdicts.values(), key=lambda v: v.id, default=None)
+    return TableFigures(
+        tables=rows,
+        everything=everything,
+        rows_committed_today=sum(c[1] for c in commits.values()),
+        rows_dead_lettered=sum(c[2] for c in commits.values()),
+        verdicts=verdicts,
+    )
+
+
+def overview(
+    session: Session, *, stale_after: timedelta, now: datetime | None = None
+) -> OverviewPublic:
+    window = Window.at(now)
+    runs, runs_count = _attention_runs(session)
+    alerts, alerts_count = _firing_alerts(session)
+    figures = table_figures(session, stale_after=stale_after, window=window)
+    summed = figures.everything.total()
+    newest = max(figures.verdicts.values(), key=lambda v: v.id, default=None)
     return OverviewPublic(
-        generated_at=now,
-        today_since=today,
-        window_since=since,
+        generated_at=window.now,
+        today_since=window.today,
+        window_since=window.since,
         stale_after_s=stale_after.total_seconds(),
         runs=runs,
         runs_count=runs_count,
         alerts=alerts,
         alerts_count=alerts_count,
-        tables=rows[:MAX_TABLES],
-        tables_count=len(rows),
+        tables=figures.tables[:MAX_TABLES],
+        tables_count=len(figures.tables),
         totals=OverviewTotalsPublic(
-            rows_committed_today=sum(c[1] for c in commits.values()),
+            rows_committed_today=figures.rows_committed_today,
             requests=summed.requests,
             already_exists=summed.already_exists,
             out_of_range=summed.out_of_range,
-            hours=everything.public(starts),
-            rows_dead_lettered=sum(c[2] for c in commits.values()),
+            hours=figures.everything.public(window.starts),
+            rows_dead_lettered=figures.rows_dead_lettered,
         ),
         reconciliation=newest,
     )

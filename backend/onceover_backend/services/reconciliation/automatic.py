@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import anyio
+from prometheus_client import Gauge
 
 from onceover_backend.services.access import audit
 from onceover_backend.services.reconciliation.reads import summary
@@ -76,13 +77,21 @@ class AutomaticChecks:
 
     WAIT_S = 10.0
 
-    def __init__(self, reconciler: Reconciler, workers: int = 2, queue: int = 100) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        workers: int = 2,
+        queue: int = 100,
+        *,
+        depth: Gauge | None = None,
+    ) -> None:
         self.reconciler = reconciler
         self.workers = workers
         self.queue = queue
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[Future[None], tuple[str, str]] = {}  # -> (run id, request id)
+        self._depth = depth  # checks under way or waiting, for GET /metrics
 
     async def after_success(self, run_ids: list[str], request_id: str) -> None:
         """Check each run (see :func:`reconcile_after_success`); the ingest route runs
@@ -127,12 +136,18 @@ class AutomaticChecks:
                 reconcile_after_success, self.reconciler, [run_id], request_id
             )
             self._pending[future] = (run_id, request_id)
+            self._measure()
         future.add_done_callback(self._done)
         return future
 
     def _done(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.pop(future, None)
+            self._measure()
+
+    def _measure(self) -> None:
+        if self._depth is not None:
+            self._depth.set(len(self._pending))
 
     def close(self) -> None:
         """Store the checks still waiting as not made, and wait for those under way."""

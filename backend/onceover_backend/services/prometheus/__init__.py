@@ -1,0 +1,1 @@
+"""``GET /metrics``: the control plane's figures in Prometheus's text format."""
