@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -86,22 +88,41 @@ def _serve_workers(args: argparse.Namespace, settings: Settings) -> None:
     import uvicorn
     from sqlalchemy.engine import make_url
 
+    from onceover_backend.services.prometheus.instruments import MULTIPROCESS_DIR
+
     if make_url(settings.database_url).get_backend_name() != "postgresql":
         raise ConfigurationError(
             "--workers above 1 needs PostgreSQL (ONCEOVER_DATABASE_URL or --database-url): "
             "the workers share the database and coordinate through it"
         )
+    if settings.metrics_port is not None:
+        raise ConfigurationError(
+            "ONCEOVER_METRICS_PORT serves one process's metrics: with --workers above 1, "
+            "leave it unset and scrape /metrics on the API's port with ONCEOVER_METRICS_TOKEN "
+            "(each scrape then sums every worker's)"
+        )
     os.environ["ONCEOVER_DATABASE_URL"] = settings.database_url
     os.environ["ONCEOVER_LAUNCH_MONITOR_URL"] = settings.launch_monitor_url
-    uvicorn.run(
-        "onceover_backend.main:create_app_from_environment",
-        factory=True,
-        workers=args.workers,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        access_log=False,
-    )
+    # Each worker's own measurements (latency, queue depths) in files one folder holds,
+    # so that a scrape, whichever worker answers it, sums them all (prometheus-client's
+    # multiprocess mode; services/prometheus/instruments.py).
+    made = None
+    if not os.environ.get(MULTIPROCESS_DIR):
+        made = tempfile.mkdtemp(prefix="onceover-metrics-")
+        os.environ[MULTIPROCESS_DIR] = made
+    try:
+        uvicorn.run(
+            "onceover_backend.main:create_app_from_environment",
+            factory=True,
+            workers=args.workers,
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            access_log=False,
+        )
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """``onceover serve --workers 2`` on PostgreSQL: two worker processes, each with its own
 alert evaluator and webhook dispatcher, and every alert transition reaches the
-receiver once."""
+receiver once; a scrape of /metrics, whichever worker answers, sums both workers'."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from onceover.preflight import free_port
 from tests.backend import factory as f
@@ -131,6 +132,29 @@ def test_two_workers_deliver_each_alert_transition_once(
     history = httpx.get(f"{url}/api/alerts/history", params={"run_id": "r"},
                         headers=bearer(VIEWER)).json()  # fmt: skip
     assert [t["status"] for t in history["data"]] == ["resolved", "firing"]
+
+    # /metrics, whichever worker answers, sums both workers' own measurements: every
+    # POST of events counted once in each scrape (each POST on a connection of its own,
+    # so that both workers take some).
+    posts = 20
+    before = [_ingest_posts(url) for _ in range(3)]
+    assert len(set(before)) == 1, before
+    for number in range(posts):
+        _post(url, "/api/events", INGEST, f.as_json([f.started(f"m{number}", "a1", 0)]))
+    assert [_ingest_posts(url) for _ in range(6)] == [before[0] + posts] * 6
+
+
+def _ingest_posts(url: str) -> float:
+    """The POST /api/events the latency histogram counted, as one scrape answers."""
+    text = httpx.get(f"{url}/metrics", headers=bearer(VIEWER), timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (
+                sample.name == "onceover_http_request_duration_seconds_count"
+                and sample.labels.get("operation") == "ingestEvents"
+            ):
+                return sample.value
+    return 0.0
 
 
 def test_more_than_one_worker_on_sqlite_is_refused(subprocess_env: dict[str, str]) -> None:

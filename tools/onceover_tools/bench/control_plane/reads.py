@@ -96,6 +96,8 @@ def read_endpoints(work: Workload) -> dict[str, tuple[str, dict[str, Any]]]:
         "GET /api/tables": ("/api/tables", {}),
         "GET /api/tables/{table}/reconciliations": (f"/api/tables/{table}/reconciliations", {}),
         "GET /api/alerts": ("/api/alerts", {}),
+        # Prometheus's scrape: the overview's figures and every table's totals at once.
+        "GET /metrics": ("/metrics", {}),
     }
 
 
