@@ -216,7 +216,8 @@ def test_the_guide_names_only_services_and_ports_the_stack_has() -> None:
 
 
 def test_only_the_backend_is_published_beyond_this_host() -> None:
-    # The local BigQuery answers anyone, and the Spark master's UI has no login.
+    # The local BigQuery answers anyone, the Spark master's UI and Prometheus's have no
+    # login, and the backend's metrics port no token.
     config = _config(env=SECRETS)
 
     published = {
@@ -229,7 +230,12 @@ def test_only_the_backend_is_published_beyond_this_host() -> None:
         ("bigquery", "127.0.0.1", 9050),
         ("bigquery", "127.0.0.1", 9060),
         ("spark-master", "127.0.0.1", 8080),
+        ("prometheus", "127.0.0.1", 9090),
+        ("grafana", "127.0.0.1", 3000),
     }
+    backend = config["services"]["backend"]
+    assert backend["environment"]["ONCEOVER_METRICS_PORT"] == "9464"
+    assert 9464 not in {_published(port)[1] for port in backend["ports"]}
     behind_a_proxy = _config(env={**SECRETS, "BACKEND_HOST_IP": "127.0.0.1"})
     assert [_published(p) for p in behind_a_proxy["services"]["backend"]["ports"]] == [
         ("127.0.0.1", 8000)
