@@ -20,7 +20,7 @@ help:
 	@echo "make demo      start the local stack and run the demo job"
 	@echo "make test      lint, type-check and run every test (docs/guides/testing.md)"
 	@echo "make up        run the local BigQuery and the backend until Ctrl-C"
-	@echo "make chaos     the 14 curated, then 200 random fault schedules against real jobs (long)"
+	@echo "make chaos     the curated, then 200 random fault schedules against real jobs (long)"
 	@echo "make install   only install the Python environment"
 	@echo "make frontend  only build the dashboard"
 	@echo "make client    regenerate the dashboard's API types from the backend"

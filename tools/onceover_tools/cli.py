@@ -498,8 +498,9 @@ def _add_chaos_parser(commands: Any) -> None:
                        help="sink modes, taken in turn (default pending,buffered,committed; "
                             "default mode is the at-least-once baseline)")  # fmt: skip
     chaos.add_argument("--workloads", type=_workloads, default=None,
-                       help="jobs, taken in turn with the modes (default all eight; each "
-                            "skips the modes its job does not take)")  # fmt: skip
+                       help="jobs, taken in turn with the modes (default every workload; "
+                            "each skips the modes its job does not take: cdc takes "
+                            "only default)")  # fmt: skip
     chaos.add_argument("--stores", type=_stores, default=None,
                        help="where the schedules' ledgers are, drawn per schedule "
                             "(default posix,s3,gcs: half on a disk, a quarter in each "
@@ -512,8 +513,8 @@ def _add_chaos_parser(commands: Any) -> None:
     chosen.add_argument("--curated", nargs="?", const="all", default=None,
                         choices=("all", "ci"),
                         help="run the curated schedules that arm every fault kind instead "
-                             "of random draws: all sixteen (the default), or `ci`, CI's "
-                             "share (eight: every kind)")  # fmt: skip
+                             "of random draws: all of them (the default), or `ci`, CI's "
+                             "share (every fault kind once at least)")  # fmt: skip
     chaos.add_argument("--parallel", type=positive_number, default=2,
                        help="schedules run side by side, each with its own control plane "
                             "(default %(default)s)")  # fmt: skip
