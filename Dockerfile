@@ -29,8 +29,6 @@ COPY jobs/ jobs/
 COPY tools/ tools/
 COPY pyspark_onceover/ pyspark_onceover/
 COPY backend/ backend/
-COPY migrations/ migrations/
-COPY alembic.ini ./
 RUN uv sync --frozen --extra server --extra local
 COPY --from=dashboard /src/frontend/dist /app/frontend/dist
 

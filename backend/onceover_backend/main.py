@@ -207,11 +207,16 @@ def _serve_dashboard(app: FastAPI, settings: Settings) -> None:
         dashboard = DashboardFiles(directory=settings.frontend_dist, html=True)
         app.mount("/", dashboard, name="dashboard")
         return
-    logger.warning("dashboard not built (%s missing); run `make frontend`", index)
+    # A wheel carries no built dashboard; a checkout builds one with `make frontend`.
+    advice = (
+        "point ONCEOVER_FRONTEND_DIST at a built dashboard (`make frontend` in a checkout "
+        "builds frontend/dist) or use the Docker image; the API works without it"
+    )
+    logger.warning("dashboard not found (%s missing): %s", index, advice)
 
     @app.get("/", include_in_schema=False)
     def dashboard_not_built() -> PlainTextResponse:
         return PlainTextResponse(
-            f"The dashboard is not built ({index} is missing): run `make frontend`.",
+            f"The dashboard is not here ({index} is missing): {advice}.",
             status_code=503,
         )
