@@ -58,6 +58,13 @@ frontend/dist/index.html: frontend/node_modules/.installed $(FRONTEND_SOURCES)
 
 frontend: frontend/dist/index.html
 
+# The single sign-on tests' OpenID Provider (npm's oidc-provider), installed from its lock.
+OIDC_PROVIDER := tests/helpers/oidc_provider
+$(OIDC_PROVIDER)/node_modules/.installed: $(OIDC_PROVIDER)/package.json $(OIDC_PROVIDER)/package-lock.json
+	@scripts/preflight.sh node
+	$(TIMED) "install: npm (test OpenID Provider)" sh -c "cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund"
+	@touch $@
+
 lint: install
 	$(TIMED) "lint: ruff" sh -c "$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check ."
 
@@ -90,7 +97,7 @@ jvm-archive: bytecode
 		$(JVM_CLASS_ARCHIVE)
 
 # The tests alone, once what they need is built (`make pytest` builds it first).
-test-phases: bytecode frontend
+test-phases: bytecode frontend $(OIDC_PROVIDER)/node_modules/.installed
 	@scripts/preflight.sh java
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-docker-compose.sh

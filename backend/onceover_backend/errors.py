@@ -96,3 +96,16 @@ class ReconciliationFailedError(ControlPlaneError):
     """Why a reconciliation could not compare; its message is the stored reason."""
 
     status_code = 502
+
+
+class SignInRefusedError(ControlPlaneError):
+    """A single sign-on that did not end in a session. ``reason`` names what failed
+    (``state``, ``nonce``, ``issuer``, ``audience``, ``expired``, ``token``, ``role``,
+    ``provider``); the callback answers it with a page saying what to do."""
+
+    def __init__(self, reason: str, message: str, *, status_code: int = 400,
+                 who: str | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.reason = reason
+        self.status_code = status_code
+        self.who = who

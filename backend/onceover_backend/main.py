@@ -24,13 +24,14 @@ from onceover.bigquery import BigQueryConfig
 from onceover_backend.api.body_guard import BodyGuardMiddleware
 from onceover_backend.api.main import AUTH_RESPONSES, api_router
 from onceover_backend.api.middleware import RequestContextMiddleware
-from onceover_backend.api.routes import prometheus
+from onceover_backend.api.routes import auth, prometheus
 from onceover_backend.api.validation_answer import validation_error
 from onceover_backend.core.config import Settings, get_settings
 from onceover_backend.core.db import build_engine
 from onceover_backend.core.interpreter import server_interpreter
 from onceover_backend.core.security import TokenVerifier
 from onceover_backend.errors import ControlPlaneError, NotAuthenticatedError
+from onceover_backend.services.access.sso import SingleSignOn
 from onceover_backend.services.alerts.evaluator import evaluate_forever
 from onceover_backend.services.ingest.changes import ChangeFeed
 from onceover_backend.services.ingest.group_commit import GroupCommit
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.state.settings = settings
     app.state.engine = build_engine(settings.database_url)
     app.state.token_verifier = TokenVerifier(app.state.engine, settings.token_pairs())
+    app.state.sso = SingleSignOn(app.state.engine, settings)
     app.state.change_feed = ChangeFeed()
     app.state.metrics = MetricsExport(
         app.state.engine, lambda: timedelta(seconds=settings.stale_after_s)
@@ -131,6 +133,7 @@ def create_app(settings: Settings | None = None, bigquery: BigQueryConfig | None
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(api_router)
     app.include_router(prometheus.router, responses=AUTH_RESPONSES)
+    app.include_router(auth.router)
     _serve_dashboard(app, settings)
     return app
 
@@ -198,6 +201,7 @@ async def _background_loops(app: FastAPI, settings: Settings) -> AsyncIterator[N
     app.state.automatic_checks.close()  # waits for checks under way: their deadline
     app.state.dispatcher.close()
     app.state.metrics.close()
+    app.state.sso.close()
     app.state.engine.dispose()
 
 

@@ -483,6 +483,9 @@ class AuditLog(SQLModel, table=True):
     id: int | None = Field(default=None, sa_column=Column(BigIntegerPK, primary_key=True))
     time: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
     actor: str = Field(max_length=_NAME, index=True)
+    subject: str | None = Field(
+        default=None, max_length=_NAME, description="a person's subject at the identity provider"
+    )
     role: str | None = Field(default=None, max_length=20)
     action: str = Field(max_length=100, index=True)
     method: str = Field(max_length=10)
@@ -491,6 +494,32 @@ class AuditLog(SQLModel, table=True):
     request_id: str = Field(max_length=100)
     status_code: int
     outcome: str = Field(sa_type=Text)
+
+
+class SsoLogin(SQLModel, table=True):
+    """A sign-in under way: what the callback must find (``state``) and check (the nonce,
+    the PKCE verifier). Used once, and worthless after ``SIGN_IN_WITHIN``."""
+
+    state_hash: str = Field(primary_key=True, max_length=64)
+    nonce: str = Field(max_length=100)
+    code_verifier: str = Field(max_length=200)
+    next_path: str = Field(default="/", max_length=2000)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+
+
+class SsoSession(SQLModel, table=True):
+    """A person signed in through the identity provider: the dashboard's cookie holds
+    the session's secret, only its SHA-256 is kept. Ends at ``expires_at`` or sign-out."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(max_length=64, unique=True)
+    csrf_token: str = Field(max_length=100)
+    subject: str = Field(max_length=_NAME)
+    email: str | None = Field(default=None, max_length=_NAME)
+    role: str = Field(max_length=20)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+    ended_at: datetime | None = _when()
 
 
 class ApiToken(SQLModel, table=True):

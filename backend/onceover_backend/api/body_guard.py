@@ -37,14 +37,17 @@ from typing import Any
 import anyio
 import msgspec
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from onceover_backend.api import event_body
+from onceover_backend.api.authentication import CSRF_HEADER, authenticate
 from onceover_backend.api.middleware import SAFE_METHODS
 from onceover_backend.api.parsed_body import JSON_BODY
 from onceover_backend.core.config import Settings
-from onceover_backend.core.security import Principal, TokenVerifier
+from onceover_backend.core.security import Principal
+from onceover_backend.errors import NotAllowedError, NotAuthenticatedError
 
 PUBLIC_PATHS = frozenset({"/api/health"})
 """Routes under ``/api`` that anyone may call (they take no body)."""
@@ -138,14 +141,16 @@ def _check_count(document: Any, limit: int) -> None:
 
 
 async def _authenticated(scope: Scope, headers: Headers) -> Principal:
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise BodyRefusedError(401, "a bearer token is required (Authorization: Bearer TOKEN)")
-    verifier: TokenVerifier = scope["app"].state.token_verifier
-    principal = await verifier.verify(token.strip())
-    if principal is None:
-        raise BodyRefusedError(401, "the bearer token is not valid")
-    return principal
+    try:
+        return await authenticate(
+            scope["app"].state,
+            method=scope["method"],
+            authorization=headers.get("authorization", ""),
+            cookies=Request(scope).cookies,
+            csrf=headers.get(CSRF_HEADER),
+        )
+    except (NotAuthenticatedError, NotAllowedError) as refused:
+        raise BodyRefusedError(refused.status_code, refused.detail) from refused
 
 
 def _too_large(limit: int, declared: int | None) -> BodyRefusedError:

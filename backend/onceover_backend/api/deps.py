@@ -21,9 +21,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from onceover_backend.api.authentication import CSRF_HEADER, authenticate
 from onceover_backend.core.config import Settings
-from onceover_backend.core.security import Principal, TokenVerifier, hash_token
-from onceover_backend.errors import NotAllowedError, NotAuthenticatedError
+from onceover_backend.core.security import Principal, hash_token
+from onceover_backend.errors import NotAllowedError
 from onceover_backend.services.ingest.changes import ChangeFeed
 from onceover_backend.services.ingest.group_commit import GroupCommit
 from onceover_backend.services.prometheus.exposition import MetricsExport
@@ -89,7 +90,8 @@ _bearer = HTTPBearer(auto_error=False, description="A token with the role the ro
 
 
 class RoleCheck:
-    """Accepts a bearer token whose role includes ``role``; 401 without one, 403 otherwise.
+    """Accepts a bearer token (or a signed-in session: api/authentication.py) whose role
+    includes ``role``; 401 without one, 403 otherwise.
 
     ``ANY_ROLE`` accepts every valid token (for asking who one is)."""
 
@@ -105,14 +107,13 @@ class RoleCheck:
         # (backend/onceover_backend/api/body_guard.py); the principal it found is the token's.
         principal: Principal | None = getattr(request.state, "principal", None)
         if principal is None:
-            if credentials is None:
-                raise NotAuthenticatedError(
-                    "a bearer token is required (Authorization: Bearer TOKEN)"
-                )
-            verifier: TokenVerifier = request.app.state.token_verifier
-            principal = await verifier.verify(credentials.credentials)
-            if principal is None:
-                raise NotAuthenticatedError("the bearer token is not valid")
+            principal = await authenticate(
+                request.app.state,
+                method=request.method,
+                authorization=request.headers.get("authorization", ""),
+                cookies=request.cookies,
+                csrf=request.headers.get(CSRF_HEADER),
+            )
             request.state.principal = principal
         if self.role != ANY_ROLE and not principal.may(self.role):
             raise NotAllowedError(

@@ -145,6 +145,7 @@ def audit_entry(scope: Scope, status: int, *, target: str | None, outcome: str) 
     action = getattr(route, "operation_id", None) or getattr(route, "name", None) or "unknown"
     return AuditLog(
         actor=principal.name if principal else "anonymous",
+        subject=principal.subject if principal else None,
         role=principal.role if principal else None,
         action=action,
         method=scope["method"],

@@ -229,6 +229,33 @@ class Settings(BaseSettings):
         description="The address metrics_port listens on; 0.0.0.0 only on a network "
         "nobody but the scraper reaches",
     )
+    oidc_issuer: str = Field(
+        default="",
+        description="Single sign-on for the dashboard: the OpenID Provider's issuer URL "
+        "(its /.well-known/openid-configuration is read); empty: tokens only",
+    )
+    oidc_client_id: str = Field(default="", description="The dashboard's client id there")
+    oidc_client_secret: SecretStr = Field(
+        default=SecretStr(""), description="Its client secret (empty: a public client, PKCE alone)"
+    )
+    oidc_scopes: str = Field(
+        default="openid email profile", description="Scopes asked for, space-separated"
+    )
+    oidc_roles_claim: str = Field(
+        default="groups",
+        description="The ID token's claim whose values map to roles (a list or one string)",
+    )
+    oidc_roles: str = Field(
+        default="",
+        description="VALUE:ROLE pairs, comma-separated (roles: viewer, operator): who signs "
+        "in with which role; a person whose claim names none is refused",
+    )
+    oidc_provider_name: str = Field(
+        default="your identity provider", description="The sign-in button's name for it"
+    )
+    oidc_session_hours: float = Field(
+        default=12.0, gt=0, le=720, description="How long a dashboard session lasts"
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -267,6 +294,12 @@ class Settings(BaseSettings):
                         f"{MIN_TOKEN_LENGTH} characters; production needs a random secret "
                         "(`onceover token create` makes one)"
                     )
+        roles = parse_role_map(self.oidc_roles)  # raises on a malformed pair
+        if self.oidc_issuer and (not self.oidc_client_id or not roles):
+            raise ValueError(
+                "ONCEOVER_OIDC_ISSUER is set: ONCEOVER_OIDC_CLIENT_ID and ONCEOVER_OIDC_ROLES "
+                "(VALUE:ROLE pairs) are needed too"
+            )
         metrics_token = self.metrics_token.get_secret_value().strip()
         if (
             self.environment == "production"
@@ -282,6 +315,9 @@ class Settings(BaseSettings):
         if not self.database_url:
             self.database_url = f"sqlite:///{self.data_dir / 'onceover.db'}"
         return self
+
+    def oidc_role_map(self) -> dict[str, str]:
+        return parse_role_map(self.oidc_roles)
 
     def token_pairs(self) -> list[tuple[str, str]]:
         return parse_tokens(self.tokens.get_secret_value())
@@ -318,6 +354,29 @@ def parse_tokens(text: str) -> list[tuple[str, str]]:
             )
         pairs.append((role, token))
     return pairs
+
+
+SSO_ROLES = ("viewer", "operator")
+
+
+def parse_role_map(text: str) -> dict[str, str]:
+    """``"data-viewers:viewer,data-ops:operator"`` -> ``{"data-viewers": "viewer", ...}``;
+    a value may hold colons (a claim value like ``urn:team:ops:operator``: the last one
+    parts it). Errors name the pair."""
+    roles: dict[str, str] = {}
+    for number, item in enumerate((part.strip() for part in text.split(",")), start=1):
+        if not item:
+            continue
+        value, sep, role = item.rpartition(":")
+        if not sep or not value.strip():
+            raise ValueError(f"ONCEOVER_OIDC_ROLES: pair {number} is not VALUE:ROLE")
+        if role.strip() not in SSO_ROLES:
+            raise ValueError(
+                f"ONCEOVER_OIDC_ROLES: pair {number} has role {role.strip()!r}; "
+                f"roles are {', '.join(SSO_ROLES)} (ingest is for jobs' tokens only)"
+            )
+        roles[value.strip()] = role.strip()
+    return roles
 
 
 @lru_cache

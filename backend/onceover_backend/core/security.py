@@ -31,10 +31,14 @@ TOKEN_PREFIX = "oo_"  # noqa: S105 - a prefix that makes leaked tokens greppable
 
 @dataclass(frozen=True)
 class Principal:
-    """Who made a request: a name for the audit log and the role the token carries."""
+    """Who made a request: a name for the audit log and the role the token carries. A
+    person signed in through single sign-on has their subject too, and the session's
+    CSRF token, which their writes must show."""
 
     name: str
     role: str
+    subject: str | None = None
+    csrf_token: str | None = None
 
     def may(self, role: str) -> bool:
         return role in GRANTS.get(self.role, frozenset())

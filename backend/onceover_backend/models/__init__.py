@@ -83,6 +83,7 @@ from onceover_backend.models.runs import (
     VerdictPublic,
 )
 from onceover_backend.models.service import (
+    AuthConfigPublic,
     DependencyHealth,
     ErrorPublic,
     HealthPublic,
@@ -122,6 +123,7 @@ __all__ = [
     "AttentionRunPublic",
     "AuditEntryPublic",
     "AuditLogPublic",
+    "AuthConfigPublic",
     "BatchPublic",
     "BatchReceiptsPublic",
     "BatchReconciliationPublic",

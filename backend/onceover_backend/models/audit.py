@@ -9,6 +9,7 @@ class AuditEntryPublic(BaseModel):
     id: int
     time: AwareDatetime
     actor: str
+    subject: str | None = None
     role: str | None
     action: str
     method: str

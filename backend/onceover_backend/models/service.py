@@ -43,8 +43,21 @@ class HealthPublic(BaseModel):
 
 
 class PrincipalPublic(BaseModel):
-    """``GET /api/session``: who the token is and what it may do."""
+    """``GET /api/session``: who the token (or the signed-in person) is and what it may do."""
 
     name: str
     role: str
     may: list[str] = Field(description="the roles this token's role includes")
+    signed_in_with: Literal["token", "sso"] = "token"
+    csrf_token: str | None = Field(
+        default=None,
+        description="A signed-in session's CSRF token: its writes carry it in X-CSRF-Token",
+    )
+
+
+class AuthConfigPublic(BaseModel):
+    """``GET /auth/config``: whether the dashboard offers single sign-on, and by whom."""
+
+    sso: bool
+    provider: str | None = None
+    login_path: str | None = Field(default=None, description="where the sign-in starts")

@@ -3,7 +3,7 @@
 // signed-in token; a 401 signs the browser out.
 import createClient, { type Middleware } from "openapi-fetch";
 import type { components, paths } from "./schema";
-import { clearToken, readToken } from "../lib/token";
+import { clearToken, readCsrf, readToken } from "../lib/token";
 
 export const api = createClient<paths>({ baseUrl: "" });
 
@@ -13,12 +13,19 @@ const auth: Middleware = {
     if (token && !request.headers.has("Authorization")) {
       request.headers.set("Authorization", `Bearer ${token}`);
     }
+    // Signed in through single sign-on: the cookie goes by itself; writes show the CSRF token.
+    const csrf = readCsrf();
+    if (!token && csrf && !["GET", "HEAD", "OPTIONS"].includes(request.method)) {
+      request.headers.set("X-CSRF-Token", csrf);
+    }
     return request;
   },
   onResponse({ response }) {
     // Only a stored token signs out: a token being tried at sign-in is not one yet.
     if (response.status === 401 && readToken()) {
       clearToken("Your token was refused (401): sign in again.");
+    } else if (response.status === 401 && readCsrf()) {
+      clearToken("Your session has ended: sign in again.");
     }
     return response;
   },
@@ -29,6 +36,7 @@ type Schemas = components["schemas"];
 export type Health = Schemas["HealthPublic"];
 export type DependencyHealth = Schemas["DependencyHealth"];
 export type Principal = Schemas["PrincipalPublic"];
+export type AuthConfig = Schemas["AuthConfigPublic"];
 export type Run = Schemas["RunPublic"];
 export type RunDetail = Schemas["RunDetailPublic"];
 export type RunStatus = Run["status"];

@@ -474,7 +474,8 @@ export interface paths {
         };
         /**
          * Get Session
-         * @description The token's name and role, and the roles that role includes.
+         * @description The token's (or signed-in person's) name and role, the roles that role includes,
+         *     and for a signed-in session the CSRF token its writes must carry.
          */
         get: operations["getSession"];
         put?: never;
@@ -671,6 +672,87 @@ export interface paths {
          *     tries are retried like any delivery).
          */
         post: operations["sendWebhookTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Callback
+         * @description Back from the identity provider: the session cookie and a redirect, or a page
+         *     saying why the sign-in was refused.
+         */
+        get: operations["finishSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Auth Config
+         * @description Whether the sign-in page offers single sign-on (no token needed).
+         */
+        get: operations["getAuthConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Login
+         * @description To the identity provider (302), to come back to ``next`` (a path here).
+         */
+        get: operations["startSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Logout
+         * @description End the signed-in session (its CSRF token in X-CSRF-Token); the cookie is cleared.
+         */
+        post: operations["signOut"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1589,6 +1671,8 @@ export interface components {
             role: string | null;
             /** Status Code */
             status_code: number;
+            /** Subject */
+            subject?: string | null;
             /** Target */
             target: string | null;
             /**
@@ -1603,6 +1687,21 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["AuditEntryPublic"][];
+        };
+        /**
+         * AuthConfigPublic
+         * @description ``GET /auth/config``: whether the dashboard offers single sign-on, and by whom.
+         */
+        AuthConfigPublic: {
+            /**
+             * Login Path
+             * @description where the sign-in starts
+             */
+            login_path?: string | null;
+            /** Provider */
+            provider?: string | null;
+            /** Sso */
+            sso: boolean;
         };
         /**
          * AutoResume
@@ -3052,9 +3151,14 @@ export interface components {
         };
         /**
          * PrincipalPublic
-         * @description ``GET /api/session``: who the token is and what it may do.
+         * @description ``GET /api/session``: who the token (or the signed-in person) is and what it may do.
          */
         PrincipalPublic: {
+            /**
+             * Csrf Token
+             * @description A signed-in session's CSRF token: its writes carry it in X-CSRF-Token
+             */
+            csrf_token?: string | null;
             /**
              * May
              * @description the roles this token's role includes
@@ -3064,6 +3168,12 @@ export interface components {
             name: string;
             /** Role */
             role: string;
+            /**
+             * Signed In With
+             * @default token
+             * @enum {string}
+             */
+            signed_in_with: "token" | "sso";
         };
         /**
          * ReceiptKeyPublic
@@ -7045,6 +7155,93 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
+            };
+        };
+    };
+    finishSignIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    getAuthConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthConfigPublic"];
+                };
+            };
+        };
+    };
+    startSignIn: {
+        parameters: {
+            query?: {
+                next?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    signOut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -1,7 +1,7 @@
 // Who is signed in: the token's principal (GET /api/session) and what it may do.
 import { createContext, useCallback, useContext, useEffect, useState, type ReactNode } from "react";
-import { api, errorMessage, type Principal } from "../api/client";
-import { clearToken, onTokenCleared, readToken, storeToken } from "./token";
+import { api, errorMessage, type AuthConfig, type Principal } from "../api/client";
+import { clearToken, onTokenCleared, readCsrf, readToken, storeCsrf, storeToken } from "./token";
 
 type AuthState = {
   principal: Principal | null;
@@ -9,6 +9,7 @@ type AuthState = {
   notice: string | null;
   signIn: (token: string) => Promise<string | null>;
   signOut: () => void;
+  sso: AuthConfig | null;
 };
 
 const AuthContext = createContext<AuthState | null>(null);
@@ -22,10 +23,16 @@ async function whoIs(token: string): Promise<Principal | string> {
   return errorMessage(error, `the backend answered ${response.status}`);
 }
 
+async function signedInSession(): Promise<Principal | null> {
+  const { data } = await api.GET("/api/session");
+  return data && data.signed_in_with === "sso" ? data : null;
+}
+
 export function AuthProvider({ children }: { children: ReactNode }) {
   const [principal, setPrincipal] = useState<Principal | null>(null);
-  const [checking, setChecking] = useState(() => readToken() !== null);
+  const [checking, setChecking] = useState(true);
   const [notice, setNotice] = useState<string | null>(null);
+  const [sso, setSso] = useState<AuthConfig | null>(null);
 
   useEffect(() => {
     const stored = readToken();
@@ -35,8 +42,19 @@ export function AuthProvider({ children }: { children: ReactNode }) {
         else setPrincipal(who);
         setChecking(false);
       });
+    } else {
+      // No token: a single sign-on session's cookie, if the browser holds one.
+      void signedInSession().then((who) => {
+        if (who) {
+          storeCsrf(who.csrf_token ?? null);
+          setPrincipal(who);
+        }
+        setChecking(false);
+      });
     }
+    void api.GET("/auth/config").then(({ data }) => setSso(data ?? null));
     return onTokenCleared((reason) => {
+      storeCsrf(null);
       setPrincipal(null);
       setNotice(reason);
     });
@@ -51,10 +69,17 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     return null;
   }, []);
 
-  const signOut = useCallback(() => clearToken(null), []);
+  const signOut = useCallback(() => {
+    if (readToken() === null && readCsrf() !== null) {
+      // The session ends on the server: the cookie alone would open it again.
+      void api.POST("/auth/logout").then(() => clearToken(null));
+      return;
+    }
+    clearToken(null);
+  }, []);
 
   return (
-    <AuthContext.Provider value={{ principal, checking, notice, signIn, signOut }}>
+    <AuthContext.Provider value={{ principal, checking, notice, signIn, signOut, sso }}>
       {children}
     </AuthContext.Provider>
   );

@@ -22,3 +22,15 @@ export function onTokenCleared(listener: Listener): () => void {
   listeners.add(listener);
   return () => listeners.delete(listener);
 }
+
+// A single sign-on session lives in an HttpOnly cookie the page cannot read; its writes
+// carry the session's CSRF token (GET /api/session gives it), kept here in memory only.
+let csrf: string | null = null;
+
+export function readCsrf(): string | null {
+  return csrf;
+}
+
+export function storeCsrf(token: string | null): void {
+  csrf = token;
+}

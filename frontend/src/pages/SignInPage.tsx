@@ -5,7 +5,7 @@ import { HealthPanel } from "../components/HealthPanel";
 import { useAuth } from "../lib/auth";
 
 export function SignInPage() {
-  const { signIn, notice } = useAuth();
+  const { signIn, notice, sso } = useAuth();
   const [token, setToken] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -31,6 +31,17 @@ export function SignInPage() {
       <section aria-labelledby="sign-in-title">
         <h2 id="sign-in-title">Sign in</h2>
         {notice && <p role="alert">{notice}</p>}
+        {sso?.sso && sso.login_path && (
+          <p>
+            <a
+              className="button sso-button"
+              href={`${sso.login_path}?next=${encodeURIComponent(window.location.pathname + window.location.search)}`}
+            >
+              Sign in with {sso.provider}
+            </a>
+          </p>
+        )}
+        {sso?.sso && <p className="muted">or with a token:</p>}
         <form onSubmit={submit}>
           <label htmlFor="token">Token</label>
           <input
