@@ -678,27 +678,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/auth/callback": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Callback
-         * @description Back from the identity provider: the session cookie and a redirect, or a page
-         *     saying why the sign-in was refused.
-         */
-        get: operations["finishSignIn"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/auth/config": {
         parameters: {
             query?: never;
@@ -711,26 +690,6 @@ export interface paths {
          * @description Whether the sign-in page offers single sign-on (no token needed).
          */
         get: operations["getAuthConfig"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/auth/login": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Login
-         * @description To the identity provider (302), to come back to ``next`` (a path here).
-         */
-        get: operations["startSignIn"];
         put?: never;
         post?: never;
         delete?: never;
@@ -7158,26 +7117,6 @@ export interface operations {
             };
         };
     };
-    finishSignIn: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/html": string;
-                };
-            };
-        };
-    };
     getAuthConfig: {
         parameters: {
             query?: never;
@@ -7198,35 +7137,6 @@ export interface operations {
             };
         };
     };
-    startSignIn: {
-        parameters: {
-            query?: {
-                next?: string | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            302: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
     signOut: {
         parameters: {
             query?: never;
@@ -7242,6 +7152,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description No live session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
+            };
+            /** @description No CSRF token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorPublic"];
+                };
             };
         };
     };

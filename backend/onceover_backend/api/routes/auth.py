@@ -16,13 +16,16 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from onceover_backend.api.authentication import CSRF_HEADER, authenticate
-from onceover_backend.errors import NotFoundError, SignInRefusedError
-from onceover_backend.models import AuthConfigPublic
+from onceover_backend.errors import SignInRefusedError
+from onceover_backend.models import AuthConfigPublic, ErrorPublic
 from onceover_backend.services.access import audit
 from onceover_backend.services.access.sso import SESSION_COOKIE, SignedIn, SingleSignOn
 from onceover_backend.tables import AuditLog
 
 router = APIRouter(prefix="/auth", tags=["auth"])
+
+# /auth/login and /auth/callback are the browser's (redirects and pages), not the API's:
+# they are left out of the OpenAPI schema.
 
 
 def _sso(request: Request) -> SingleSignOn:
@@ -63,13 +66,12 @@ def auth_config(request: Request) -> AuthConfigPublic:
     )
 
 
-@router.get("/login", operation_id="startSignIn", response_class=RedirectResponse,
-            status_code=302)  # fmt: skip
+@router.get("/login", response_class=RedirectResponse, include_in_schema=False)
 def login(request: Request, next: Annotated[str | None, Query(max_length=2000)] = None) -> Response:
     """To the identity provider (302), to come back to ``next`` (a path here)."""
     sso = _sso(request)
     if not sso.enabled:
-        raise NotFoundError("single sign-on is not configured (ONCEOVER_OIDC_ISSUER)")
+        return _not_configured()
     try:
         return RedirectResponse(sso.begin(next), status_code=302)
     except SignInRefusedError as refused:
@@ -77,13 +79,13 @@ def login(request: Request, next: Annotated[str | None, Query(max_length=2000)] 
         return _refusal_page(refused)
 
 
-@router.get("/callback", operation_id="finishSignIn", response_class=HTMLResponse)
+@router.get("/callback", response_class=HTMLResponse, include_in_schema=False)
 async def callback(request: Request) -> Response:
     """Back from the identity provider: the session cookie and a redirect, or a page
     saying why the sign-in was refused."""
     sso = _sso(request)
     if not sso.enabled:
-        raise NotFoundError("single sign-on is not configured (ONCEOVER_OIDC_ISSUER)")
+        return _not_configured()
     params = dict(request.query_params)
     try:
         signed_in: SignedIn = await anyio.to_thread.run_sync(sso.complete, params)
@@ -103,7 +105,9 @@ async def callback(request: Request) -> Response:
     return answer
 
 
-@router.post("/logout", operation_id="signOut", status_code=204, response_class=Response)
+@router.post("/logout", operation_id="signOut", status_code=204, response_class=Response,
+             responses={401: {"model": ErrorPublic, "description": "No live session"},
+                        403: {"model": ErrorPublic, "description": "No CSRF token"}})  # fmt: skip
 async def logout(request: Request) -> Response:
     """End the signed-in session (its CSRF token in X-CSRF-Token); the cookie is cleared."""
     sso = _sso(request)
@@ -126,7 +130,15 @@ _TITLES = {
     "role": "No access to Onceover",
     "state": "This sign-in has expired",
     "provider": "The identity provider did not sign you in",
+    "not_configured": "Single sign-on is not configured",
 }
+
+
+def _not_configured() -> HTMLResponse:
+    return _refusal_page(SignInRefusedError(
+        "not_configured", "Single sign-on is not configured here (ONCEOVER_OIDC_ISSUER): sign "
+        "in with a token.", status_code=404,
+    ))  # fmt: skip
 
 
 def _refusal_page(refused: SignInRefusedError) -> HTMLResponse:
