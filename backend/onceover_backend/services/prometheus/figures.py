@@ -7,7 +7,6 @@ the hourly rollups of the last 24 hours, as the overview does."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -16,6 +15,7 @@ from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, select
 
 from onceover_backend.services.reads.overview import TableFigures, Window, table_figures
+from onceover_backend.services.reads.table_totals import runs_by_status
 from onceover_backend.tables import Alert, AlertRule, Event, Run, WebhookDelivery
 
 
@@ -64,7 +64,7 @@ def read(session: Session, *, stale_after: timedelta, now: datetime | None = Non
         window=window,
         overview=table_figures(session, stale_after=stale_after, window=window),
         totals=_totals(session),
-        runs=_runs_by_status(session),
+        runs=runs_by_status(session),
         rules=_rules_firing(session),
         deliveries=_deliveries(session),
         newest_event=_newest_event(session),
@@ -87,15 +87,6 @@ def _totals(session: Session) -> dict[str, TableTotals]:
     return {
         str(table): TableTotals(*(int(value or 0) for value in values)) for table, *values in rows
     }
-
-
-def _runs_by_status(session: Session) -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = defaultdict(dict)
-    for table, status, runs in session.exec(
-        select(Run.table_id, Run.status, func.count()).group_by(col(Run.table_id), col(Run.status))
-    ):
-        counts[str(table)][str(status)] = int(runs)
-    return counts
 
 
 def _rules_firing(session: Session) -> list[RuleFiring]:

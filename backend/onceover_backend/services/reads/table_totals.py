@@ -41,7 +41,7 @@ def list_tables(
     ).all()
     count = session.exec(select(func.count(func.distinct(Run.table_id))).where(*only)).one()
     tables = [row[0] for row in totals]
-    by_status = _runs_by_status(session, tables)
+    by_status = runs_by_status(session, tables)
     keys = _latest_keys(session, tables)
     verdicts = latest_verdicts(session, "table", tables)
     return TablesPublic(
@@ -78,11 +78,13 @@ def list_tables(
     )
 
 
-def _runs_by_status(session: Session, tables: list[str]) -> dict[str, dict[str, int]]:
+def runs_by_status(session: Session, tables: list[str] | None = None) -> dict[str, dict[str, int]]:
+    """Runs by table and status (1 query): of ``tables``, or of every table."""
+    only = [col(Run.table_id).in_(tables)] if tables is not None else []
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     for table, status, runs in session.exec(
         select(Run.table_id, Run.status, func.count())
-        .where(col(Run.table_id).in_(tables))
+        .where(*only)
         .group_by(col(Run.table_id), col(Run.status))
     ):
         counts[table][status] = int(runs)
