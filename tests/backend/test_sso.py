@@ -310,3 +310,15 @@ def test_the_settings_say_what_single_sign_on_needs(settings: Settings) -> None:
     assert Settings(oidc_roles="urn:team:ops:operator").oidc_role_map() == {
         "urn:team:ops": "operator"
     }
+
+
+def test_an_email_the_provider_has_not_verified_does_not_name_the_person(
+    browser: TestClient, provider: Provider, engine: Engine
+) -> None:
+    """Some providers let a person type any e-mail: unverified, it names nobody; the
+    subject does."""
+    provider.tamper = {"email": "ceo@example.com", "email_verified": False}
+    sign_in(browser, provider)
+    assert browser.get("/api/session").json()["name"] == "sso:u-otto"
+    [entry] = audited(engine, "ssoSignIn")
+    assert (entry.actor, entry.subject) == ("sso:u-otto", "u-otto")
