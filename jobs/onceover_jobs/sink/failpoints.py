@@ -17,7 +17,12 @@ executor, e.g. ``commit.after=crash@1;append.response=drop%0.2``:
 probability p, drawn from ``ONCEOVER_FAILPOINTS_SEED`` so a schedule replays the
 same way. Hits are counted per process, or across the processes of a job when
 ``ONCEOVER_FAILPOINTS_STATE`` names a directory (counters kept in files there).
-Unset, every ``hit`` is a dictionary lookup on an empty dict.
+
+A harness that wants a fault at a moment of its choosing, not at a hit it must guess
+ahead (``onceover soak``: one every few minutes of an hour-long query), arms a point
+while the job runs with :func:`arm_once`: a file ``<name>.arm`` in the state directory,
+which the next process to pass the point takes (one rename: exactly one of them fires)
+and acts on once. Unset, every ``hit`` is a dictionary lookup on an empty dict.
 """
 
 from __future__ import annotations
@@ -188,11 +193,47 @@ def reset() -> None:
     _registry.reset()
 
 
+ARM_SUFFIX = ".arm"
+
+
+def arm_once(state_dir: Path, name: str, action: Action) -> Path:
+    """Arm ``name`` to do ``action`` at its next hit in any process of the job whose
+    ``ONCEOVER_FAILPOINTS_STATE`` is ``state_dir``; the file it leaves until then."""
+    point = POINTS.get(name)
+    if point is None:
+        raise SinkOptionError(STATE_ENV, f"unknown failpoint {name!r}; known: {', '.join(POINTS)}")
+    if action is Action.DROP and not point.has_response:
+        raise SinkOptionError(STATE_ENV, f"{name} has no response to drop")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    target = state_dir / f"{name}{ARM_SUFFIX}"
+    staged = state_dir / f"{name}{ARM_SUFFIX}.{os.getpid()}.tmp"
+    staged.write_text(action.value)
+    os.replace(staged, target)  # a process passing the point sees all of it or nothing
+    return target
+
+
+def _take_arming(state_dir: str, name: str) -> Action | None:
+    """The action a harness armed ``name`` with, taken so that no other process fires it."""
+    armed = Path(state_dir) / f"{name}{ARM_SUFFIX}"
+    taken = armed.with_name(f"{armed.name}.taken.{os.getpid()}.{threading.get_ident()}")
+    try:
+        os.rename(armed, taken)  # atomic: of the processes racing here, one wins
+    except FileNotFoundError:
+        return None
+    try:
+        return Action(taken.read_text().strip())
+    finally:
+        taken.unlink(missing_ok=True)
+
+
 def hit(name: str) -> bool:
     """Pass failpoint ``name``. Crashes or raises when armed so; True means "drop it"."""
     armed = _registry.armed()
-    if not armed:
+    state_dir = os.environ.get(STATE_ENV)
+    if not armed and not state_dir:
         return False
+    if state_dir and (action := _take_arming(state_dir, name)) is not None:
+        return _fire(Arming(name, action), None)
     arming = armed.get(name)
     if arming is None:
         return False
@@ -203,10 +244,16 @@ def hit(name: str) -> bool:
         draw = random.Random(f"{os.environ.get(SEED_ENV, '0')}:{name}:{hits}").random()  # noqa: S311
         if draw >= arming.probability:
             return False
-    _registry.fired.append((name, arming.action, hits))
+    return _fire(arming, hits)
+
+
+def _fire(arming: Arming, hits: int | None) -> bool:
+    name = arming.point
+    _registry.fired.append((name, arming.action, hits or 0))
     # Straight to stderr as well: Spark workers often have no log handler, and a
     # crash must leave its mark before the process is gone.
-    line = f"onceover: failpoint {name} fired: {arming.action} (hit {hits})\n"
+    when = f"hit {hits}" if hits is not None else "armed by the harness"
+    line = f"onceover: failpoint {name} fired: {arming.action} ({when})\n"
     os.write(2, line.encode())
     state_dir = os.environ.get(STATE_ENV)
     if state_dir:  # the record a harness reads: what fired, even if the process dies
@@ -214,7 +261,7 @@ def hit(name: str) -> bool:
             log.write(line)
             log.flush()
             os.fsync(log.fileno())
-    logger.debug("failpoint %s fired: %s (hit %d)", name, arming.action, hits)
+    logger.debug("failpoint %s fired: %s (%s)", name, arming.action, when)
     if arming.action is Action.CRASH:
         _crash(POINTS[name])
     if arming.action is Action.ERROR:
