@@ -138,6 +138,8 @@ class FaultProxy(StartStop):
         self._channel: grpc.Channel | None = None
         self._server: grpc.Server | None = None
         self._late: list[_LateCopy] = []
+        self.open_append_calls = 0
+        """AppendRows calls under way now: the connections' streams a client holds open."""
 
     @property
     def endpoint(self) -> str:
@@ -165,6 +167,20 @@ class FaultProxy(StartStop):
             self._channel = None
 
     # -- the plan -----------------------------------------------------------------
+
+    def arm_next(self, action: WireAction, method: str = APPEND_ROWS) -> WireFault:
+        """Do ``action`` to the next call (unary) or message (``AppendRows``) of
+        ``method``: a fault at a moment of the caller's choosing, not at a count drawn
+        ahead (``onceover soak``'s faults, one every few minutes)."""
+        with self._lock:
+            fault = WireFault(action, method, self._counts.get(method, 0) + 1)
+            self.plan.append(fault)
+        return fault
+
+    def fired_since(self, index: int) -> list[FiredWireFault]:
+        """The faults fired after the first ``index``."""
+        with self._lock:
+            return self.fired[index:]
 
     def _next(self, counter: str) -> int:
         with self._lock:
@@ -246,6 +262,18 @@ class FaultProxy(StartStop):
         return response
 
     def append_rows(
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
+        assert self._channel is not None
+        with self._lock:
+            self.open_append_calls += 1
+        try:
+            yield from self._append_rows(requests, context)
+        finally:
+            with self._lock:
+                self.open_append_calls -= 1
+
+    def _append_rows(
         self, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[bytes]:
         assert self._channel is not None
