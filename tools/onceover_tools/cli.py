@@ -43,6 +43,7 @@ from onceover_tools.localbq import (
     LocalBigQueryProcess,
 )
 from onceover_tools.localstores import LocalObjectStores
+from onceover_tools.soak.command import add_soak_parser
 from onceover_tools.stack import BackendProcess, check_children
 
 DEFAULT_REST_PORT = 9050
@@ -392,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_redrive_parser(commands)
 
     _add_chaos_parser(commands)
+
+    add_soak_parser(commands)
 
     _add_bench_parser(commands)
 

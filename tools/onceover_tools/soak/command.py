@@ -1,0 +1,120 @@
+"""``onceover soak``'s arguments and what it prints; :mod:`onceover_tools.soak.run` does it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from onceover.console import minutes, positive_number
+from onceover.errors import ConfigurationError
+from onceover.modes import MODES
+from onceover.preflight import check_java
+from onceover_tools.soak.plan import FAULT_KINDS
+from onceover_tools.soak.shapes import BEAM_SHAPES, shape_of
+
+SOAK_DIR = Path(".onceover/soak")
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds above 0")
+    return number
+
+
+def _fault_kinds(value: str) -> tuple[str, ...]:
+    kinds = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: fault kinds are {', '.join(FAULT_KINDS)} (comma-separated)"
+        )
+    return kinds
+
+
+def add_soak_parser(commands: Any) -> None:
+    soak = commands.add_parser(
+        "soak",
+        help="one streaming query at a set rate for minutes or hours, faults on a clock, "
+        "sampled as it goes, then every key counted in BigQuery",
+    )
+    soak.add_argument("--shape", choices=list(BEAM_SHAPES), default="local",
+                      help="Beam's load-test shape: rows a second, fields, bytes per field "
+                           "and minutes (default %(default)s; the options below change "
+                           "any of them)")  # fmt: skip
+    soak.add_argument("--rows-per-second", type=positive_number, default=None)
+    soak.add_argument("--fields", type=positive_number, default=None)
+    soak.add_argument("--bytes-per-field", type=positive_number, default=None)
+    soak.add_argument("--minutes", type=minutes, default=None,
+                      help="how long the query runs before it is stopped and drained")  # fmt: skip
+    soak.add_argument("--mode", choices=MODES, default=None,
+                      help="the sink's mode option (default: none, writeStream's default, "
+                           "buffered); default is the at-least-once baseline")  # fmt: skip
+    soak.add_argument("--crash-every", type=_seconds, default=60.0,
+                      help="seconds between faults, each certain to fire (default "
+                           "%(default)s)")  # fmt: skip
+    soak.add_argument("--no-faults", action="store_true", help="no faults: the clean run")
+    soak.add_argument(
+        "--faults",
+        type=_fault_kinds,
+        default=FAULT_KINDS,
+        help=f"fault kinds, taken in turn (default {','.join(FAULT_KINDS)})",
+    )
+    soak.add_argument("--sample-every", type=_seconds, default=5.0,
+                      help="seconds between samples (default %(default)s)")  # fmt: skip
+    soak.add_argument("--partitions", type=positive_number, default=2,
+                      help="the rate source's partitions: tasks a micro-batch (default "
+                           "%(default)s)")  # fmt: skip
+    soak.add_argument("--request-max-bytes", type=positive_number, default=None,
+                      help="the sink's request.max_bytes (default: the sink's)")  # fmt: skip
+    soak.add_argument("--data-dir", type=Path, default=None,
+                      help="keep the local BigQuery's tables in DuckDB files here (emptied "
+                           "first), for loads larger than memory (default: in memory)")  # fmt: skip
+    soak.add_argument("--report", type=Path, default=None,
+                      help=f"report directory (default {SOAK_DIR}/<shape>-<mode>)")  # fmt: skip
+    soak.set_defaults(handler=cmd_soak)
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    from onceover.modes import STREAMING_DEFAULT_MODE
+    from onceover_tools.soak.plan import SoakPlan
+    from onceover_tools.soak.run import run_soak
+
+    check_java()
+    try:
+        shape = shape_of(
+            args.shape, rows_per_second=args.rows_per_second, fields=args.fields,
+            bytes_per_field=args.bytes_per_field, minutes=args.minutes,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ConfigurationError(f"--shape: {exc}") from None
+    if shape.minutes <= 0:
+        raise ConfigurationError("--minutes: a soak runs for more than 0 minutes")
+    mode = args.mode or STREAMING_DEFAULT_MODE
+    plan = SoakPlan(
+        shape=shape,
+        mode=args.mode,
+        crash_every_s=None if args.no_faults else args.crash_every,
+        fault_kinds=args.faults,
+        sample_every_s=args.sample_every,
+        partitions=args.partitions,
+        request_max_bytes=args.request_max_bytes,
+        report_dir=args.report or SOAK_DIR / f"{args.shape}-{mode}",
+        data_dir=args.data_dir,
+    )
+    report = run_soak(plan, "onceover " + " ".join(sys.argv[1:]), sys.stdout)
+    verdict = report.verdict
+    figures = report.figures()
+    print(
+        f"{'passed' if verdict and verdict.ok else 'FAILED'}: {figures['rows']:,} rows "
+        f"({figures['rows_per_s']} rows/s), {figures['faults_fired']} faults fired, "
+        f"{figures['restarts']} restarts; report: {plan.report_dir / 'soak-report.md'}"
+    )
+    for problem in verdict.problems if verdict else ["no verdict"]:
+        print(f"  - {problem}")
+    return 0 if verdict and verdict.ok else 1
