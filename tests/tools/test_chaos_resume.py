@@ -440,10 +440,17 @@ def test_curated_sessions_and_replays_start_over_rather_than_resume(
     curated = Session(None, 2, ["pending"], None, curated="all")
     write_report(tmp_path, curated, [_result(schedules[0], tmp_path)], now(), 1.0)
     assert resume(curated, schedules, tmp_path).results == {}
-    assert not (tmp_path / REPORT_JSON).exists()
     replayed = Session(None, 1, [schedules[0].mode], None, replay="schedule.json")
-    write_report(tmp_path, replayed, [_result(schedules[0], tmp_path)], now(), 1.0)
     assert resume(replayed, schedules[:1], tmp_path).results == {}
+
+    # ... but never over a drawn session's report, which that session resumes from
+    runs()
+    _sitting(_session(2), tmp_path / "drawn")
+    with pytest.raises(ReportMismatchError, match=r"chaos --replay schedule.json` another"):
+        resume(replayed, schedules[:1], tmp_path / "drawn")
+    assert _report(tmp_path / "drawn")["schedules"] == 2
+    assert resume(replayed, schedules[:1], tmp_path / "drawn", fresh=True).results == {}
+    assert not (tmp_path / "drawn" / REPORT_JSON).exists()
 
 
 def test_kept_results_read_back_as_they_were_written(tmp_path: Path) -> None:

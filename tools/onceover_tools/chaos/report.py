@@ -424,6 +424,22 @@ def judged_before(directory: Path, session: Session, schedules: Sequence[Schedul
     return Judged(results, started, seconds, list(sittings))
 
 
+def refuse_drawn_report(directory: Path, session: Session) -> None:
+    """Refuse to replace a drawn session's report with ``session``'s (curated, a replay):
+    it would lose what that session judged, which it resumes from."""
+    path = directory / REPORT_JSON
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # none, or nothing to resume from
+    if isinstance(report, dict) and report.get("seed") is not None:
+        raise ReportMismatchError(
+            f"{path} is the report of `{report.get('command')}`, which resumes from it: "
+            f"give `{session.command()}` another --report directory, or --fresh to "
+            f"discard {path}"
+        )
+
+
 def _judged_count(results: Sequence[ScheduleResult]) -> int:
     return max(r.schedule.index for r in results) + 1
 

@@ -34,6 +34,7 @@ from onceover_tools.chaos.report import (
     discard_report,
     judged_before,
     now,
+    refuse_drawn_report,
     replay_command,
     write_report,
 )
@@ -53,13 +54,18 @@ def resume(
 ) -> Judged:
     """What ``session`` judged already in ``report_dir``, to be kept and not run again.
 
-    Only a drawn session resumes; ``fresh`` (and a curated or replayed session) discards
-    the report there first. Refused (:class:`~onceover_tools.chaos.report.ReportMismatchError`)
-    when the report there is of other drawing arguments.
+    ``fresh`` discards the report there (and its schedules' work) first. Only a drawn
+    session resumes: a curated or replayed one starts over (its report replaced once a
+    schedule is judged), refused where a drawn session's report is. Refused too
+    (:class:`~onceover_tools.chaos.report.ReportMismatchError`) where the report there
+    is of a session drawn with other arguments.
     """
-    if fresh or not session.drawn:
+    if fresh:
         discard_report(report_dir)
-    return judged_before(report_dir, session, schedules)
+    if session.drawn:
+        return judged_before(report_dir, session, schedules)
+    refuse_drawn_report(report_dir, session)
+    return Judged({}, now(), 0.0, [])
 
 
 def run_session(
