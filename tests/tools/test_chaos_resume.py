@@ -243,6 +243,7 @@ def test_a_resumed_session_runs_only_what_it_had_not_judged_and_counts_every_res
     assert report["results"][:3] == stopped["results"]  # kept as judged, not re-judged
     assert [s["judged"] for s in report["sittings"]] == [3, 3]
     assert report["started_at"] == stopped["started_at"]  # the session's first sitting
+    assert report["started_at"] == report["sittings"][0]["started_at"]
     assert report["seconds"] >= stopped["seconds"]
     assert f"[4/6] {names[3]}" in out
     assert names[0] not in out

@@ -185,8 +185,9 @@ def _keep(
         "seconds": round(seconds, 1),
         "judged": len(results) - len(earlier.results),
     }
+    first = earlier.started if earlier.sittings else sitting.started_at
     write_report(
-        report_dir, session, [results[n] for n in sorted(results)], earlier.started,
+        report_dir, session, [results[n] for n in sorted(results)], first,
         earlier.seconds + seconds, sittings=[*earlier.sittings, this],
     )  # fmt: skip
 
