@@ -115,6 +115,7 @@ def test_the_markdown_has_a_table_per_summary(tmp_path: Path) -> None:
     )  # fmt: skip
     markdown = markdown_path.read_text()
     assert markdown == report_markdown(json.loads(json_path.read_text()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chaos-report.json", "chaos-report.md"]
     assert "**3 violations** in 6 schedules (4 restarts in all)." in markdown
     assert "30 s over 2 sittings." in markdown
     workloads = _table(markdown, "## Workloads and modes")

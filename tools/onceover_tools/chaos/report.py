@@ -320,9 +320,13 @@ def write_report(
 
 
 def _replace(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
+    partial = _partial(path)
     partial.write_text(text)
     partial.replace(path)
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
 
 
 REPORT_JSON = "chaos-report.json"
@@ -448,6 +452,7 @@ def discard_report(directory: Path) -> None:
     """``--fresh``: remove the report in ``directory`` and its schedules' work."""
     for name in (REPORT_JSON, REPORT_MARKDOWN):
         (directory / name).unlink(missing_ok=True)
+        _partial(directory / name).unlink(missing_ok=True)
     shutil.rmtree(directory / "work", ignore_errors=True)
 
 
