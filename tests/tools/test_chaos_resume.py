@@ -223,6 +223,8 @@ def test_a_resumed_session_runs_only_what_it_had_not_judged_and_counts_every_res
     assert first.ran == names[:3]
     stopped = _report(tmp_path)
     assert [r["schedule"]["name"] for r in stopped["results"]] == names[:3]
+    assert (stopped["schedules"], stopped["asked"]) == (3, 6)
+    assert "3 of the 6 asked for not judged yet." in (tmp_path / REPORT_MARKDOWN).read_text()
     assert (tmp_path / "work" / names[3] / "half-done").exists()  # stopped part-way
 
     second = runs()
@@ -233,7 +235,8 @@ def test_a_resumed_session_runs_only_what_it_had_not_judged_and_counts_every_res
     assert [r.schedule.name for r in results] == names
     report = _report(tmp_path)
     assert [r["schedule"]["name"] for r in report["results"]] == names
-    assert report["schedules"] == 6
+    assert (report["schedules"], report["asked"]) == (6, 6)
+    assert "not judged yet" not in (tmp_path / REPORT_MARKDOWN).read_text()
     assert report["violations"] == 1  # the first sitting's violation, kept
     assert report["passed"] == 5
     assert report["restarts"] == 6

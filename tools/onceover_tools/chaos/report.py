@@ -206,8 +206,8 @@ def report_json(
         "started_at": started.isoformat(),
         "seconds": round(seconds, 1),
         "sittings": list(sittings),
-        "schedules": len(results),
-        **{k: v for k, v in _outcomes(results).items() if k != "schedules"},
+        "asked": session.schedules,
+        **_outcomes(results),
         "by_workload_mode": workload_totals(results),
         "by_store": store_totals(results),
         "kinds": kind_totals(results),
@@ -226,6 +226,16 @@ def _outcome_cells(row: Mapping[str, Any]) -> str:
     )
 
 
+def _of_asked(report: Mapping[str, Any]) -> str:
+    """How many of the schedules asked for are judged, when not all are (yet)."""
+    asked = report.get("asked", report["schedules"])
+    return (
+        f"; {asked - report['schedules']} of the {asked} asked for not judged yet"
+        if asked > report["schedules"]
+        else ""
+    )
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     sittings = len(report.get("sittings", ())) or 1
     over = f" over {sittings} sittings" if sittings > 1 else ""
@@ -235,7 +245,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"`{report['command']}`, started {report['started_at']}, {report['seconds']:.0f} s{over}.",
         "",
         f"**{report['violations']} violations** in {report['schedules']} schedules "
-        f"({report['restarts']} restarts in all).",
+        f"({report['restarts']} restarts in all){_of_asked(report)}.",
         "",
         "## Workloads and modes",
         "",
