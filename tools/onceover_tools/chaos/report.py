@@ -227,7 +227,7 @@ def _outcome_cells(row: Mapping[str, Any]) -> str:
 
 
 def _of_asked(report: Mapping[str, Any]) -> str:
-    """How many of the schedules asked for are judged, when not all are (yet)."""
+    """How many of the schedules asked for are not judged yet, when some are not."""
     asked = report.get("asked", report["schedules"])
     return (
         f"; {asked - report['schedules']} of the {asked} asked for not judged yet"
