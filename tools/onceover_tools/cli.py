@@ -183,7 +183,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_chaos(args: argparse.Namespace) -> int:
     from onceover_tools.chaos.curated import curated_schedules
-    from onceover_tools.chaos.report import Session
+    from onceover_tools.chaos.report import ReportMismatchError, Session
     from onceover_tools.chaos.schedule import (
         DEFAULT_MODES,
         STORES,
@@ -191,35 +191,43 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         draw_schedules,
         load_schedule,
     )
-    from onceover_tools.chaos.session import run_session
+    from onceover_tools.chaos.session import resume, run_session
 
-    check_java()
     if args.curated:
         schedules = curated_schedules(args.curated)
         modes = list(dict.fromkeys(s.mode for s in schedules))
         workloads = list(dict.fromkeys(s.workload for s in schedules))
+        stores = list(dict.fromkeys(s.store for s in schedules))
         session = Session(
-            None, len(schedules), modes, None, curated=args.curated, workloads=workloads
-        )
+            None, len(schedules), modes, None, curated=args.curated, workloads=workloads,
+            stores=stores,
+        )  # fmt: skip
     elif args.replay is not None:
         try:
             schedules = [load_schedule(args.replay)]
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ConfigurationError(f"--replay {args.replay}: not a schedule ({exc})") from None
-        session = Session(None, 1, [schedules[0].mode], None, replay=str(args.replay))
+        one = schedules[0]
+        session = Session(
+            None, 1, [one.mode], None, replay=str(args.replay), workloads=[one.workload],
+            stores=[one.store],
+        )  # fmt: skip
     else:
         workloads = args.workloads or list(WORKLOADS)
         modes = args.modes or list(DEFAULT_MODES)
+        stores = args.stores or list(STORES)
         try:
             schedules = list(
                 draw_schedules(
                     args.seed, args.schedules, modes=modes, rows=args.rows,
-                    workloads=workloads, stores=args.stores or STORES,
+                    workloads=workloads, stores=stores,
                 )
             )  # fmt: skip
         except ValueError as exc:
             raise ConfigurationError(f"--workloads/--modes: {exc}") from None
-        session = Session(args.seed, args.schedules, modes, args.rows, workloads=workloads)
+        session = Session(
+            args.seed, args.schedules, modes, args.rows, workloads=workloads, stores=stores
+        )
     name = (
         "curated"
         if args.curated
@@ -228,17 +236,31 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         else f"seed{args.seed}"
     )
     report_dir = args.report or STATE_DIR / "chaos" / name
-    print(f"Chaos: {len(schedules)} schedules; report in {report_dir}", flush=True)
-    with LocalBigQueryProcess(log_path=report_dir / "local-bigquery.log") as bigquery:
-        results = run_session(
-            session,
-            schedules,
-            bigquery.config,
-            report_dir,
-            sys.stdout,
-            tokens=development_tokens(),
-            parallel=args.parallel,
-        )
+    try:
+        judged = resume(session, schedules, report_dir, fresh=args.fresh)
+    except ReportMismatchError as exc:
+        raise ConfigurationError(str(exc)) from None
+    left = len(schedules) - len(judged.results)
+    print(
+        f"Chaos: {len(schedules)} schedules, {len(judged.results)} judged already "
+        f"(kept), {left} to run; report in {report_dir}",
+        flush=True,
+    )
+    if left:
+        check_java()
+        with LocalBigQueryProcess(log_path=report_dir / "local-bigquery.log") as bigquery:
+            results = run_session(
+                session,
+                schedules,
+                bigquery.config,
+                report_dir,
+                sys.stdout,
+                tokens=development_tokens(),
+                parallel=args.parallel,
+                judged=judged,
+            )
+    else:
+        results = [judged.results[n] for n in sorted(judged.results)]
     violations = [r for r in results if not r.ok]
     print(
         f"{len(violations)} violations in {len(results)} schedules; "
@@ -509,7 +531,13 @@ def _add_chaos_parser(commands: Any) -> None:
                             "(default posix,s3,gcs: half on a disk, a quarter in each "
                             "local bucket)")  # fmt: skip
     chaos.add_argument("--report", type=Path, default=None,
-                       help="report directory (default .onceover/chaos/seed<S>)")  # fmt: skip
+                       help="report directory (default .onceover/chaos/seed<S>); a drawn "
+                            "session's report there is resumed: its judged schedules are "
+                            "kept, the rest run")  # fmt: skip
+    chaos.add_argument("--fresh", action="store_true",
+                       help="discard the report in the report directory and start "
+                            "over (default: resume it; refused if it was drawn with "
+                            "other arguments)")  # fmt: skip
     chosen = chaos.add_mutually_exclusive_group()
     chosen.add_argument("--replay", type=Path, default=None,
                         help="re-run one schedule from its JSON file")  # fmt: skip
