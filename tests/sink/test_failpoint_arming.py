@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from google.api_core.exceptions import ServiceUnavailable
-
 from onceover_jobs.sink import failpoints
 from onceover_jobs.sink.errors import SinkOptionError
 from onceover_jobs.sink.failpoints import Action
@@ -29,14 +28,15 @@ def test_an_armed_point_fires_at_its_next_hit_and_only_once(state: Path) -> None
     assert failpoints.hit("commit.after") is True
     assert failpoints.hit("commit.after") is False
     assert not list(state.glob("*.arm*"))
-    assert "failpoint commit.after fired: drop (armed by the harness)" in (
-        state / "fired.log"
-    ).read_text()
+    assert (
+        "failpoint commit.after fired: drop (armed by the harness)"
+        in (state / "fired.log").read_text()
+    )
 
 
 def test_an_armed_error_raises_unavailable(state: Path) -> None:
     failpoints.arm_once(state, "flush.after", Action.ERROR)
-    with pytest.raises(ServiceUnavailable, match="flush.after"):
+    with pytest.raises(ServiceUnavailable, match=r"flush\.after"):
         failpoints.hit("flush.after")
 
 
@@ -54,8 +54,7 @@ def test_of_processes_racing_to_the_point_exactly_one_fires(state: Path) -> None
     context = multiprocessing.get_context("fork")
     wins: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
     racers = [
-        context.Process(target=_race, args=(str(state), "append.response", wins))
-        for _ in range(6)
+        context.Process(target=_race, args=(str(state), "append.response", wins)) for _ in range(6)
     ]
     for racer in racers:
         racer.start()
@@ -67,7 +66,10 @@ def test_of_processes_racing_to_the_point_exactly_one_fires(state: Path) -> None
 
 @pytest.mark.parametrize(
     ("name", "action", "field"),
-    [("commit.nowhere", Action.ERROR, "unknown failpoint"), ("commit.before", Action.DROP, "no response")],
+    [
+        ("commit.nowhere", Action.ERROR, "unknown failpoint"),
+        ("commit.before", Action.DROP, "no response"),
+    ],
 )
 def test_arming_a_point_that_cannot_do_it_is_refused(
     state: Path, name: str, action: Action, field: str
