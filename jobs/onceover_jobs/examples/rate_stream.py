@@ -5,7 +5,7 @@ fields of ``--bytes-per-field`` bytes, into one table every second, until told t
     python -m onceover_jobs.examples.rate_stream --table P.D.T --checkpoint LOCATION \\
         [--rows-per-second 10000] [--fields 20] [--bytes-per-field 50] [--partitions 2] \\
         [--mode buffered|pending|committed|default] [--ledger URL] \\
-        [--stop-file PATH | --drain]
+        [--stop-file PATH | --drain] [--monitor-url URL --monitor-token T]
 
 The source is Spark's ``rate`` source: replayable from the checkpoint (a micro-batch's
 rows are a function of its offsets, so a batch run again after a crash is the same
@@ -18,19 +18,22 @@ The query runs until ``--stop-file`` appears, then stops (a batch under way is c
 as by any stop); ``--drain`` runs it once more on the same checkpoint with
 ``availableNow``, which the rate source meets as one micro-batch: the cut-off batch
 again, from Spark's offset log (or, if none was cut off, one batch more), then it ends.
-Without ``--mode`` the sink takes ``writeStream``'s default (``buffered``).
+Without ``--mode`` the sink takes ``writeStream``'s default (``buffered``). The monitor
+URL and token also come from ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
+from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.modes import MODES
 from onceover_jobs.examples.daily_tables import session
 
@@ -85,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--trigger-seconds", type=float, default=1.0)
     parser.add_argument("--request-max-bytes", type=int, default=None)
+    parser.add_argument("--monitor-url", default=os.environ.get(MONITOR_URL_ENV))
+    parser.add_argument("--monitor-token", default=os.environ.get(MONITOR_TOKEN_ENV))
     ending = parser.add_mutually_exclusive_group()
     ending.add_argument("--stop-file", type=Path, default=None)
     ending.add_argument("--drain", action="store_true")
@@ -111,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         ("mode", args.mode),
         ("ledger", args.ledger),
         ("request.max_bytes", args.request_max_bytes),
+        ("monitor.url", args.monitor_url),
+        ("monitor.token", args.monitor_url and args.monitor_token),
     ):
-        if value is not None:
+        if value:
             writer = writer.option(option, str(value))
     if args.drain:
         writer.trigger(availableNow=True).start().awaitTermination()

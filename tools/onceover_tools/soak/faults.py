@@ -36,6 +36,9 @@ COMMIT_POINTS = {
 """Where ``commit_error`` fails a batch, by mode: its commit step, or where the batch's
 intent is recorded in the modes that commit at each append."""
 FIRE_DEADLINE_S = 120.0
+QUIET_END_S = 60.0
+"""No fault is armed in the soak's last minute (or last ``every_s``, if shorter): its
+recovery must be seen before the query is stopped."""
 
 
 @dataclass
@@ -73,12 +76,15 @@ class Faults:
         proxy: FaultProxy,
         job: SoakJob,
         state: Path,
+        ends_s: float,
     ) -> None:
         unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kind {unknown[0]!r}; known: {', '.join(FAULT_KINDS)}")
         self.kinds, self.every_s, self.mode = kinds, every_s, mode
         self.proxy, self.job, self.state = proxy, job, state
+        self.last_arming_s = ends_s - min(every_s or 0.0, QUIET_END_S)
+        self.first_commit_s: float | None = None
         self.done: list[SoakFault] = []
         self._next_due: float | None = None
         """Set at the query's first commit: the first fault comes ``every_s`` after it."""
@@ -98,9 +104,10 @@ class Faults:
             return None
         if self._next_due is None:
             if commits > 0:
+                self.first_commit_s = now_s
                 self._next_due = now_s + self.every_s
             return None
-        if now_s < self._next_due:
+        if now_s < self._next_due or now_s > self.last_arming_s:
             return None
         if self.pending is not None:
             return None

@@ -162,6 +162,7 @@ class _Soak:
         self.faults = Faults(
             kinds=plan.fault_kinds, every_s=plan.crash_every_s, mode=plan.mode_name,
             proxy=proxy, job=self.job, state=work / "failpoints",
+            ends_s=plan.shape.minutes * 60,
         )  # fmt: skip
         self.viewer = tokens["viewer"]
         self.sampler = Sampler(
@@ -260,11 +261,11 @@ class _Soak:
         report.verdict = verdict
         judge_ledger(verdict, self.job.ledger, self.table, plan.mode_name)
         judge_flatness(verdict, report.samples, report.seconds)
-        warm = report.seconds / 4
+        # warm-up: the first quarter of the time from the query's first commit on
+        began = self.faults.first_commit_s or 0.0
+        warm = began + (report.seconds - began) / 4
         late = sum(f.fired_s is not None and f.fired_s >= warm for f in report.faults)
-        judge_streams(
-            verdict, report.samples, report.seconds, plan.mode_name, plan.partitions, late
-        )
+        judge_streams(verdict, report.samples, warm, plan.mode_name, plan.partitions, late)
         for fault in report.faults:
             if fault.missed:
                 verdict.problems.append(f"fault {fault.number} ({fault.kind}) never fired")

@@ -186,16 +186,15 @@ def judge_flatness(verdict: Verdict, samples: list[Sample], seconds: float) -> N
 def judge_streams(  # noqa: PLR0917 - one call site, every argument named there
     verdict: Verdict,
     samples: list[Sample],
-    seconds: float,
+    warm_up_s: float,
     mode: str,
     partitions: int,
     faults_after_warm_up: int,
 ) -> None:
-    """Streams created after the first quarter (warm-up): at most one per partition per
-    stream lifetime. A PENDING stream lives one micro-batch; a BUFFERED or COMMITTED one
-    as long as its query (a fault may end every partition's); ``_default`` is never
-    created."""
-    warm = [s for s in samples if s.seconds >= seconds / 4]
+    """Streams created after the warm-up: at most one per partition per stream lifetime.
+    A PENDING stream lives one micro-batch; a BUFFERED or COMMITTED one as long as its
+    query (a fault may end every partition's); ``_default`` is never created."""
+    warm = [s for s in samples if s.seconds >= warm_up_s]
     if not warm:
         return
     start, end = warm[0], samples[-1]
