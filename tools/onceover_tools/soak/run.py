@@ -265,7 +265,9 @@ class _Soak:
         began = self.faults.first_commit_s or 0.0
         warm = began + (report.seconds - began) / 4
         late = sum(f.fired_s is not None and f.fired_s >= warm for f in report.faults)
-        judge_streams(verdict, report.samples, warm, plan.mode_name, plan.partitions, late)
+        judge_streams(
+            verdict, report.samples, warm, report.seconds, plan.mode_name, plan.partitions, late
+        )
         for fault in report.faults:
             if fault.missed:
                 verdict.problems.append(f"fault {fault.number} ({fault.kind}) never fired")

@@ -187,17 +187,19 @@ def judge_streams(  # noqa: PLR0917 - one call site, every argument named there
     verdict: Verdict,
     samples: list[Sample],
     warm_up_s: float,
+    stopped_s: float,
     mode: str,
     partitions: int,
     faults_after_warm_up: int,
 ) -> None:
     """Streams created after the warm-up: at most one per partition per stream lifetime.
     A PENDING stream lives one micro-batch; a BUFFERED or COMMITTED one as long as its
-    query (a fault may end every partition's); ``_default`` is never created."""
-    warm = [s for s in samples if s.seconds >= warm_up_s]
+    query (a fault may end every partition's); ``_default`` is never created. Counted up
+    to the stop (``stopped_s``): the drain is a query of its own."""
+    warm = [s for s in samples if warm_up_s <= s.seconds <= stopped_s]
     if not warm:
         return
-    start, end = warm[0], samples[-1]
+    start, end = warm[0], warm[-1]
     verdict.streams_after_warm_up = end.streams_created - start.streams_created
     stream_type = traits_of(mode).stream_type
     if stream_type == "PENDING":
