@@ -27,10 +27,12 @@ class Shape:
         return self.fields * self.bytes_per_field
 
     def describe(self) -> str:
+        size = self.rows * self.row_bytes
+        amount = f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
         return (
             f"{self.name}: {self.rows_per_second:,} rows/s of {self.fields} fields x "
             f"{self.bytes_per_field} bytes for {self.minutes:g} min ({self.rows:,} rows, "
-            f"{self.rows * self.row_bytes / 1e9:.2f} GB of fields)"
+            f"{amount} of fields)"
         )
 
     def to_json(self) -> dict[str, Any]:
