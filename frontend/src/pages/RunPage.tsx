@@ -3,6 +3,7 @@
 import { lazy, Suspense, useCallback, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
+import type { components } from "../api/schema";
 import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
 import { useIsOperator } from "../lib/auth";
 import { deadLetterNote } from "../lib/deadLetters";
@@ -20,6 +21,8 @@ import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
 import { SpecPanel } from "./run/SpecPanel";
 import { StreamsTable } from "./run/StreamsTable";
+
+type RunCauseKind = components["schemas"]["RunCausePublic"]["kind"];
 
 const RESUMABLE = new Set(["failed", "stalled"]);
 // The charting library is most of the bundle: loaded when a run page first needs it.
@@ -75,8 +78,35 @@ function RunSummary({ run }: { run: RunDetail }) {
           <span className="mono">row_format=proto</span> to start so.
         </p>
       )}
-      {run.error && <ErrorNote message={`Error: ${run.error}`} />}
+      {run.cause ? <RunCause cause={run.cause} /> : run.error && <ErrorNote message={`Error: ${run.error}`} />}
     </section>
+  );
+}
+
+// What each kind of cause is called in its badge (the headline says the rest).
+const CAUSE_KINDS: Record<RunCauseKind, string> = {
+  driver_died: "driver died",
+  task_failed: "task failed",
+  refused: "refused",
+  commit_refused: "commit refused",
+  bad_option: "bad option",
+  error: "error",
+};
+
+/** A failed run's cause: its kind and the batch it stopped at, the raw error beneath. */
+function RunCause({ cause }: { cause: NonNullable<RunDetail["cause"]> }) {
+  return (
+    <div className="run-cause" role="alert" data-testid="run-cause" data-kind={cause.kind} data-batch={cause.batch ?? ""}>
+      <p className="run-cause-headline">
+        <span className="badge badge-bad">{CAUSE_KINDS[cause.kind]}</span>{" "}
+        <strong data-testid="run-cause-headline">{cause.headline}</strong>
+      </p>
+      {cause.error && (
+        <pre className="run-cause-error" data-testid="run-cause-error" aria-label="The error as the job reported it">
+          {cause.error}
+        </pre>
+      )}
+    </div>
   );
 }
 

@@ -20,7 +20,12 @@ function attentionColumns(now: string): Column<AttentionRun>[] {
       header: "Why",
       cell: (run) => <span className="ov-clamp">{run.reason}</span>,
       className: "ov-reason",
-      cellAttributes: (run) => ({ title: run.reason }),
+      // The whole of it on hover: a failed run's raw error beneath its cause.
+      cellAttributes: (run) => ({
+        title: run.cause?.error ? `${run.reason}\n\n${run.cause.error}` : run.reason,
+        "data-testid": "attention-why",
+        "data-kind": run.cause?.kind ?? "",
+      }),
     },
   ];
 }

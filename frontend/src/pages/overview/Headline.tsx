@@ -4,7 +4,7 @@ import { Stat } from "../../components/ui";
 import { formatCount } from "../../lib/format";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { Overview } from "./types";
-import { VerdictLink } from "./VerdictLink";
+import { VerdictLink } from "../../components/TableFigures";
 
 export function Headline({ overview }: { overview: Overview }) {
   const { totals } = overview;

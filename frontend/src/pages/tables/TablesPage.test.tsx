@@ -30,7 +30,19 @@ const totals: TableTotals = {
   first_started_at: "2024-01-01T00:00:00Z",
   last_started_at: "2024-01-02T00:00:00Z",
   key_column: "event_id",
-  reconciliation: null,
+  figures: {
+    table: TABLE,
+    last_commit_at: "2024-01-02T00:05:00Z",
+    freshness: "stale",
+    rows_committed_today: 0,
+    requests: 0,
+    already_exists: 0,
+    out_of_range: 0,
+    hours: [],
+    rows_dead_lettered: 0,
+    reconciliation: null,
+    link: `/tables/${TABLE}`,
+  },
 };
 
 function check(id: number, status: Reconciliation["status"]): Reconciliation {
