@@ -3,9 +3,9 @@
 import { lazy, Suspense, useCallback, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
-import type { components } from "../api/schema";
 import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
 import { useIsOperator } from "../lib/auth";
+import { CAUSE_LABELS, type RunCause as RunCauseShown } from "../lib/causes";
 import { deadLetterNote } from "../lib/deadLetters";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
@@ -21,8 +21,6 @@ import { RejectionsPanel } from "./run/RejectionsPanel";
 import { ResumeDialog } from "./run/ResumeDialog";
 import { SpecPanel } from "./run/SpecPanel";
 import { StreamsTable } from "./run/StreamsTable";
-
-type RunCauseKind = components["schemas"]["RunCausePublic"]["kind"];
 
 const RESUMABLE = new Set(["failed", "stalled"]);
 // The charting library is most of the bundle: loaded when a run page first needs it.
@@ -78,27 +76,18 @@ function RunSummary({ run }: { run: RunDetail }) {
           <span className="mono">row_format=proto</span> to start so.
         </p>
       )}
-      {run.cause ? <RunCause cause={run.cause} /> : run.error && <ErrorNote message={`Error: ${run.error}`} />}
+      {/* A failed run's cause leads the page (above); another run's error is told here. */}
+      {!run.cause && run.error && <ErrorNote message={`Error: ${run.error}`} />}
     </section>
   );
 }
 
-// What each kind of cause is called in its badge (the headline says the rest).
-const CAUSE_KINDS: Record<RunCauseKind, string> = {
-  driver_died: "driver died",
-  task_failed: "task failed",
-  refused: "refused",
-  commit_refused: "commit refused",
-  bad_option: "bad option",
-  error: "error",
-};
-
 /** A failed run's cause: its kind and the batch it stopped at, the raw error beneath. */
-function RunCause({ cause }: { cause: NonNullable<RunDetail["cause"]> }) {
+function RunCause({ cause }: { cause: RunCauseShown }) {
   return (
-    <div className="run-cause" role="alert" data-testid="run-cause" data-kind={cause.kind} data-batch={cause.batch ?? ""}>
+    <section className="run-cause" aria-label="Why it failed" data-testid="run-cause" data-kind={cause.kind} data-batch={cause.batch ?? ""}>
       <p className="run-cause-headline">
-        <span className="badge badge-bad">{CAUSE_KINDS[cause.kind]}</span>{" "}
+        <span className="badge badge-bad">{CAUSE_LABELS[cause.kind]}</span>{" "}
         <strong data-testid="run-cause-headline">{cause.headline}</strong>
       </p>
       {cause.error && (
@@ -106,7 +95,7 @@ function RunCause({ cause }: { cause: NonNullable<RunDetail["cause"]> }) {
           {cause.error}
         </pre>
       )}
-    </div>
+    </section>
   );
 }
 
@@ -227,6 +216,7 @@ export function RunPage() {
           {notice}
         </p>
       )}
+      {detail.cause && <RunCause cause={detail.cause} />}
       <RunSummary run={detail} />
       <OverwritePanel run={detail} />
       {blocked === null && RESUMABLE.has(detail.status) && (
