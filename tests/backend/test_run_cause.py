@@ -141,3 +141,22 @@ def test_the_run_and_the_overview_tell_the_same_cause_from_the_stored_batches(
 def test_a_run_that_did_not_fail_has_no_cause(client: TestClient) -> None:
     _post(client, f.full_run("ok"))
     assert client.get("/api/runs/ok", headers=bearer(VIEWER)).json()["cause"] is None
+
+
+def test_streams_written_past_the_last_reported_batch_are_where_the_run_stopped(
+    client: TestClient,
+) -> None:
+    # As the demo's crash at commit.after: batch 1's streams were written and finalized,
+    # then the JVM died before the driver reported the batch's intent.
+    later = [
+        f.created("r1", "r1/s3", 20).model_copy(update={"batch_id": 1}),
+        f.finalized("r1", "r1/s3", 21, 10).model_copy(update={"batch_id": 1}),
+    ]
+    crash = f.failed("r1", "a1", 40, error=JVM_GONE)
+    _post(client, [*f.full_run("r1")[:-1], *later, crash])
+    cause = client.get("/api/runs/r1", headers=bearer(VIEWER)).json()["cause"]
+    assert (cause["kind"], cause["batch"], cause["batch_stage"]) == ("driver_died", "1", "writing")
+    assert cause["headline"] == (
+        "The Spark driver died (its JVM exited) at batch 1 (its streams written, its commit "
+        "not reported)"
+    )
