@@ -4,8 +4,9 @@ overview, the Tables list and the table's page, and the crashed run's headline n
 driver's death and the batch it stopped at.
 
 ``onceover demo`` runs once for the module (about a minute): its clean, faulty, crashed
-and tampered loads are the runs, its checks the reconciliations. The README's and the
-dashboard guide's pictures are taken here (test-artifacts/dashboard-demo-*.png).
+and tampered loads are the runs, its checks the reconciliations. The README's overview
+and the dashboard guide's runs, tables and crashed-run pictures are taken here, at
+1280 x 800 (test-artifacts/dashboard-demo-*.png, copied to docs/screenshots/).
 """
 
 from __future__ import annotations
@@ -179,6 +180,10 @@ def _settled(page: Page, path: str, url: str) -> None:
     expect(page.get_by_text(re.compile(r"^Loading .*…$"))).to_have_count(0, timeout=20_000)
 
 
+# The pictures the README and docs/guides/dashboard.md show (copied to docs/screenshots/).
+PICTURES = {"/": "demo-overview", "/runs": "demo-runs", "/tables": "demo-tables"}
+
+
 def _pages(demo: Demo) -> list[str]:
     return [
         "/",
@@ -197,6 +202,8 @@ def test_every_page_fits_its_panels_at_both_sizes(signed_in: Any, demo: Demo, si
     misfits: dict[str, list[str]] = {}
     for path in _pages(demo):
         _settled(page, path, demo.url)
+        if size == "1280x800" and path in PICTURES:
+            screenshot(page, PICTURES[path])
         if found := page.evaluate(FIND_MISFITS):
             misfits[path] = found
             screenshot(page, f"demo-misfit-{size}-{path.strip('/').replace('/', '-') or 'home'}")
@@ -224,10 +231,8 @@ def test_each_tables_figures_agree_on_the_overview_the_tables_list_and_its_page(
     page = signed_in("1920x1080")
     _settled(page, "/", demo.url)
     overview = page.evaluate(READ_FIGURES, "[data-testid=overview-table]")
-    screenshot(page, "demo-overview")
     _settled(page, "/tables", demo.url)
     listed = page.evaluate(READ_FIGURES, "[data-testid=table-row]")
-    screenshot(page, "demo-tables")
     own: dict[str, dict[str, str]] = {}
     for table in demo.tables:
         _settled(page, f"/tables/{quote(table, safe='')}", demo.url)

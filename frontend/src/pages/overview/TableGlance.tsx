@@ -34,7 +34,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
       id: "already-exists",
       header: (
         <>
-          <CodeName code="ALREADY_EXISTS" /> 24 h
+          <CodeName code="ALREADY_EXISTS" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered ALREADY_EXISTS, per hour",
@@ -53,7 +53,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
       id: "out-of-range",
       header: (
         <>
-          <CodeName code="OUT_OF_RANGE" /> 24 h
+          <CodeName code="OUT_OF_RANGE" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered OUT_OF_RANGE, per hour",

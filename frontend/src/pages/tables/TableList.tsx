@@ -83,7 +83,7 @@ function totalsColumns(now: string): Column<TableTotals>[] {
       id: "already-exists-24h",
       header: (
         <>
-          <CodeName code="ALREADY_EXISTS" /> 24 h
+          <CodeName code="ALREADY_EXISTS" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered ALREADY_EXISTS over the last 24 hours",
@@ -93,7 +93,7 @@ function totalsColumns(now: string): Column<TableTotals>[] {
       id: "out-of-range-24h",
       header: (
         <>
-          <CodeName code="OUT_OF_RANGE" /> 24 h
+          <CodeName code="OUT_OF_RANGE" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered OUT_OF_RANGE over the last 24 hours",

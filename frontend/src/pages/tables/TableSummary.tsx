@@ -14,10 +14,10 @@ export function TableSummary({ totals }: { totals: TableTotals }) {
       <Stat label="Freshness" value={<Freshness figures={figures} now={now} />} />
       <Stat label="Rows today" value={<FigureCount figure="rows-today" count={figures.rows_committed_today} />} />
       <Stat
-        label="ALREADY_EXISTS 24 h"
+        label={"ALREADY_EXISTS 24\u00a0h"}
         value={<FigureCount figure="already-exists" count={figures.already_exists} />}
       />
-      <Stat label="OUT_OF_RANGE 24 h" value={<FigureCount figure="out-of-range" count={figures.out_of_range} />} />
+      <Stat label={"OUT_OF_RANGE 24\u00a0h"} value={<FigureCount figure="out-of-range" count={figures.out_of_range} />} />
       <Stat label="Latest check" value={<VerdictLink verdict={figures.reconciliation} now={now} />} />
       <Stat
         label="Runs"
