@@ -148,7 +148,7 @@ def test_streams_written_past_the_last_reported_batch_are_where_the_run_stopped(
 ) -> None:
     # As the demo's crash at commit.after: batch 1's streams were written and finalized,
     # then the JVM died before the driver reported the batch's intent.
-    later = [
+    later: list[ev.Event] = [
         f.created("r1", "r1/s3", 20).model_copy(update={"batch_id": 1}),
         f.finalized("r1", "r1/s3", 21, 10).model_copy(update={"batch_id": 1}),
     ]
