@@ -92,8 +92,8 @@ def test_tables_total_every_run_into_them(client: TestClient, engine: Engine) ->
     assert (table["runs"], table["rows_committed"], table["batches_committed"]) == (3, 140, 2)
     assert table["runs_by_status"] == {"succeeded": 2, "failed": 1}
     assert (table["already_exists"], table["out_of_range"]) == (2, 0)
-    assert table["reconciliation"]["status"] == "ok"
-    assert body["data"][0]["reconciliation"] is None
+    assert table["figures"]["reconciliation"]["status"] == "ok"
+    assert body["data"][0]["figures"]["reconciliation"] is None
 
     only = _get(client, "/api/tables", table=OTHER_TABLE)
     assert (only["count"], [t["table"] for t in only["data"]]) == (1, [OTHER_TABLE])

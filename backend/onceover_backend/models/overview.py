@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from onceover_backend.models.runs import VerdictPublic
+from onceover_backend.models.runs import RunCausePublic, VerdictPublic
 
 Freshness = Literal["fresh", "stale"]
 
@@ -21,7 +21,10 @@ class AttentionRunPublic(BaseModel):
     since: AwareDatetime = Field(
         description="failed: when it ended; stalled: when it was last heard from"
     )
-    reason: str = Field(description="the error's first line, or how long it has been silent")
+    reason: str = Field(
+        description="failed: its cause's headline; stalled: how long it has been silent"
+    )
+    cause: RunCausePublic | None = Field(description="a failed run's cause; null when stalled")
     link: str = Field(description="the dashboard path of the run")
 
 

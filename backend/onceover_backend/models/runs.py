@@ -322,6 +322,35 @@ class StreamPublic(BaseModel):
     updated_at: AwareDatetime
 
 
+CauseKind = Literal[
+    "driver_died", "task_failed", "refused", "commit_refused", "bad_option", "error"
+]
+BatchStage = Literal["writing", "intent", "committed", "skipped_duplicate", "aborted"]
+
+
+class RunCausePublic(BaseModel):
+    """Why a failed run stopped, told from its error and what it reported last."""
+
+    kind: CauseKind = Field(
+        description="driver_died: the Spark driver's JVM exited (killed, out of memory, "
+        "preempted) and its Python side saw the connection go; task_failed: a Spark task "
+        "failed every attempt Spark allows; refused: another driver still runs this query "
+        "or run id, this one wrote nothing; commit_refused: BigQuery refused a batch's "
+        "commit; bad_option: a write option or setting is wrong; error: anything else"
+    )
+    headline: str = Field(description="one line: the kind, and the batch it stopped at")
+    batch: str | None = Field(
+        description="the batch the run last reported: its number, or 'write' for a batch "
+        "write; null: none"
+    )
+    batch_stage: BatchStage | None = Field(
+        description="how far that batch got: writing (streams written, no commit "
+        "reported), intent (its commit intended, not confirmed), committed, "
+        "skipped_duplicate, aborted"
+    )
+    error: str | None = Field(description="the error exactly as the job reported it")
+
+
 class RunDetailPublic(RunPublic):
     """``GET /api/runs/{run_id}``: the run with its attempts, batches and streams."""
 
@@ -342,6 +371,9 @@ class RunDetailPublic(RunPublic):
     write_requests: dict[str, int] = Field(description="append requests by response code")
     rejections: list[RejectionPublic] = Field(
         description="the latest rows BigQuery refused, at most 20, newest first, each row once"
+    )
+    cause: RunCausePublic | None = Field(
+        description="a failed run's cause, classified; null unless the run failed"
     )
     redrives: RunRedrivesPublic = Field(
         description="its set-aside rows re-driven (landed) and still set aside, from its "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from onceover_backend.models.runs import VerdictPublic
+from onceover_backend.models.overview import OverviewTablePublic
 
 
 class TablePublic(BaseModel):
@@ -29,7 +29,11 @@ class TablePublic(BaseModel):
     first_started_at: AwareDatetime
     last_started_at: AwareDatetime
     key_column: str | None = Field(description="the key column of the latest run naming one")
-    reconciliation: VerdictPublic | None = Field(description="the table's latest check, if any")
+    figures: OverviewTablePublic = Field(
+        description="the table as the overview shows it (the same definition): last commit "
+        "and freshness, rows committed today, the 24 hours' retry codes, rows set aside and "
+        "the newest check touching it, run-scoped or table-scoped"
+    )
 
 
 class TablesPublic(BaseModel):

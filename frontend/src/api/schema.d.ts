@@ -495,7 +495,9 @@ export interface paths {
         };
         /**
          * List Tables
-         * @description Tables runs have loaded, most recent first: runs, rows, retry codes, last check.
+         * @description Tables runs have loaded, most recent first: runs, rows and retry codes over every
+         *     run, and ``figures``, the overview's row of the table (freshness, rows today, the 24
+         *     hours' retry codes, the newest check of any scope).
          */
         get: operations["listTables"];
         put?: never;
@@ -1582,6 +1584,8 @@ export interface components {
          * @description A run someone has to look at: it failed, or the stall sweep found it silent.
          */
         AttentionRunPublic: {
+            /** @description a failed run's cause; null when stalled */
+            cause: components["schemas"]["RunCausePublic"] | null;
             /** Job */
             job: string | null;
             /**
@@ -1591,7 +1595,7 @@ export interface components {
             link: string;
             /**
              * Reason
-             * @description the error's first line, or how long it has been silent
+             * @description failed: its cause's headline; stalled: how long it has been silent
              */
             reason: string;
             /** Run Id */
@@ -3757,6 +3761,38 @@ export interface components {
             write?: string | null;
         };
         /**
+         * RunCausePublic
+         * @description Why a failed run stopped, told from its error and what it reported last.
+         */
+        RunCausePublic: {
+            /**
+             * Batch
+             * @description the batch the run last reported: its number, or 'write' for a batch write; null: none
+             */
+            batch: string | null;
+            /**
+             * Batch Stage
+             * @description how far that batch got: writing (streams written, no commit reported), intent (its commit intended, not confirmed), committed, skipped_duplicate, aborted
+             */
+            batch_stage: ("writing" | "intent" | "committed" | "skipped_duplicate" | "aborted") | null;
+            /**
+             * Error
+             * @description the error exactly as the job reported it
+             */
+            error: string | null;
+            /**
+             * Headline
+             * @description one line: the kind, and the batch it stopped at
+             */
+            headline: string;
+            /**
+             * Kind
+             * @description driver_died: the Spark driver's JVM exited (killed, out of memory, preempted) and its Python side saw the connection go; task_failed: a Spark task failed every attempt Spark allows; refused: another driver still runs this query or run id, this one wrote nothing; commit_refused: BigQuery refused a batch's commit; bad_option: a write option or setting is wrong; error: anything else
+             * @enum {string}
+             */
+            kind: "driver_died" | "task_failed" | "refused" | "commit_refused" | "bad_option" | "error";
+        };
+        /**
          * RunDetailPublic
          * @description ``GET /api/runs/{run_id}``: the run with its attempts, batches and streams.
          */
@@ -3789,6 +3825,8 @@ export interface components {
             batches: components["schemas"]["BatchPublic"][];
             /** Batches Committed */
             batches_committed: number;
+            /** @description a failed run's cause, classified; null unless the run failed */
+            cause: components["schemas"]["RunCausePublic"] | null;
             /** Current Attempt Id */
             current_attempt_id: string | null;
             /**
@@ -4627,6 +4665,8 @@ export interface components {
             already_exists: number;
             /** Batches Committed */
             batches_committed: number;
+            /** @description the table as the overview shows it (the same definition): last commit and freshness, rows committed today, the 24 hours' retry codes, rows set aside and the newest check touching it, run-scoped or table-scoped */
+            figures: components["schemas"]["OverviewTablePublic"];
             /**
              * First Started At
              * Format: date-time
@@ -4647,8 +4687,6 @@ export interface components {
              * @description append requests answered OUT_OF_RANGE over every run, as each run counts them
              */
             out_of_range: number;
-            /** @description the table's latest check, if any */
-            reconciliation: components["schemas"]["VerdictPublic"] | null;
             /**
              * Rejected Requests
              * @description rows_rejected events over every run

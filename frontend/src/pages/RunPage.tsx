@@ -5,6 +5,7 @@ import { Link, useParams } from "react-router";
 import { api, errorMessage, type RunDetail } from "../api/client";
 import { ErrorNote, Loading, QueryState, Stat, StatusBadge } from "../components/ui";
 import { useIsOperator } from "../lib/auth";
+import { CAUSE_LABELS, type RunCause as RunCauseShown } from "../lib/causes";
 import { deadLetterNote } from "../lib/deadLetters";
 import { durationBetween, formatCount, formatDuration, formatTime } from "../lib/format";
 import { useLiveReload } from "../lib/live";
@@ -75,7 +76,25 @@ function RunSummary({ run }: { run: RunDetail }) {
           <span className="mono">row_format=proto</span> to start so.
         </p>
       )}
-      {run.error && <ErrorNote message={`Error: ${run.error}`} />}
+      {/* A failed run's cause leads the page (above); another run's error is told here. */}
+      {!run.cause && run.error && <ErrorNote message={`Error: ${run.error}`} />}
+    </section>
+  );
+}
+
+/** A failed run's cause: its kind and the batch it stopped at, the raw error beneath. */
+function RunCause({ cause }: { cause: RunCauseShown }) {
+  return (
+    <section className="run-cause" aria-label="Why it failed" data-testid="run-cause" data-kind={cause.kind} data-batch={cause.batch ?? ""}>
+      <p className="run-cause-headline">
+        <span className="badge badge-bad">{CAUSE_LABELS[cause.kind]}</span>{" "}
+        <strong data-testid="run-cause-headline">{cause.headline}</strong>
+      </p>
+      {cause.error && (
+        <pre className="run-cause-error" data-testid="run-cause-error" aria-label="The error as the job reported it">
+          {cause.error}
+        </pre>
+      )}
     </section>
   );
 }
@@ -197,6 +216,7 @@ export function RunPage() {
           {notice}
         </p>
       )}
+      {detail.cause && <RunCause cause={detail.cause} />}
       <RunSummary run={detail} />
       <OverwritePanel run={detail} />
       {blocked === null && RESUMABLE.has(detail.status) && (

@@ -99,7 +99,8 @@ const RUN_COLUMNS: Column<Run>[] = [
     cell: (run) => run.mode ?? "–",
     cellAttributes: (run) => ({ title: modeNote(run.mode) }),
   },
-  { id: "started", header: "Started", cell: (run) => formatTime(run.started_at), className: "nowrap" },
+  // The time may go under the date: at 1280 px the table then fits its panel.
+  { id: "started", header: "Started", cell: (run) => formatTime(run.started_at) },
   {
     id: "duration",
     header: "Duration",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from onceover_backend.api.deps import SessionDep, ViewerDep
+from onceover_backend.api.deps import SessionDep, SettingsDep, ViewerDep
 from onceover_backend.models import TablesPublic, Text
 from onceover_backend.services.reads import table_totals
 
@@ -17,6 +18,7 @@ router = APIRouter(prefix="/tables", tags=["tables"])
 def list_tables(
     *,
     session: SessionDep,
+    settings: SettingsDep,
     _principal: ViewerDep,
     table: Annotated[
         Text | None, Query(max_length=1100, description="only this project.dataset.table")
@@ -24,5 +26,13 @@ def list_tables(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> TablesPublic:
-    """Tables runs have loaded, most recent first: runs, rows, retry codes, last check."""
-    return table_totals.list_tables(session, table=table, limit=limit, offset=offset)
+    """Tables runs have loaded, most recent first: runs, rows and retry codes over every
+    run, and ``figures``, the overview's row of the table (freshness, rows today, the 24
+    hours' retry codes, the newest check of any scope)."""
+    return table_totals.list_tables(
+        session,
+        stale_after=timedelta(seconds=settings.stale_after_s),
+        table=table,
+        limit=limit,
+        offset=offset,
+    )

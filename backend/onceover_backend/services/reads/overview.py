@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import case, func
 from sqlalchemy import select as select_rows
@@ -30,7 +31,9 @@ from onceover_backend.models import (
     OverviewTablePublic,
     OverviewTotalsPublic,
     OverviewVerdictPublic,
+    RunCausePublic,
 )
+from onceover_backend.services.reads.run_cause import causes_of
 from onceover_backend.services.webhooks.payloads import page_path
 from onceover_backend.tables import (
     Alert,
@@ -116,14 +119,21 @@ class TableFigures:
     verdicts: dict[str, OverviewVerdictPublic]
 
 
-def table_figures(session: Session, *, stale_after: timedelta, window: Window) -> TableFigures:
+def table_figures(
+    session: Session,
+    *,
+    stale_after: timedelta,
+    window: Window,
+    only: list[str] | None = None,
+) -> TableFigures:
     """Each table's freshness, rows today, codes of the 24 hours, rows set aside and newest
-    reconciliation (4 queries), stale tables first. The one definition of these figures:
-    the overview shows them and ``GET /metrics`` exports them."""
-    tables = _known_tables(session)
-    commits = _commits_by_table(session, today=window.today, since=window.since)
-    hours = _hours_by_table(session, window.since)
-    verdicts = _newest_verdicts(session)
+    reconciliation of any scope (4 queries), stale tables first: of every table, or of
+    ``only``. The one definition of these figures: the overview and the Tables pages show
+    them and ``GET /metrics`` exports them."""
+    tables = _known_tables(session) if only is None else list(dict.fromkeys(only))
+    commits = _commits_by_table(session, today=window.today, since=window.since, only=only)
+    hours = _hours_by_table(session, window.since, only=only)
+    verdicts = _newest_verdicts(session, only=only)
 
     rows: list[OverviewTablePublic] = []
     for table in tables:
@@ -203,28 +213,28 @@ def overview(
 
 
 def _attention_runs(session: Session) -> tuple[list[AttentionRunPublic], int]:
-    """Failed and stalled runs, the most recent first (2 queries): by when they ended,
-    or (stalled) when they were last heard from."""
+    """Failed and stalled runs, the most recent first (5 queries): by when they ended,
+    or (stalled) when they were last heard from; a failed one with its cause."""
     needing = col(Run.status).in_(ATTENTION)
     when = func.coalesce(Run.finished_at, Run.last_event_at, Run.started_at)
     runs = session.exec(
         select(Run).where(needing).order_by(when.desc(), col(Run.run_id)).limit(MAX_RUNS)
     ).all()
     count = session.exec(select(func.count()).select_from(Run).where(needing)).one()
-    return [_attention(run) for run in runs], int(count)
+    causes = causes_of(session, runs)
+    return [_attention(run, causes.get(run.run_id)) for run in runs], int(count)
 
 
-def _attention(run: Run) -> AttentionRunPublic:
-    if run.status == "failed":
+def _attention(run: Run, cause: RunCausePublic | None) -> AttentionRunPublic:
+    if cause is not None:
         since = run.finished_at or run.updated_at
-        first_line = (run.error or "").strip().splitlines()[:1]
-        reason = first_line[0][:300] if first_line else "failed; the job reported no error"
+        reason = cause.headline
     else:
         since = run.last_event_at or run.started_at
         reason = f"nothing heard from it since {since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
     return AttentionRunPublic(
         run_id=run.run_id, job=run.job, table=run.table_id, status=run.status,
-        since=since, reason=reason, link=page_path(run.run_id, None),
+        since=since, reason=reason, cause=cause, link=page_path(run.run_id, None),
     )  # fmt: skip
 
 
@@ -254,13 +264,18 @@ def _firing_alerts(session: Session) -> tuple[list[FiringAlertPublic], int]:
     return alerts, int(count)
 
 
+def _of(table_column: Any, only: list[str] | None) -> list[Any]:
+    """The condition keeping ``only``'s tables (none: every table)."""
+    return [] if only is None else [table_column.in_(only)]
+
+
 def _known_tables(session: Session) -> list[str]:
     """Every table a run has loaded, as the Tables page lists them (1 query)."""
     return [str(t) for t in session.exec(select(Run.table_id).distinct())]
 
 
 def _commits_by_table(
-    session: Session, *, today: datetime, since: datetime
+    session: Session, *, today: datetime, since: datetime, only: list[str] | None
 ) -> dict[str, tuple[datetime | None, int, int]]:
     """Per table: the last commit, rows committed today, rows set aside by batches
     committed since ``since`` (1 query), summed from the commits by the hour (both
@@ -273,7 +288,9 @@ def _commits_by_table(
             func.max(CommitHour.last_commit_at),
             func.sum(case((hour >= today, col(CommitHour.rows)), else_=0)),
             func.sum(case((hour >= since, col(CommitHour.dead_lettered_rows)), else_=0)),
-        ).group_by(col(CommitHour.table_id))
+        )
+        .where(*_of(col(CommitHour.table_id), only))
+        .group_by(col(CommitHour.table_id))
     )
     return {
         str(table): (last, int(today_rows or 0), int(dead or 0))
@@ -281,7 +298,9 @@ def _commits_by_table(
     }
 
 
-def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:
+def _hours_by_table(
+    session: Session, since: datetime, *, only: list[str] | None
+) -> dict[str, _Hours]:
     """Append requests per table, UTC hour and response code since ``since``, summed
     in SQL from the hourly rollups (1 query). The per-minute ones held sixty times the
     rows to read, most of the overview's time with many events stored
@@ -289,7 +308,7 @@ def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:
     rows = session.execute(
         select_rows(col(HourRollup.table_id), col(HourRollup.hour), col(HourRollup.code),
                     func.sum(HourRollup.requests))
-        .where(col(HourRollup.hour) >= since)
+        .where(col(HourRollup.hour) >= since, *_of(col(HourRollup.table_id), only))
         .group_by(col(HourRollup.table_id), col(HourRollup.hour), col(HourRollup.code))
     )  # fmt: skip
     by_table: dict[str, _Hours] = defaultdict(_Hours)
@@ -298,11 +317,14 @@ def _hours_by_table(session: Session, since: datetime) -> dict[str, _Hours]:
     return by_table
 
 
-def _newest_verdicts(session: Session) -> dict[str, OverviewVerdictPublic]:
+def _newest_verdicts(
+    session: Session, *, only: list[str] | None
+) -> dict[str, OverviewVerdictPublic]:
     """The newest reconciliation touching each table: of a run into it or of it whole
     (1 query)."""
     newest = (
         select(Reconciliation.table_id, func.max(Reconciliation.id).label("id"))
+        .where(*_of(col(Reconciliation.table_id), only))
         .group_by(col(Reconciliation.table_id))
         .subquery()
     )

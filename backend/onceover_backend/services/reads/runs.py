@@ -23,6 +23,7 @@ from onceover_backend.services.paging import page
 from onceover_backend.services.reads.batch_view import batch_public
 from onceover_backend.services.reads.list_extras import latest_verdicts
 from onceover_backend.services.reads.redrives import redrives_of
+from onceover_backend.services.reads.run_cause import causes_of
 from onceover_backend.tables import Attempt, Batch, Launch, Run, Stream, WriteRollup
 
 
@@ -146,5 +147,6 @@ def get_run(session: Session, run_id: str, launch_modules: Sequence[str] = ()) -
             StreamPublic.model_validate({**s.model_dump(), "table": s.table_id}) for s in streams
         ],
         write_requests={code: int(n) for code, n in requests},
+        cause=causes_of(session, [run]).get(run.run_id),
         redrives=redrives_of(session, run),
     )

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 
 from sqlalchemy import select as select_rows
 from sqlmodel import Session, col, func, select
 
 from onceover_backend.models import TablePublic, TablesPublic
 from onceover_backend.services.paging import MAX_OFFSET
-from onceover_backend.services.reads.list_extras import latest_verdicts
+from onceover_backend.services.reads.overview import Window, table_figures
 from onceover_backend.tables import Run
 
 
 def list_tables(
-    session: Session, *, table: str | None = None, limit: int = 50, offset: int = 0
+    session: Session,
+    *,
+    stale_after: timedelta,
+    table: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
 ) -> TablesPublic:
-    """Tables, the most recently loaded first, each with its latest table reconciliation
-    (only ``table`` when given)."""
+    """Tables, the most recently loaded first (only ``table`` when given), each with its
+    totals over every run and the overview's figures of it (freshness, rows today, the
+    24 hours' retry codes, its newest check of any scope) from :func:`table_figures`."""
     last_started = func.max(Run.started_at)
     only = [col(Run.table_id) == table] if table is not None else []
     totals = session.execute(  # ten columns: more than sqlmodel's select is typed for
@@ -43,7 +50,12 @@ def list_tables(
     tables = [row[0] for row in totals]
     by_status = runs_by_status(session, tables)
     keys = _latest_keys(session, tables)
-    verdicts = latest_verdicts(session, "table", tables)
+    figures = {
+        row.table: row
+        for row in table_figures(
+            session, stale_after=stale_after, window=Window.at(), only=tables
+        ).tables
+    }
     return TablesPublic(
         data=[
             TablePublic(
@@ -59,7 +71,7 @@ def list_tables(
                 first_started_at=first,
                 last_started_at=last,
                 key_column=keys.get(table_id),
-                reconciliation=verdicts.get(table_id),
+                figures=figures[table_id],
             )
             for (
                 table_id,

@@ -4,6 +4,7 @@ import { DataTable, type Column } from "../../components/DataTable";
 import { RunLink, TableLink } from "../../components/links";
 import { TimeAgo } from "../../components/TimeAgo";
 import { StatusBadge } from "../../components/ui";
+import { CAUSE_LABELS, causeBatch } from "../../lib/causes";
 import { formatCount } from "../../lib/format";
 import type { AttentionRun } from "./types";
 
@@ -18,9 +19,25 @@ function attentionColumns(now: string): Column<AttentionRun>[] {
     {
       id: "why",
       header: "Why",
-      cell: (run) => <span className="ov-clamp">{run.reason}</span>,
+      // A failed run's cause and batch first, whole; then its headline, at most two lines.
+      cell: (run) => (
+        <>
+          {run.cause && (
+            <span className="ov-cause">
+              <span className="badge badge-bad">{CAUSE_LABELS[run.cause.kind]}</span>
+              {causeBatch(run.cause) && <span className="nowrap"> {causeBatch(run.cause)}</span>}
+            </span>
+          )}
+          <span className="ov-clamp">{run.reason}</span>
+        </>
+      ),
       className: "ov-reason",
-      cellAttributes: (run) => ({ title: run.reason }),
+      // The whole of it on hover: a failed run's raw error beneath its cause.
+      cellAttributes: (run) => ({
+        title: run.cause?.error ? `${run.reason}\n\n${run.cause.error}` : run.reason,
+        "data-testid": "attention-why",
+        "data-kind": run.cause?.kind ?? "",
+      }),
     },
   ];
 }

@@ -4,7 +4,7 @@ import { Stat } from "../../components/ui";
 import { formatCount } from "../../lib/format";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { Overview } from "./types";
-import { VerdictLink } from "./VerdictLink";
+import { VerdictLink } from "../../components/TableFigures";
 
 export function Headline({ overview }: { overview: Overview }) {
   const { totals } = overview;
@@ -44,7 +44,7 @@ export function Headline({ overview }: { overview: Overview }) {
         />
         <Stat label="Rows today (UTC)" testId="overview-rows-today" value={formatCount(totals.rows_committed_today)} />
         <Stat
-          label="ALREADY_EXISTS 24 h"
+          label={"ALREADY_EXISTS 24\u00a0h"}
           value={
             <Sparkline
               values={totals.hours.map((hour) => hour.already_exists)}
@@ -55,7 +55,7 @@ export function Headline({ overview }: { overview: Overview }) {
           }
         />
         <Stat
-          label="OUT_OF_RANGE 24 h"
+          label={"OUT_OF_RANGE 24\u00a0h"}
           value={
             <Sparkline
               values={totals.hours.map((hour) => hour.out_of_range)}

@@ -41,7 +41,14 @@ const busy: Overview = {
       table: STALE,
       status: "failed",
       since: "2026-10-29T12:00:09Z",
-      reason: "disk full",
+      reason: "The job failed after batch 3 committed: disk full",
+      cause: {
+        kind: "error",
+        headline: "The job failed after batch 3 committed: disk full",
+        batch: "3",
+        batch_stage: "committed",
+        error: "OSError: disk full",
+      },
       link: "/runs/nightly-7",
     },
     {
@@ -51,6 +58,7 @@ const busy: Overview = {
       status: "stalled",
       since: "2026-11-01T12:02:00Z",
       reason: "nothing heard from it since 2026-11-01 12:02:00 UTC",
+      cause: null,
       link: "/runs/stream-2",
     },
   ],
@@ -148,7 +156,7 @@ describe("OverviewPage", () => {
     const failed = within(runs).getAllByTestId("attention-run")[0];
     expect(failed.dataset.status).toBe("failed");
     expect(within(failed).getByRole("link", { name: "nightly-7" }).getAttribute("href")).toBe("/runs/nightly-7");
-    expect(within(failed).getByText("disk full")).toBeTruthy();
+    expect(within(failed).getByText("The job failed after batch 3 committed: disk full")).toBeTruthy();
     expect(within(failed).getByText("3 d 0 h ago")).toBeTruthy(); // measured from the answer's time
 
     const alert = within(screen.getByTestId("firing-alerts")).getByTestId("firing-alert");

@@ -25,15 +25,21 @@ export function Sparkline({
   label,
   tone,
   testId,
+  figure,
 }: {
   values: number[];
   label: string;
   tone: "info" | "bad";
   testId?: string;
+  /** Its total is this figure of a table (data-figure, as on the Tables pages). */
+  figure?: string;
 }) {
   const total = values.reduce((sum, value) => sum + value, 0);
   return (
-    <span className={`ov-spark ov-spark-${tone}${total > 0 ? " ov-spark-some" : ""}`} data-testid={testId}>
+    <span className={`ov-spark ov-spark-${tone}${total > 0 ? " ov-spark-some" : ""}`} data-testid={testId}
+      data-figure={figure}
+      data-value={figure ? total : undefined}
+    >
       <svg width={WIDTH} height={HEIGHT} viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={label}>
         <polyline points={sparkPoints(values)} fill="none" stroke="currentColor" strokeWidth="1.5" />
       </svg>

@@ -3,30 +3,11 @@
 import { Link } from "react-router";
 import { DataTable, type Column } from "../../components/DataTable";
 import { TableLink } from "../../components/links";
-import { TimeAgo } from "../../components/TimeAgo";
+import { FigureCount, Freshness, VerdictLink } from "../../components/TableFigures";
 import { CodeName } from "../../components/ui";
 import { formatCount, formatDuration } from "../../lib/format";
 import { Sparkline, sparkLabel } from "./Sparkline";
 import type { OverviewTable } from "./types";
-import { VerdictLink } from "./VerdictLink";
-
-export function Freshness({ table, now }: { table: OverviewTable; now: string }) {
-  const stale = table.freshness === "stale";
-  return (
-    <span className="ov-freshness">
-      <span className={`badge badge-${stale ? "warn" : "ok"}`} data-testid="table-freshness" data-freshness={table.freshness}>
-        {table.freshness}
-      </span>{" "}
-      {table.last_commit_at ? (
-        <span className="muted">
-          last commit <TimeAgo iso={table.last_commit_at} now={now} />
-        </span>
-      ) : (
-        <span className="muted">never committed</span>
-      )}
-    </span>
-  );
-}
 
 function hoursOf(table: OverviewTable, code: "already_exists" | "out_of_range") {
   return table.hours.map((hour) => ({ start: hour.start, count: hour[code] }));
@@ -41,11 +22,11 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
       rowHeader: true,
       className: "ov-id ov-table-name",
     },
-    { id: "freshness", header: "Freshness", cell: (table) => <Freshness table={table} now={now} /> },
+    { id: "freshness", header: "Freshness", cell: (table) => <Freshness figures={table} now={now} /> },
     {
       id: "rows-today",
       header: "Rows today",
-      cell: (table) => formatCount(table.rows_committed_today),
+      cell: (table) => <FigureCount figure="rows-today" count={table.rows_committed_today} />,
       align: "end",
       cellAttributes: () => ({ "data-testid": "table-rows-today" }),
     },
@@ -53,7 +34,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
       id: "already-exists",
       header: (
         <>
-          <CodeName code="ALREADY_EXISTS" /> 24 h
+          <CodeName code="ALREADY_EXISTS" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered ALREADY_EXISTS, per hour",
@@ -64,6 +45,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
           label={sparkLabel(`ALREADY_EXISTS on ${table.table}`, hoursOf(table, "already_exists"))}
           tone="info"
           testId="table-already-exists"
+          figure="already-exists"
         />
       ),
     },
@@ -71,7 +53,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
       id: "out-of-range",
       header: (
         <>
-          <CodeName code="OUT_OF_RANGE" /> 24 h
+          <CodeName code="OUT_OF_RANGE" /> 24&nbsp;h
         </>
       ),
       headerTitle: "append requests answered OUT_OF_RANGE, per hour",
@@ -82,6 +64,7 @@ function glanceColumns(now: string): Column<OverviewTable>[] {
           label={sparkLabel(`OUT_OF_RANGE on ${table.table}`, hoursOf(table, "out_of_range"))}
           tone="bad"
           testId="table-out-of-range"
+          figure="out-of-range"
         />
       ),
     },

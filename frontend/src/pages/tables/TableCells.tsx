@@ -1,7 +1,7 @@
-// Cells both Tables views show: a table's runs by status and its latest check's verdict.
-import type { TableTotals } from "../../api/client";
+// A cell both Tables views show: a table's runs by status. (Its figures, the latest
+// check among them, are components/TableFigures.tsx, as the overview shows them.)
 import { StatusBadge } from "../../components/ui";
-import { formatCount, formatTime } from "../../lib/format";
+import { formatCount } from "../../lib/format";
 import { runStatusCounts } from "./tableData";
 
 export function RunsByStatus({ byStatus }: { byStatus: Record<string, number> }) {
@@ -12,22 +12,6 @@ export function RunsByStatus({ byStatus }: { byStatus: Record<string, number> })
       {counts.map(([status, runs]) => (
         <StatusBadge key={status} status={status} label={`${formatCount(runs)} ${status}`} />
       ))}
-    </span>
-  );
-}
-
-export function VerdictBadge({ verdict }: { verdict: TableTotals["reconciliation"] }) {
-  if (!verdict) {
-    return (
-      <span data-testid="table-verdict" data-status="never">
-        <StatusBadge status="never" label="never checked" />
-      </span>
-    );
-  }
-  return (
-    <span className="tp-verdict" data-testid="table-verdict" data-status={verdict.status}>
-      <StatusBadge status={verdict.status} />
-      <span className="muted tp-verdict-time">{formatTime(verdict.checked_at)}</span>
     </span>
   );
 }

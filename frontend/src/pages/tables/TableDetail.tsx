@@ -62,7 +62,11 @@ export function TableDetail({ table }: { table: string }) {
                 onReconcile={(key) => void checking.reconcile(key)}
               />
             )}
-            <ReconciliationHistory history={history} justRun={checking.justRun} />
+            <ReconciliationHistory
+              history={history}
+              justRun={checking.justRun}
+              latest={totals.data?.figures.reconciliation}
+            />
           </section>
         </>
       )}

@@ -2,15 +2,16 @@
 import { Link, useSearchParams } from "react-router";
 import { api, type TableTotals } from "../../api/client";
 import { codeCountColumn } from "../../components/codeCountColumn";
+import { FigureCount, Freshness, VerdictLink } from "../../components/TableFigures";
 import { DataTable, type Column } from "../../components/DataTable";
 import { tablePath } from "../../components/links";
 import { Pager } from "../../components/Pager";
-import { Empty, QueryState } from "../../components/ui";
-import { formatCount, formatTime } from "../../lib/format";
+import { CodeName, Empty, QueryState } from "../../components/ui";
+import { formatCount } from "../../lib/format";
 import { useLiveReload } from "../../lib/live";
 import { pageFromParams } from "../../lib/paging";
 import { useQuery } from "../../lib/useQuery";
-import { RunsByStatus, VerdictBadge } from "./TableCells";
+import { RunsByStatus } from "./TableCells";
 
 export function TableList() {
   const [params] = useSearchParams();
@@ -20,6 +21,8 @@ export function TableList() {
     `tables?limit=${page.limit}&offset=${page.offset}`,
   );
   useLiveReload(tables.reload);
+  // "5 min ago" is measured against when the answer was read.
+  const now = new Date().toISOString();
 
   return (
     <>
@@ -37,7 +40,7 @@ export function TableList() {
                 <DataTable
                   label="Tables"
                   className="tp-tables-table"
-                  columns={TOTALS_COLUMNS}
+                  columns={totalsColumns(now)}
                   rows={answer.data}
                   rowKey={(totals) => totals.table}
                   rowAttributes={(totals) => ({ "data-testid": "table-row", "data-table": totals.table })}
@@ -53,62 +56,88 @@ export function TableList() {
   );
 }
 
-const TOTALS_COLUMNS: Column<TableTotals>[] = [
-  {
-    id: "table",
-    header: "Table",
-    cell: (totals) => (
-      <Link to={tablePath(totals.table)} data-testid="table-link">
-        {totals.table}
-      </Link>
-    ),
-    rowHeader: true,
-    className: "tp-table-id",
-  },
-  {
-    id: "runs",
-    header: "Runs",
-    cell: (totals) => (
-      <>
-        {formatCount(totals.runs)}
-        <RunsByStatus byStatus={totals.runs_by_status} />
-      </>
-    ),
-    align: "end",
-    cellAttributes: () => ({ "data-testid": "table-runs" }),
-  },
-  {
-    id: "rows-committed",
-    header: "Rows committed",
-    cell: (totals) => formatCount(totals.rows_committed),
-    align: "end",
-    cellAttributes: () => ({ "data-testid": "table-rows-committed" }),
-  },
-  {
-    id: "batches",
-    header: "Batches",
-    cell: (totals) => formatCount(totals.batches_committed),
-    align: "end",
-    cellAttributes: () => ({ "data-testid": "table-batches" }),
-  },
-  codeCountColumn("ALREADY_EXISTS", (totals) => totals.already_exists, {
-    cellAttributes: () => ({ "data-testid": "table-already-exists" }),
-  }),
-  codeCountColumn("OUT_OF_RANGE", (totals) => totals.out_of_range, {
-    cellAttributes: () => ({ "data-testid": "table-out-of-range" }),
-  }),
-  {
-    id: "last-loaded",
-    header: "Last loaded",
-    cell: (totals) => formatTime(totals.last_started_at),
-    cellAttributes: () => ({ "data-testid": "table-last-loaded" }),
-  },
-  {
-    id: "key-column",
-    header: "Key column",
-    cell: (totals) => totals.key_column ?? <span className="muted">none</span>,
-    className: "mono",
-    cellAttributes: () => ({ "data-testid": "table-key-column" }),
-  },
-  { id: "reconciliation", header: "Reconciliation", cell: (totals) => <VerdictBadge verdict={totals.reconciliation} /> },
-];
+// The overview's figures of each table first (the same definition), then its totals over
+// every run into it.
+function totalsColumns(now: string): Column<TableTotals>[] {
+  return [
+    {
+      id: "table",
+      header: "Table",
+      cell: (totals) => (
+        <Link to={tablePath(totals.table)} data-testid="table-link">
+          {totals.table}
+        </Link>
+      ),
+      rowHeader: true,
+      className: "tp-table-id",
+    },
+    { id: "freshness", header: "Freshness", cell: (totals) => <Freshness figures={totals.figures} now={now} /> },
+    {
+      id: "rows-today",
+      header: "Rows today",
+      headerTitle: "rows of batches committed since 00:00 UTC",
+      cell: (totals) => <FigureCount figure="rows-today" count={totals.figures.rows_committed_today} />,
+      align: "end",
+    },
+    codeCountColumn("ALREADY_EXISTS", (totals) => totals.figures.already_exists, {
+      id: "already-exists-24h",
+      header: (
+        <>
+          <CodeName code="ALREADY_EXISTS" /> 24&nbsp;h
+        </>
+      ),
+      headerTitle: "append requests answered ALREADY_EXISTS over the last 24 hours",
+      cell: (totals) => <FigureCount figure="already-exists" count={totals.figures.already_exists} />,
+    }),
+    codeCountColumn("OUT_OF_RANGE", (totals) => totals.figures.out_of_range, {
+      id: "out-of-range-24h",
+      header: (
+        <>
+          <CodeName code="OUT_OF_RANGE" /> 24&nbsp;h
+        </>
+      ),
+      headerTitle: "append requests answered OUT_OF_RANGE over the last 24 hours",
+      cell: (totals) => <FigureCount figure="out-of-range" count={totals.figures.out_of_range} />,
+    }),
+    {
+      id: "latest-check",
+      header: "Latest check",
+      headerTitle: "the newest reconciliation touching the table: of a run into it, or of it whole",
+      cell: (totals) => <VerdictLink verdict={totals.figures.reconciliation} now={now} />,
+    },
+    {
+      id: "runs",
+      header: "Runs",
+      cell: (totals) => (
+        <>
+          {formatCount(totals.runs)}
+          <RunsByStatus byStatus={totals.runs_by_status} />
+        </>
+      ),
+      align: "end",
+      cellAttributes: () => ({ "data-testid": "table-runs" }),
+    },
+    {
+      id: "rows-committed",
+      header: "Rows, every run",
+      headerTitle: "rows of committed batches over every run into the table",
+      cell: (totals) => formatCount(totals.rows_committed),
+      align: "end",
+      cellAttributes: () => ({ "data-testid": "table-rows-committed" }),
+    },
+    {
+      id: "batches",
+      header: "Batches",
+      cell: (totals) => formatCount(totals.batches_committed),
+      align: "end",
+      cellAttributes: () => ({ "data-testid": "table-batches" }),
+    },
+    {
+      id: "key-column",
+      header: "Key column",
+      cell: (totals) => totals.key_column ?? <span className="muted">none</span>,
+      className: "mono",
+      cellAttributes: () => ({ "data-testid": "table-key-column" }),
+    },
+  ];
+}

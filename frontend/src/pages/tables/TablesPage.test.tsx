@@ -30,7 +30,19 @@ const totals: TableTotals = {
   first_started_at: "2024-01-01T00:00:00Z",
   last_started_at: "2024-01-02T00:00:00Z",
   key_column: "event_id",
-  reconciliation: null,
+  figures: {
+    table: TABLE,
+    last_commit_at: "2024-01-02T00:05:00Z",
+    freshness: "stale",
+    rows_committed_today: 0,
+    requests: 0,
+    already_exists: 0,
+    out_of_range: 0,
+    hours: [],
+    rows_dead_lettered: 0,
+    reconciliation: null,
+    link: `/tables/${TABLE}`,
+  },
 };
 
 function check(id: number, status: Reconciliation["status"]): Reconciliation {
@@ -67,11 +79,11 @@ function check(id: number, status: Reconciliation["status"]): Reconciliation {
 
 const ok = (data: unknown) => Promise.resolve({ data, response: new Response(null, { status: 200 }) });
 
-function stubGets(history: Reconciliation[] = []) {
+function stubGets(history: Reconciliation[] = [], shown: TableTotals = totals) {
   mocks.GET.mockImplementation((path: string, init?: { params?: { query?: { table?: string } } }) => {
     if (path === "/api/tables") {
       const only = init?.params?.query?.table;
-      const found = only === undefined || only === TABLE ? [totals] : [];
+      const found = only === undefined || only === TABLE ? [shown] : [];
       return ok({ data: found, count: found.length });
     }
     if (path === "/api/runs") return ok({ data: [], count: 0 });
@@ -164,5 +176,22 @@ describe("/tables/:table", () => {
     renderAt(`/tables/${encodeURIComponent(TABLE)}`);
     expect(await screen.findByText("This table has never been reconciled.")).toBeTruthy();
     expect(screen.queryByTestId("reconcile-button")).toBeNull();
+  });
+
+  it("shows a run's check as the table's latest on the list, the totals and the history alike", async () => {
+    const latest = {
+      id: 9, scope: "run" as const, run_id: "run-1", table: TABLE, status: "mismatch" as const,
+      checked_at: "2024-01-03T00:00:00Z", link: "/runs/run-1",
+    };
+    const checked = { ...totals, figures: { ...totals.figures, reconciliation: latest } };
+    stubGets([], checked);
+    renderAt("/tables");
+    const row = await screen.findByTestId("table-row");
+    expect(within(row).getByTestId("overview-verdict").dataset.status).toBe("mismatch");
+    cleanup();
+    renderAt(`/tables/${encodeURIComponent(TABLE)}`);
+    const summary = await screen.findByTestId("table-totals");
+    expect(within(summary).getByTestId("overview-verdict").getAttribute("href")).toBe("/runs/run-1");
+    expect(await screen.findByText(/No check of the whole table yet\. Its latest check was of run/)).toBeTruthy();
   });
 });
