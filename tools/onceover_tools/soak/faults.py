@@ -76,15 +76,13 @@ class Faults:
         proxy: FaultProxy,
         job: SoakJob,
         state: Path,
-        ends_s: float,
     ) -> None:
         unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kind {unknown[0]!r}; known: {', '.join(FAULT_KINDS)}")
         self.kinds, self.every_s, self.mode = kinds, every_s, mode
         self.proxy, self.job, self.state = proxy, job, state
-        self.last_arming_s = ends_s - min(every_s or 0.0, QUIET_END_S)
-        self.first_commit_s: float | None = None
+        self.quiet_s = min(every_s or 0.0, QUIET_END_S)
         self.done: list[SoakFault] = []
         self._next_due: float | None = None
         """Set at the query's first commit: the first fault comes ``every_s`` after it."""
@@ -97,17 +95,17 @@ class Faults:
         last = self.done[-1] if self.done else None
         return last if last is not None and last.fired_s is None and not last.missed else None
 
-    def tick(self, now_s: float, commits: int) -> SoakFault | None:
-        """Arm a fault if one is due; follow those armed. The fault armed now, if any."""
+    def tick(self, now_s: float, commits: int, ends_s: float) -> SoakFault | None:
+        """Arm a fault if one is due (none in the last stretch before ``ends_s``); follow
+        those armed. The fault armed now, if any."""
         self._follow(now_s, commits)
         if self.every_s is None:
             return None
         if self._next_due is None:
             if commits > 0:
-                self.first_commit_s = now_s
                 self._next_due = now_s + self.every_s
             return None
-        if now_s < self._next_due or now_s > self.last_arming_s:
+        if now_s < self._next_due or now_s > ends_s - self.quiet_s:
             return None
         if self.pending is not None:
             return None

@@ -162,7 +162,6 @@ class _Soak:
         self.faults = Faults(
             kinds=plan.fault_kinds, every_s=plan.crash_every_s, mode=plan.mode_name,
             proxy=proxy, job=self.job, state=work / "failpoints",
-            ends_s=plan.shape.minutes * 60,
         )  # fmt: skip
         self.viewer = tokens["viewer"]
         self.sampler = Sampler(
@@ -173,6 +172,9 @@ class _Soak:
         report.runs, report.faults = self.job.runs, self.faults.done
         report.samples = self.sampler.samples
         self.unplanned = 0
+        self.first_commit_s: float | None = None
+        """The soak's time runs from here: the source has made at least the shape's rows
+        (rate x minutes) by the end, however long the first JVM took to start."""
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -200,19 +202,27 @@ class _Soak:
                      self.plan.report_dir / "soak-chart.png")  # fmt: skip
         self.report.chart = str(chart)
 
+    def _ends(self) -> float:
+        """Seconds into the soak when its time is up (not known before the first commit)."""
+        if self.first_commit_s is None:
+            return float("inf")
+        return self.first_commit_s + self.plan.shape.minutes * 60
+
     def _query(self) -> None:
         """The query for the soak's time: restarted when it ends, faults, samples."""
         self.job.start()
         next_sample = 0.0
-        while (now := self.now()) < self.plan.shape.minutes * 60:
+        while (now := self.now()) < self._ends():
             self._restart_if_ended(now)
             commits = batches_committed(self.job.checkpoint)
+            if commits and self.first_commit_s is None:
+                self.first_commit_s = now
             if commits == 0 and now > FIRST_COMMIT_TIMEOUT_S:
                 raise SoakFailedError(
                     f"no micro-batch committed in {FIRST_COMMIT_TIMEOUT_S:.0f} s; "
                     f"see {self.work}/run-{self.job.runs[-1].number}.log"
                 )
-            armed = self.faults.tick(now, commits)
+            armed = self.faults.tick(now, commits, self._ends())
             if armed is not None:
                 self.say(f"  {now / 60:6.1f} min  fault {armed.number}: {armed.kind} "
                          f"{armed.detail}")  # fmt: skip
@@ -260,9 +270,9 @@ class _Soak:
         verdict = judge_table(self.client, self.table, plan.shape, self.job.checkpoint)
         report.verdict = verdict
         judge_ledger(verdict, self.job.ledger, self.table, plan.mode_name)
-        judge_flatness(verdict, report.samples, report.seconds)
-        # warm-up: the first quarter of the time from the query's first commit on
-        began = self.faults.first_commit_s or 0.0
+        # the quarters, and the warm-up (the first), of the time from the first commit on
+        began = self.first_commit_s or 0.0
+        judge_flatness(verdict, report.samples, report.seconds, began)
         warm = began + (report.seconds - began) / 4
         late = sum(f.fired_s is not None and f.fired_s >= warm for f in report.faults)
         judge_streams(

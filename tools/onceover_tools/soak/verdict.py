@@ -161,13 +161,17 @@ def _median(samples: list[Sample], name: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def judge_flatness(verdict: Verdict, samples: list[Sample], seconds: float) -> None:
-    """The last quarter's medians against the second's, for memory, threads, connections:
-    samples while the driver was down (no JVM) left out."""
-    judged = seconds >= FLAT_MIN_MINUTES * 60
+def judge_flatness(
+    verdict: Verdict, samples: list[Sample], seconds: float, began_s: float = 0.0
+) -> None:
+    """The last quarter's medians against the second's, for memory, threads, connections,
+    the quarters of the time from ``began_s`` (the first commit) to ``seconds``: samples
+    while the driver was down (no JVM) left out."""
+    span = seconds - began_s
+    judged = span >= FLAT_MIN_MINUTES * 60
     up = [s for s in samples if s.jvm_threads > 0 and s.seconds <= seconds]
-    second = [s for s in up if seconds / 4 <= s.seconds < seconds / 2]
-    last = [s for s in up if s.seconds >= seconds * 3 / 4]
+    second = [s for s in up if began_s + span / 4 <= s.seconds < began_s + span / 2]
+    last = [s for s in up if s.seconds >= began_s + span * 3 / 4]
     for name, is_count in FLAT_FIGURES.items():
         before, after = _median(second, name), _median(last, name)
         if not judged or before is None or after is None or len(second) < 2 or len(last) < 2:
