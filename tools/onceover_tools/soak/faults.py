@@ -52,6 +52,8 @@ class SoakFault:
     first_commit_s: float | None = None
     """Seconds into the soak when the first micro-batch after the fault was committed."""
     missed: bool = False
+    disarmed: bool = False
+    """Armed, not yet fired when the soak's time was up: taken back, not a failure."""
 
     @property
     def recovery_s(self) -> float | None:
@@ -93,7 +95,9 @@ class Faults:
     def pending(self) -> SoakFault | None:
         """The fault armed and not yet fired (the next waits for it)."""
         last = self.done[-1] if self.done else None
-        return last if last is not None and last.fired_s is None and not last.missed else None
+        if last is None or last.fired_s is not None or last.missed or last.disarmed:
+            return None
+        return last
 
     def tick(self, now_s: float, commits: int, ends_s: float) -> SoakFault | None:
         """Arm a fault if one is due (none in the last stretch before ``ends_s``); follow
@@ -141,7 +145,7 @@ class Faults:
 
     def _follow(self, now_s: float, commits: int) -> None:
         for fault in self.done:
-            if fault.fired_s is None and not fault.missed:
+            if fault.fired_s is None and not fault.missed and not fault.disarmed:
                 if self._check_fired(fault, now_s):
                     fault.commits_before = commits  # recovery counts from here
             elif (
@@ -168,6 +172,10 @@ class Faults:
 
     def disarm(self) -> None:
         """Take back a fault armed and not fired (the soak is over): none may fire later."""
+        waiting = self.pending
+        if waiting is not None:
+            waiting.disarmed = True
+            waiting.detail += " (taken back: the soak's time was up before it fired)"
         for point in set(COMMIT_POINTS.values()):
             (self.state / f"{point}{failpoints.ARM_SUFFIX}").unlink(missing_ok=True)
         armed = set(self._wire.values())
