@@ -23,18 +23,19 @@ from typing import Any
 
 from onceover_jobs.sink import failpoints
 
+from onceover.modes import Publish, traits_of
 from onceover_tools.chaos.proxy import APPEND_ROWS, FaultProxy, WireFault
 from onceover_tools.soak.job import SoakJob
 from onceover_tools.soak.plan import FAULT_KINDS
 
-COMMIT_POINTS = {
-    "pending": "commit.after",
-    "buffered": "flush.after",
-    "committed": "ledger.after_intent",
-    "default": "ledger.after_intent",
+COMMIT_POINTS: dict[Publish, str] = {
+    "batch_commit": "commit.after",
+    "flush": "flush.after",
+    "none": "ledger.after_intent",
 }
-"""Where ``commit_error`` fails a batch, by mode: its commit step, or where the batch's
-intent is recorded in the modes that commit at each append."""
+"""Where ``commit_error`` fails a batch, by how its mode publishes one: after the commit
+step took effect, or (a mode whose rows are visible as appended) where the batch's
+intent is recorded."""
 FIRE_DEADLINE_S = 120.0
 QUIET_END_S = 60.0
 """No fault is armed in the soak's last minute (or last ``every_s``, if shorter): its
@@ -82,7 +83,8 @@ class Faults:
         unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kind {unknown[0]!r}; known: {', '.join(FAULT_KINDS)}")
-        self.kinds, self.every_s, self.mode = kinds, every_s, mode
+        self.kinds, self.every_s = kinds, every_s
+        self.commit_point = COMMIT_POINTS[traits_of(mode).publish]
         self.proxy, self.job, self.state = proxy, job, state
         self.quiet_s = min(every_s or 0.0, QUIET_END_S)
         self.done: list[SoakFault] = []
@@ -127,7 +129,7 @@ class Faults:
             action = "kill" if kind == "worker_kill" else "drop_response"
             self._wire[fault.number] = self.proxy.arm_next(action, APPEND_ROWS)  # type: ignore[arg-type]
         else:
-            point = COMMIT_POINTS[self.mode]
+            point = self.commit_point
             self._fired_lines[fault.number] = self._fired(point)
             failpoints.arm_once(self.state, point, failpoints.Action.ERROR)
             fault.detail = f"{point}=error"
@@ -162,7 +164,7 @@ class Faults:
                 if fired.fault == wire:
                     fault.fired_s, fault.detail = now_s, fired.detail or wire.action
         elif fault.kind == "commit_error":
-            point = COMMIT_POINTS[self.mode]
+            point = self.commit_point
             if self._fired(point) > self._fired_lines[fault.number]:
                 fault.fired_s = now_s
         if fault.fired_s is None and now_s - fault.armed_s > FIRE_DEADLINE_S:
@@ -176,7 +178,6 @@ class Faults:
         if waiting is not None:
             waiting.disarmed = True
             waiting.detail += " (taken back: the soak's time was up before it fired)"
-        for point in set(COMMIT_POINTS.values()):
-            (self.state / f"{point}{failpoints.ARM_SUFFIX}").unlink(missing_ok=True)
+        (self.state / f"{self.commit_point}{failpoints.ARM_SUFFIX}").unlink(missing_ok=True)
         armed = set(self._wire.values())
         self.proxy.plan = [f for f in self.proxy.plan if f not in armed]

@@ -205,13 +205,13 @@ def judge_streams(  # noqa: PLR0917 - one call site, every argument named there
         return
     start, end = warm[0], warm[-1]
     verdict.streams_after_warm_up = end.streams_created - start.streams_created
-    stream_type = traits_of(mode).stream_type
-    if stream_type == "PENDING":
-        lifetimes = end.batches_committed - start.batches_committed + faults_after_warm_up
-    elif stream_type == "DEFAULT":
+    traits = traits_of(mode)
+    if not traits.creates_streams:
         lifetimes = 0
-    else:
+    elif traits.slotted:
         lifetimes = faults_after_warm_up
+    else:  # a stream per task attempt: per micro-batch, and per retried task
+        lifetimes = end.batches_committed - start.batches_committed + faults_after_warm_up
     verdict.streams_allowed = partitions * lifetimes
     if verdict.streams_after_warm_up > verdict.streams_allowed:
         verdict.problems.append(
