@@ -1,22 +1,28 @@
-"""Every dashboard page over the demo's real runs, in a real Chromium, at 1280 x 800 and
-1920 x 1080: nothing wider than its panel or cut off, each table's figures the same on the
-overview, the Tables list and the table's page, and the crashed run's headline naming the
-driver's death and the batch it stopped at.
+"""``onceover demo`` as a user runs it, once, and everything it shows: every story it tells
+on the API and in BigQuery; every dashboard page over its real runs, in a real Chromium,
+at 1280 x 800 and 1920 x 1080 (nothing wider than its panel or cut off, each table's
+figures the same on the overview, the Tables list and the table's page, the crashed
+run's headline naming the driver's death and the batch it stopped at); then Ctrl-C
+ending it cleanly.
 
-``onceover demo`` runs once for the module (about a minute): its clean, faulty, crashed
-and tampered loads are the runs, its checks the reconciliations. The README's overview
-and the dashboard guide's runs, tables and crashed-run pictures are taken here, at
-1280 x 800 (test-artifacts/dashboard-demo-*.png, copied to docs/screenshots/).
+One test, so one demo (about a minute) whichever pytest worker takes it: each check
+runs whatever the one before found, and their failures are reported together. The
+README's overview and the dashboard guide's runs, tables and crashed-run pictures are
+taken here, at 1280 x 800 (test-artifacts/dashboard-demo-*.png, copied to
+docs/screenshots/). The demo's pieces on their own: tests/tools/test_demo.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +30,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
+from playwright.sync_api import Error as PlaywrightError
 
+from onceover.bigquery import LOCAL_PROJECT, BigQueryConfig, bigquery_client
+from onceover.preflight import check_port_free
 from tests.browser.dashboard import screenshot, sign_in
 from tests.conftest import REPO_ROOT
 from tests.helpers.processes import ONCEOVER, LineReader, running
@@ -101,6 +110,7 @@ READ_FIGURES = """(selector) => {
 class Demo:
     url: str
     token: str
+    printed: str  # what it printed until "Ctrl-C to stop."
     runs: dict[str, dict[str, Any]]  # by job name
     tables: list[str]
 
@@ -112,27 +122,19 @@ class Demo:
         return response.json()
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    """``onceover demo`` as a user runs it, until the module is done."""
-    assert (REPO_ROOT / "frontend" / "dist" / "index.html").is_file(), "run `make frontend` first"
-    work = tmp_path_factory.mktemp("demo")
-    env = _subprocess_env(work)
-    with running(
-        [*ONCEOVER, "demo", "--rows", str(ROWS)], env=env, cwd=work,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    ) as process:  # fmt: skip
-        assert process.stdout is not None
-        output = LineReader(process.stdout)
-        output.wait_for("Ctrl-C to stop.", timeout_s=300)
-        printed = "".join(output.lines)
-        url = _found(r"^Dashboard: (http://\S+?)/ ", printed)
-        token = _found(r"operator token\s+(\S+)", printed)
-        shown = Demo(url, token, {}, [])
-        listed = shown.get("/api/runs")["data"]
-        shown.runs = {run["job"]: shown.get(f"/api/runs/{run['run_id']}") for run in listed}
-        shown.tables = sorted({run["table"] for run in listed})
-        yield shown
+def _demo(process: subprocess.Popen[str]) -> tuple[Demo, LineReader]:
+    """The demo ``process`` as it says it is ready: its dashboard, token, runs and tables."""
+    assert process.stdout is not None
+    output = LineReader(process.stdout)
+    output.wait_for("Ctrl-C to stop.", timeout_s=300)
+    printed = "".join(output.lines)
+    url = _found(r"^Dashboard: (http://\S+?)/ ", printed)
+    token = _found(r"operator token\s+(\S+)", printed)
+    shown = Demo(url, token, printed, {}, [])
+    listed = shown.get("/api/runs")["data"]
+    shown.runs = {run["job"]: shown.get(f"/api/runs/{run['run_id']}") for run in listed}
+    shown.tables = sorted({run["table"] for run in listed})
+    return shown, output
 
 
 def _subprocess_env(work: Path) -> dict[str, str]:
@@ -156,8 +158,8 @@ def _found(pattern: str, text: str) -> str:
     return match[1]
 
 
-@pytest.fixture
-def signed_in(browser: Browser, demo: Demo) -> Iterator[Any]:
+@contextlib.contextmanager
+def _signed_in(browser: Browser, demo: Demo) -> Iterator[Callable[[str], Page]]:
     """Open a signed-in page at a size: ``open_at(size)``; every page closes afterwards."""
     contexts = []
 
@@ -168,9 +170,11 @@ def signed_in(browser: Browser, demo: Demo) -> Iterator[Any]:
         sign_in(page, demo.url, demo.token, path="/")
         return page
 
-    yield open_at
-    for context in contexts:
-        context.close()
+    try:
+        yield open_at
+    finally:
+        for context in contexts:
+            context.close()
 
 
 def _settled(page: Page, path: str, url: str) -> None:
@@ -196,9 +200,8 @@ def _pages(demo: Demo) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("size", list(SIZES))
-def test_every_page_fits_its_panels_at_both_sizes(signed_in: Any, demo: Demo, size: str) -> None:
-    page = signed_in(size)
+def _every_page_fits_its_panels(open_at: Callable[[str], Page], demo: Demo, size: str) -> None:
+    page = open_at(size)
     misfits: dict[str, list[str]] = {}
     for path in _pages(demo):
         _settled(page, path, demo.url)
@@ -210,10 +213,8 @@ def test_every_page_fits_its_panels_at_both_sizes(signed_in: Any, demo: Demo, si
     assert not misfits, misfits
 
 
-def test_wide_tables_scroll_in_their_panel_keeping_the_first_column(
-    signed_in: Any, demo: Demo
-) -> None:
-    page = signed_in("1280x800")
+def _wide_tables_keep_their_first_column(open_at: Callable[[str], Page], demo: Demo) -> None:
+    page = open_at("1280x800")
     _settled(page, "/tables", demo.url)
     wrap = page.locator("section[aria-label=Tables] .table-wrap")
     first = wrap.locator("tbody tr").first.locator(":scope > :first-child")
@@ -227,10 +228,8 @@ def test_wide_tables_scroll_in_their_panel_keeping_the_first_column(
     assert abs(after["x"] - before["x"]) < 1, (before, after)  # sticky: it stays put
 
 
-def test_each_tables_figures_agree_on_the_overview_the_tables_list_and_its_page(
-    signed_in: Any, demo: Demo
-) -> None:
-    page = signed_in("1920x1080")
+def _each_tables_figures_agree(open_at: Callable[[str], Page], demo: Demo) -> None:
+    page = open_at("1920x1080")
     _settled(page, "/", demo.url)
     overview = page.evaluate(READ_FIGURES, "[data-testid=overview-table]")
     _settled(page, "/tables", demo.url)
@@ -263,9 +262,9 @@ def test_each_tables_figures_agree_on_the_overview_the_tables_list_and_its_page(
     assert listed == expected
     assert own == expected
     # The demo's story, so "agree" is not "all empty": checks of runs show on the tables.
-    checks = {table: figures["check"].split(":")[-1] for table, figures in expected.items()}
-    assert checks[_table(demo, "orders-clean")] == "ok"
-    assert checks[_table(demo, "orders-tampered")] == "mismatch"
+    latest = {table: figures["check"].split(":")[-1] for table, figures in expected.items()}
+    assert latest[_table(demo, "orders-clean")] == "ok"
+    assert latest[_table(demo, "orders-tampered")] == "mismatch"
     assert expected[_table(demo, "orders-faults")]["already-exists"] != "0"
     # The page's own history agrees too: a run's check is the latest, not "never".
     for table, figures in expected.items():
@@ -278,12 +277,10 @@ def _table(demo: Demo, job: str) -> str:
     return str(demo.runs[job]["table"])
 
 
-def test_the_crashed_runs_headline_names_the_drivers_death_and_the_batch(
-    signed_in: Any, demo: Demo
-) -> None:
+def _the_crashed_runs_headline(open_at: Callable[[str], Page], demo: Demo) -> None:
     crashed = demo.runs["orders-crashed"]
     assert crashed["status"] == "failed"
-    page = signed_in("1280x800")
+    page = open_at("1280x800")
 
     _settled(page, "/", demo.url)
     why = page.locator(f"[data-testid=attention-run][data-run-id='{crashed['run_id']}']")
@@ -301,3 +298,104 @@ def test_the_crashed_runs_headline_names_the_drivers_death_and_the_batch(
     expect(headline).not_to_contain_text("ConnectionRefusedError")  # the symptom is beneath
     expect(page.get_by_test_id("run-cause-error")).to_contain_text("ConnectionRefusedError")
     screenshot(page, "demo-run-crashed")
+
+
+JOBS = ("orders-clean", "orders-faults", "orders-crashed", "orders-tampered")
+
+
+def _every_story_on_the_api(demo: Demo) -> None:
+    """Each run's story, as the API tells it, and the alerts the receiver took."""
+    printed = demo.printed
+    assert [int(n) for n in re.findall(r"^\[(\d)/8\] ", printed, re.M)] == list(range(1, 9))
+    assert '<div id="root">' in httpx.get(f"{demo.url}/", timeout=10).text  # the dashboard
+    runs = demo.runs
+    assert sorted(runs) == sorted(JOBS)
+
+    clean = runs["orders-clean"]
+    assert (clean["status"], clean["rows_committed"]) == ("succeeded", ROWS)
+    assert clean["reconciliation"]["status"] == "ok"
+
+    faults = runs["orders-faults"]
+    assert (faults["status"], faults["rows_committed"]) == ("succeeded", ROWS)
+    assert faults["already_exists"] > 0
+    assert faults["out_of_range"] > 0
+    assert faults["write_requests"]["UNAVAILABLE"] > 0
+
+    crashed = runs["orders-crashed"]
+    assert crashed["status"] == "failed"
+    plan = httpx.post(
+        f"{demo.url}/api/runs/{crashed['run_id']}/resume", params={"dry_run": "true"},
+        headers={"Authorization": f"Bearer {demo.token}"}, timeout=60,
+    )  # fmt: skip
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["pending_intents"], plan.json()  # a batch to settle with BigQuery
+    assert plan.json()["module"] == "onceover_jobs.load_files"
+
+    tampered = runs["orders-tampered"]
+    checks = demo.get(f"/api/runs/{tampered['run_id']}/reconciliations")["data"]
+    assert sorted(check["status"] for check in checks) == ["mismatch", "ok"]
+    assert tampered["reconciliation"]["status"] == "mismatch"
+
+    (endpoint,) = demo.get("/api/webhooks")["data"]
+    deliveries = demo.get(f"/api/webhooks/{endpoint['id']}/deliveries")["data"]
+    alerts = [d for d in deliveries if d["kind"] == "alert"]
+    assert len(alerts) >= 3
+    assert {d["status"] for d in alerts} == {"succeeded"}
+    assert "the receiver at" in printed
+    assert "3 with a valid signature" in printed
+
+
+def _clean_and_faulty_tables_hold_each_row_once(demo: Demo) -> None:
+    """Counted in BigQuery: the clean and the faulty tables hold the generated rows, once."""
+    match = re.search(r"BigQuery REST\s+(\S+)  \(gRPC (\S+)\)", demo.printed, re.M)
+    assert match, f"no BigQuery endpoints in:\n{demo.printed}"
+    client = bigquery_client(BigQueryConfig(match[1], match[2], LOCAL_PROJECT))
+    try:
+        for job in ("orders-clean", "orders-faults"):
+            table = _table(demo, job)
+            query = f"SELECT COUNT(*) AS n, COUNT(DISTINCT event_id) AS ids FROM `{table}`"
+            row = next(iter(client.query_and_wait(query)))
+            assert (row["n"], row["ids"]) == (ROWS, ROWS), table
+    finally:
+        client.close()
+
+
+def _failures(checks: dict[str, Callable[[], None]]) -> list[str]:
+    """Run every check; what each that failed said (an assertion's or Playwright's)."""
+    failed = []
+    for name, check in checks.items():
+        try:
+            check()
+        except (AssertionError, PlaywrightError) as exc:
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    return failed
+
+
+def test_the_demo_tells_every_story_on_the_api_in_bigquery_and_on_every_page(
+    browser: Browser, tmp_path: Path
+) -> None:
+    assert (REPO_ROOT / "frontend" / "dist" / "index.html").is_file(), "run `make frontend` first"
+    with running(
+        [*ONCEOVER, "demo", "--rows", str(ROWS)], env=_subprocess_env(tmp_path), cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    ) as process:  # fmt: skip
+        demo, output = _demo(process)
+        with _signed_in(browser, demo) as open_at:
+            failed = _failures({
+                "stories": partial(_every_story_on_the_api, demo),
+                "tables": partial(_clean_and_faulty_tables_hold_each_row_once, demo),
+                **{
+                    f"fits at {size}": partial(_every_page_fits_its_panels, open_at, demo, size)
+                    for size in SIZES
+                },
+                "sticky column": partial(_wide_tables_keep_their_first_column, open_at, demo),
+                "figures agree": partial(_each_tables_figures_agree, open_at, demo),
+                "crashed run": partial(_the_crashed_runs_headline, open_at, demo),
+            })  # fmt: skip
+        assert not failed, "\n".join(failed)
+
+        # Ctrl-C ends it cleanly, its control plane with it.
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        output.wait_for("Onceover demo stopped.", timeout_s=5)
+    check_port_free("127.0.0.1", int(demo.url.rsplit(":", 1)[1]), "--port")
