@@ -1,4 +1,4 @@
-"""``onceover soak`` end to end, as CI's smoke test of the command: a minute and a half
+"""``onceover soak`` end to end, as CI's smoke test of the command: a minute
 of the rate-source query in writeStream's default mode, each fault kind once, then the
 verdict counted in BigQuery (every key of the source once, rows read back as made, the
 ledger adding up to the table), the samples and the chart. The runs of record are long
@@ -26,8 +26,8 @@ def test_a_short_soak_fires_every_fault_kind_and_counts_every_key_once(
     report_dir = tmp_path / "soak"
     done = subprocess.run(
         [
-            sys.executable, "-m", "onceover_tools", "soak", "--minutes", "1.5",
-            "--crash-every", "15", "--sample-every", "3", "--report", str(report_dir),
+            sys.executable, "-m", "onceover_tools", "soak", "--minutes", "1",
+            "--crash-every", "11", "--sample-every", "3", "--report", str(report_dir),
         ],
         env=subprocess_env, capture_output=True, text=True, timeout=840, check=False,
     )  # fmt: skip

@@ -369,9 +369,16 @@ class ControlPlaneView:
 
 
 def control_plane_view(
-    url: str, token: str, run_id: str, rows: int, deadline_s: float = CONTROL_PLANE_DEADLINE_S
+    url: str,
+    token: str,
+    run_id: str,
+    rows: int,
+    deadline_s: float = CONTROL_PLANE_DEADLINE_S,
+    *,
+    status: str | None = "succeeded",
 ) -> ControlPlaneView:
-    """Ask ``GET /api/runs/{run_id}`` until it says succeeded with ``rows``, or time is up."""
+    """Ask ``GET /api/runs/{run_id}`` until it says ``status`` (any, if None: a streaming
+    query stopped cleanly stays ``running``) with ``rows``, or time is up."""
     view = ControlPlaneView()
     deadline = time.monotonic() + deadline_s
     while True:
@@ -381,7 +388,7 @@ def control_plane_view(
             view.rows_committed = body.get("rows_committed")
             view.attempts = len(body.get("attempts", []))
             view.write_requests = dict(body.get("write_requests", {}))
-            if view.status == "succeeded" and view.rows_committed == rows:
+            if status in (None, view.status) and view.rows_committed == rows:
                 return view
         if time.monotonic() > deadline:
             break
@@ -389,9 +396,10 @@ def control_plane_view(
     if body is None:
         view.problems.append(f"control plane: run {run_id} not found")
     else:
+        expected = f"{status} with {rows:,}" if status else f"{rows:,}"
         view.problems.append(
             f"control plane: run {run_id} is {view.status} with rows_committed "
-            f"{view.rows_committed}, expected succeeded with {rows:,}"
+            f"{view.rows_committed}, expected {expected}"
         )
     return view
 

@@ -52,6 +52,9 @@ TICK_S = 0.5
 FIRST_COMMIT_TIMEOUT_S = 300.0
 """The query's first micro-batch must be committed within this (a JVM's start, the
 table's first stream); else the soak stops: something is wrong before any fault."""
+CONTROL_PLANE_WAIT_S = 15.0
+"""After the drain, how long the control plane may take to count the table's rows (its
+ingest lag is under a second in the runs of record)."""
 MAX_UNPLANNED_RESTARTS = 5
 """Restarts of a query that ended when no fault of the soak's ended it: beyond these
 the soak stops and fails (a query that cannot run would otherwise restart for an hour)."""
@@ -303,7 +306,10 @@ class _Soak:
             if not runs:
                 return
         run_id = runs[0]
-        view = control_plane_view(self.control.url, self.viewer, run_id, verdict.rows, 30)
+        # Its status is not judged: a streaming query stopped cleanly stays `running`.
+        view = control_plane_view(
+            self.control.url, self.viewer, run_id, verdict.rows, CONTROL_PLANE_WAIT_S, status=None
+        )
         self.report.control_plane = {
             "run_id": run_id,
             "status": view.status,
