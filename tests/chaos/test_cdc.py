@@ -142,8 +142,16 @@ def test_cdc_runs_in_default_mode_only_with_the_faults_default_mode_meets() -> N
                 assert fault.method == APPEND_ROWS, fault
             if fault.kind != "backend/outage":
                 assert 1 <= fault.nth <= shape.hits(fault.kind, fault.method), fault
-    # a session of the exactly-once modes draws no cdc schedule: their draws stay theirs
-    assert "cdc" not in {s.workload for s in draw_schedules(1, 40, workloads=["cdc", "load_files"])}
+    # a session of the exactly-once modes draws cdc too, in its own mode, with its own
+    # kinds (its pair taken in turn with the others', its deck not weighted by them)
+    mixed = list(draw_schedules(1, 40, workloads=["cdc", "load_files"]))
+    assert {(s.workload, s.mode) for s in mixed} == {
+        ("cdc", "default"),
+        *(("load_files", m) for m in ("pending", "buffered", "committed")),
+    }
+    assert {f.kind for s in mixed if s.workload == "cdc" for f in s.faults} <= kinds
+    # and the baseline is drawn for load_files only when asked for
+    assert ("load_files", "default") not in {(s.workload, s.mode) for s in mixed}
 
 
 def test_the_cdc_script_takes_no_mode(capsys: pytest.CaptureFixture[str]) -> None:

@@ -137,6 +137,10 @@ WORKLOAD_MODES: dict[str, tuple[str, ...]] = {
 }
 """The modes each workload's job takes; ``default`` is the load job's baseline and the
 CDC job's only mode."""
+OWN_MODE_ONLY = frozenset({"cdc"})
+"""Workloads drawn in their one mode whatever ``--modes`` asks: ``cdc`` runs only on the
+``_default`` stream (at least once on the wire), where BigQuery's change sequence numbers
+make it exactly once in effect, so a session of the exactly-once modes draws it too."""
 STORES = ("posix", "s3", "gcs")
 """Where a schedule's ledger is: this disk, or a bucket on a local stand-in."""
 STORE_WEIGHTS = {"posix": 2, "s3": 1, "gcs": 1}
@@ -534,15 +538,16 @@ def draw_schedules(
     stores: Sequence[str] = STORES,
 ) -> Iterator[Schedule]:
     """``count`` schedules from ``seed``: each (workload, mode) pair in turn (a workload
-    skips the modes its job does not take: :data:`WORKLOAD_MODES`), fault kinds dealt
-    evenly, each schedule's store drawn from ``stores`` (:func:`draw_stores`)."""
+    skips the modes its job does not take, ``cdc`` takes its own: :func:`drawn_modes`),
+    fault kinds dealt evenly, each schedule's store drawn from ``stores``
+    (:func:`draw_stores`)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible draws, not secrets
     drawn_stores = draw_stores(seed, stores)
     # Kinds only some modes can meet are dealt more often there, so they are not much
     # rarer than the rest over a session that alternates modes (_weighted_kinds). One
     # deck per set of kinds: workloads that meet the same kinds in a mode share it.
     decks: dict[tuple[str, tuple[str, ...]], _Deck] = {}
-    pairs = [(w, m) for w in workloads for m in modes if m in WORKLOAD_MODES[w]]
+    pairs = [(w, m) for w in workloads for m in drawn_modes(w, modes)]
     if not pairs:
         raise ValueError("no workload runs in the modes asked for")
     for index in range(count):
@@ -555,7 +560,7 @@ def draw_schedules(
         shape = Shape.for_schedule(base)
         faults: list[Fault] = []
         taken: set[str] = set()
-        weighted = tuple(_weighted_kinds(mode, modes, workload))
+        weighted = tuple(_weighted_kinds(mode, drawn_modes(workload, modes), workload))
         deck = decks.setdefault((mode, weighted), _Deck(weighted, rng))
         for _ in range(rng.randint(*faults_per_schedule)):
             kind = deck.deal(taken)
@@ -565,6 +570,15 @@ def draw_schedules(
                 point = kind.split("/")[1]
                 taken.update(k for k in FAILPOINT_KINDS if k.split("/")[1] == point)
         yield replace(base, faults=tuple(faults))
+
+
+def drawn_modes(workload: str, modes: Sequence[str]) -> tuple[str, ...]:
+    """The modes ``workload`` is drawn in: those of ``modes`` its job takes
+    (:data:`WORKLOAD_MODES`), and for a workload exactly once in its only mode whatever
+    the modes asked (:data:`OWN_MODE_ONLY`: ``cdc`` on ``_default``), that mode."""
+    if workload in OWN_MODE_ONLY:
+        return WORKLOAD_MODES[workload]
+    return tuple(m for m in modes if m in WORKLOAD_MODES[workload])
 
 
 def draw_stores(seed: int, stores: Sequence[str] = STORES) -> Iterator[str]:
