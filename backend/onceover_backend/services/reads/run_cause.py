@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -157,30 +157,8 @@ def _last_batches(session: Session, ids: list[str]) -> dict[str, LastBatch]:
     """Each run's newest batch record, or its newest stream's batch when that came after
     (a driver can die between finalizing a batch's streams and reporting its intent)
     (2 queries)."""
-    newest_batch = (
-        select(Batch.run_id, func.max(Batch.id).label("id"))
-        .where(col(Batch.run_id).in_(ids))
-        .group_by(col(Batch.run_id))
-        .subquery()
-    )
-    batches = {
-        batch.run_id: batch
-        for batch in session.exec(
-            select(Batch).join(newest_batch, col(Batch.id) == newest_batch.c.id)
-        )
-    }
-    newest_stream = (
-        select(Stream.run_id, func.max(Stream.id).label("id"))
-        .where(col(Stream.run_id).in_(ids))
-        .group_by(col(Stream.run_id))
-        .subquery()
-    )
-    streams = {
-        stream.run_id: stream
-        for stream in session.exec(
-            select(Stream).join(newest_stream, col(Stream.id) == newest_stream.c.id)
-        )
-    }
+    batches = _newest_per_run(session, Batch, ids)
+    streams = _newest_per_run(session, Stream, ids)
     last: dict[str, LastBatch] = {}
     for run_id in ids:
         batch, stream = batches.get(run_id), streams.get(run_id)
@@ -190,6 +168,21 @@ def _last_batches(session: Session, ids: list[str]) -> dict[str, LastBatch]:
             stage = cast(BatchStage, batch.state)  # the projection stores only these
             last[run_id] = LastBatch(_name(batch.batch_id, batch.write), stage)
     return last
+
+
+_Row = TypeVar("_Row", Batch, Stream)
+
+
+def _newest_per_run(session: Session, model: type[_Row], ids: list[str]) -> dict[str, _Row]:
+    """Each of ``ids``' newest ``model`` row (the highest id), by run (1 query)."""
+    newest = (
+        select(model.run_id, func.max(model.id).label("id"))
+        .where(col(model.run_id).in_(ids))
+        .group_by(col(model.run_id))
+        .subquery()
+    )
+    joined = select(model).join(newest, col(model.id) == newest.c.id)
+    return {row.run_id: row for row in session.exec(joined)}
 
 
 def _after(stream: Stream, batch: Batch) -> bool:
