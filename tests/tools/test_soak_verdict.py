@@ -3,9 +3,14 @@ against the second), the streams' budget by mode."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from onceover_tools.soak.job import JobRun
+from onceover_tools.soak.rejudge import RejudgeError, rejudge
+from onceover_tools.soak.report import SoakReport, write_report
 from onceover_tools.soak.sampler import Sample
 from onceover_tools.soak.shapes import BEAM_SHAPES, shape_of
 from onceover_tools.soak.verdict import Verdict, judge_flatness, judge_streams
@@ -93,3 +98,54 @@ def test_the_streams_budget_is_one_per_partition_per_stream_lifetime(
     verdict = Verdict(source_rows=0)
     judge_streams(verdict, samples, 450.0, MINUTES_30, mode, 2, faults)
     assert verdict.ok is ok, verdict.problems
+
+
+def test_a_driver_restarted_late_is_not_read_as_growth_but_growth_across_drivers_is() -> None:
+    """Flatness compares drivers past their warm-up: a fresh one in the last quarter (its
+    workers' PSS higher while young) is left out, a warm one that holds more is caught."""
+    restart_s = 1_500.0  # five minutes before the end, as a driver kill every 300 s lands
+    young = [
+        replace(s, workers_pss_mb=1_100.0) if restart_s <= s.seconds < restart_s + 300 else s
+        for s in _samples()
+    ]
+    verdict = Verdict(source_rows=0)
+    judge_flatness(verdict, young, MINUTES_30, starts=[0.0, restart_s])
+    assert verdict.problems == []
+    pss = next(f for f in verdict.flatness if f.figure == "workers_pss_mb")
+    assert (pss.second_quarter, pss.last_quarter, pss.flat) == (900.0, 900.0, True)
+    assert (pss.last_quarter_all or 0) > 990  # shown, not judged
+
+    # The same restart ten minutes before the end: its driver is warm in the last quarter.
+    earlier_s = 1_200.0
+    grown = [replace(s, jvm_rss_mb=1_000.0) if s.seconds >= earlier_s else s for s in _samples()]
+    verdict = Verdict(source_rows=0)
+    judge_flatness(verdict, grown, MINUTES_30, starts=[0.0, earlier_s])
+    assert [f.figure for f in verdict.flatness if f.flat is False] == ["jvm_rss_mb"]
+    assert "past their first 5 minutes" in verdict.problems[0]
+
+
+def test_a_kept_report_is_judged_again_from_its_samples(tmp_path: Path) -> None:
+    young = [replace(s, workers_pss_mb=1_100.0) if s.seconds >= 1_500 else s for s in _samples()]
+    report = SoakReport(
+        command="onceover soak", shape=BEAM_SHAPES["large"], mode="buffered", mode_option=None,
+        crash_every_s=300.0, partitions=2, started_at="2026-12-06T00:00:00+00:00",
+        seconds=MINUTES_30, runs=[JobRun(1, 0.0, 1_500.0, -9, "killed"), JobRun(2, 1_500.0)],
+        samples=young,
+        verdict=Verdict(source_rows=10, rows=10, distinct_keys=10, problems=[
+            "workers_pss_mb is not flat: median 900 in the second quarter, 1100 in the last"
+        ]),
+    )  # fmt: skip
+    write_report(report, tmp_path)
+    judged = rejudge(tmp_path)
+    assert judged.verdict is not None
+    assert judged.verdict.ok
+    assert judged.first_commit_s == 0.0  # from the first sample with a commit
+    again = json.loads((tmp_path / "soak-report.json").read_text())
+    assert again["ok"] is True
+    assert again["verdict"]["rows"] == 10  # what BigQuery held, as counted
+    assert len(again["samples"]) == len(young)
+    assert "past their first 5 minutes (judged)" in (tmp_path / "soak-report.md").read_text()
+
+    (tmp_path / "soak-report.json").write_text("{}")
+    with pytest.raises(RejudgeError, match="is not a soak report"):
+        rejudge(tmp_path)

@@ -77,6 +77,10 @@ def add_soak_parser(commands: Any) -> None:
                            "first), for loads larger than memory (default: in memory)")  # fmt: skip
     soak.add_argument("--report", type=Path, default=None,
                       help=f"report directory (default {SOAK_DIR}/<shape>-<mode>)")  # fmt: skip
+    soak.add_argument("--rejudge", type=Path, default=None, metavar="DIR",
+                      help="run no query: judge the flatness of the report kept in DIR "
+                           "again from its samples, under today's rule, and rewrite it "
+                           "(what BigQuery held stays as counted)")  # fmt: skip
     soak.set_defaults(handler=cmd_soak)
 
 
@@ -85,6 +89,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
     from onceover_tools.soak.plan import SoakPlan
     from onceover_tools.soak.run import run_soak
 
+    if args.rejudge is not None:
+        return _rejudge(args.rejudge)
     check_java()
     try:
         shape = shape_of(
@@ -118,3 +124,22 @@ def cmd_soak(args: argparse.Namespace) -> int:
     for problem in verdict.problems if verdict else ["no verdict"]:
         print(f"  - {problem}")
     return 0 if verdict and verdict.ok else 1
+
+
+def _rejudge(directory: Path) -> int:
+    from onceover_tools.soak.rejudge import RejudgeError, rejudge
+
+    try:
+        report = rejudge(directory)
+    except RejudgeError as exc:
+        raise ConfigurationError(f"--rejudge: {exc}") from None
+    verdict = report.verdict
+    assert verdict is not None
+    flat = [f for f in verdict.flatness if f.flat is not None]
+    print(
+        f"{'passed' if verdict.ok else 'FAILED'}: {sum(bool(f.flat) for f in flat)} of "
+        f"{len(flat)} figures flat; report: {directory / 'soak-report.md'}"
+    )
+    for problem in verdict.problems:
+        print(f"  - {problem}")
+    return 0 if verdict.ok else 1

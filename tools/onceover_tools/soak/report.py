@@ -13,7 +13,7 @@ from onceover_tools.soak.faults import SoakFault
 from onceover_tools.soak.job import JobRun
 from onceover_tools.soak.sampler import Sample
 from onceover_tools.soak.shapes import Shape
-from onceover_tools.soak.verdict import Verdict
+from onceover_tools.soak.verdict import FLAT_WARM_UP_S, Flatness, Verdict
 
 
 @dataclass
@@ -26,6 +26,9 @@ class SoakReport:
     partitions: int
     started_at: str
     seconds: float = 0.0
+    """When the query was stopped, seconds into the soak."""
+    first_commit_s: float | None = None
+    """When its first micro-batch was committed: the soak's minutes count from here."""
     drain_s: float | None = None
     runs: list[JobRun] = field(default_factory=list)
     faults: list[SoakFault] = field(default_factory=list)
@@ -61,6 +64,7 @@ class SoakReport:
             "partitions": self.partitions,
             "started_at": self.started_at,
             "seconds": round(self.seconds, 1),
+            "first_commit_s": self.first_commit_s,
             "drain_s": self.drain_s,
             "ok": bool(self.verdict and self.verdict.ok),
             "figures": self.figures(),
@@ -71,6 +75,31 @@ class SoakReport:
             "samples": [s.to_json() for s in self.samples],
             "chart": self.chart,
         }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> SoakReport:
+        """A report as :meth:`to_json` wrote it (its figures recomputed, not read)."""
+        shape = doc["shape"]
+        verdict = doc.get("verdict")
+        if verdict is not None:
+            verdict = {k: v for k, v in verdict.items() if k != "ok"}
+            verdict = Verdict(**{
+                **verdict, "flatness": [Flatness(**f) for f in verdict.get("flatness", [])]
+            })  # fmt: skip
+        return cls(
+            command=doc["command"],
+            shape=Shape(shape["name"], shape["rows_per_second"], shape["fields"],
+                        shape["bytes_per_field"], shape["minutes"]),
+            mode=doc["mode"], mode_option=doc["mode_option"],
+            crash_every_s=doc["crash_every_s"], partitions=doc["partitions"],
+            started_at=doc["started_at"], seconds=doc["seconds"],
+            first_commit_s=doc.get("first_commit_s"), drain_s=doc.get("drain_s"),
+            runs=[JobRun(**r) for r in doc["runs"]],
+            faults=[SoakFault(**{k: v for k, v in f.items() if k != "recovery_s"})
+                    for f in doc["faults"]],
+            samples=[Sample(**x) for x in doc["samples"]],
+            verdict=verdict, control_plane=doc.get("control_plane", {}), chart=doc.get("chart"),
+        )  # fmt: skip
 
 
 def sample_line(sample: Sample) -> str:
@@ -126,11 +155,18 @@ def markdown(report: SoakReport) -> str:
             "",
         ]
         lines += [f"- {problem}" for problem in verdict.problems] or ["No problem found."]
-        lines += ["", "## Flat", "", "| figure | 2nd quarter median | last quarter median | flat |",
-                  "|---|---:|---:|---|"]  # fmt: skip
+        lines += [
+            "", "## Flat", "",
+            f"Medians over the samples of drivers past their first {FLAT_WARM_UP_S / 60:g} "
+            "minutes (judged), and over every sample with a driver up (not judged).", "",
+            "| figure | 2nd quarter median | last quarter median | flat | 2nd quarter, "
+            "all samples | last quarter, all samples |",
+            "|---|---:|---:|---|---:|---:|",
+        ]  # fmt: skip
         lines += [
             f"| {f.figure} | {_cell(f.second_quarter)} | {_cell(f.last_quarter)} | "
-            f"{'-' if f.flat is None else 'yes' if f.flat else '**no**'} |"
+            f"{'-' if f.flat is None else 'yes' if f.flat else '**no**'} | "
+            f"{_cell(f.second_quarter_all)} | {_cell(f.last_quarter_all)} |"
             for f in verdict.flatness
         ]
         lines += [
@@ -164,9 +200,12 @@ def markdown(report: SoakReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_JSON = "soak-report.json"
+
+
 def write_report(report: SoakReport, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "soak-report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    (directory / REPORT_JSON).write_text(json.dumps(report.to_json(), indent=2) + "\n")
     path = directory / "soak-report.md"
     path.write_text(markdown(report))
     return path

@@ -219,7 +219,7 @@ class _Soak:
             self._restart_if_ended(now)
             commits = batches_committed(self.job.checkpoint)
             if commits and self.first_commit_s is None:
-                self.first_commit_s = now
+                self.first_commit_s = self.report.first_commit_s = now
             if commits == 0 and now > FIRST_COMMIT_TIMEOUT_S:
                 raise SoakFailedError(
                     f"no micro-batch committed in {FIRST_COMMIT_TIMEOUT_S:.0f} s; "
@@ -275,7 +275,8 @@ class _Soak:
         judge_ledger(verdict, self.job.ledger, self.table, plan.mode_name)
         # the quarters, and the warm-up (the first), of the time from the first commit on
         began = self.first_commit_s or 0.0
-        judge_flatness(verdict, report.samples, report.seconds, began)
+        starts = [run.started_s for run in self.job.runs]
+        judge_flatness(verdict, report.samples, report.seconds, began, starts)
         warm = began + (report.seconds - began) / 4
         late = sum(f.fired_s is not None and f.fired_s >= warm for f in report.faults)
         judge_streams(
