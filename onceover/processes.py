@@ -115,17 +115,23 @@ class ChildProcess:
         return status
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
-        """SIGTERM, wait up to ``grace_s``, then SIGKILL. Returns the exit status."""
+        """SIGTERM, wait up to ``grace_s``, then SIGKILL; ``grace_s=0``: SIGKILL at once
+        (a kill meant, as a fault's, not a stop that failed: nothing is warned). Returns
+        the exit status."""
         popen = self.popen
         if popen is None:
             return None
-        if popen.poll() is None:
+        if popen.poll() is None and grace_s <= 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()
+        elif popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
                 os.killpg(popen.pid, signal.SIGTERM)
             try:
                 popen.wait(grace_s)
             except subprocess.TimeoutExpired:
-                logger.warning("%s did not stop within %.0f s; killing it", self.name, grace_s)
+                logger.warning("%s did not stop within %g s; killing it", self.name, grace_s)
                 os.killpg(popen.pid, signal.SIGKILL)
                 popen.wait()
         if popen.stdout is not None:
