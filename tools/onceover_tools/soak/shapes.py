@@ -5,7 +5,7 @@ takes one by name and may change any of its figures."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 
@@ -37,6 +37,11 @@ class Shape:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "rows": self.rows, "row_bytes": self.row_bytes}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Shape:
+        """A shape as :meth:`to_json` wrote it (its derived figures left out)."""
+        return cls(**{f.name: doc[f.name] for f in fields(cls)})
 
 
 BEAM_SHAPES: dict[str, Shape] = {
