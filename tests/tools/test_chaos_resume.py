@@ -475,3 +475,43 @@ def test_a_directory_without_a_report_has_nothing_judged(tmp_path: Path) -> None
     assert judged.results == {}
     assert judged.sittings == []
     assert judged.seconds == 0.0
+
+
+def test_a_kept_report_names_its_own_files_relative_to_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report kept in a repository (docs/chaos/seed1) names its logs and ledgers
+    relative to its directory, not by this machine's absolute paths; resumed elsewhere,
+    they are found under the report's directory there."""
+    session = _session(2)
+    schedules = _draws(session)
+    report_dir = tmp_path / "kept"
+    results = [
+        replace(
+            _result(s, report_dir.resolve() / "work"),
+            ledger={"store": "posix", "where": str(report_dir.resolve() / "work" / s.name / "l")},
+        )
+        for s in schedules
+    ]
+    monkeypatch.chdir(tmp_path)
+    write_report(Path("kept"), session, results, now(), 1.0)
+    text = (report_dir / REPORT_JSON).read_text()
+    assert str(tmp_path) not in text
+    first = _report(report_dir)["results"][0]
+    name = schedules[0].name
+    assert first["work_dir"] == f"work/{name}"
+    assert first["ledger"]["where"] == f"work/{name}/l"
+    assert first["replay"] == f"onceover chaos --replay kept/work/{name}/schedule.json"
+
+    moved = tmp_path / "elsewhere"
+    report_dir.rename(moved)
+    judged = judged_before(Path("elsewhere"), session, schedules)
+    assert [r.work_dir for r in judged.results.values()] == [
+        Path("elsewhere") / "work" / s.name for s in schedules
+    ]
+    # written again after a resume (its paths now under the relative directory given)
+    monkeypatch.chdir(tmp_path)
+    write_report(Path("elsewhere"), session, list(judged.results.values()), now(), 1.0)
+    again = _report(moved)["results"][0]
+    assert again["work_dir"] == f"work/{name}"
+    assert again["replay"] == f"onceover chaos --replay elsewhere/work/{name}/schedule.json"

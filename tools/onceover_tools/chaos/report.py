@@ -109,8 +109,31 @@ def result_json(result: ScheduleResult) -> dict[str, Any]:
     }
 
 
-def result_from_json(data: Mapping[str, Any]) -> ScheduleResult:
-    """A result back from its report entry (:func:`result_json`): a resumed session keeps it."""
+def portable(entry: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """A result's entry with the paths under the report's ``directory`` (its logs, a
+    ledger on disk) written relative to it, so a report kept in a repository reads the
+    same on every machine; its replay command as run from where ``directory`` was named.
+    :func:`result_from_json` reads them back against the report's directory."""
+    root = directory.resolve()
+
+    def relative(text: str) -> str:
+        if "://" in text:  # a bucket's URL
+            return text
+        path = Path(text).resolve()
+        return str(path.relative_to(root)) if path.is_relative_to(root) else text
+
+    work = relative(entry["work_dir"])
+    entry = {**entry, "work_dir": work}
+    if isinstance(entry.get("ledger"), dict) and "where" in entry["ledger"]:
+        entry["ledger"] = {**entry["ledger"], "where": relative(entry["ledger"]["where"])}
+    if not Path(work).is_absolute():
+        entry["replay"] = f"onceover chaos --replay {directory / work / 'schedule.json'}"
+    return entry
+
+
+def result_from_json(data: Mapping[str, Any], directory: Path | None = None) -> ScheduleResult:
+    """A result back from its report entry (:func:`result_json`): a resumed session keeps
+    it. Paths written relative (:func:`portable`) are taken as under ``directory``."""
     schedule = Schedule.from_json(data["schedule"])
     faults = data.get("faults", ())
     if [f["kind"] for f in faults] != [f.kind for f in schedule.faults]:
@@ -138,7 +161,7 @@ def result_from_json(data: Mapping[str, Any]) -> ScheduleResult:
         seconds=data["seconds"],
         bigquery=dict(data.get("bigquery", {})),
         control_plane=dict(data.get("control_plane", {})),
-        work_dir=Path(data["work_dir"]),
+        work_dir=(directory or Path()) / data["work_dir"],
         cluster=dict(data.get("cluster", {})),
         ledger=dict(data.get("ledger", {})),
     )
@@ -322,6 +345,7 @@ def write_report(
     replaced whole (a session killed while writing leaves the report before)."""
     directory.mkdir(parents=True, exist_ok=True)
     report = report_json(session, results, started, seconds, sittings=sittings)
+    report["results"] = [portable(entry, directory) for entry in report["results"]]
     json_path = directory / REPORT_JSON
     _replace(json_path, json.dumps(report, indent=2) + "\n")
     markdown_path = directory / REPORT_MARKDOWN
@@ -401,7 +425,7 @@ def judged_before(directory: Path, session: Session, schedules: Sequence[Schedul
                 f"{_shown(report[name])} to resume it, or {how}"
             )
     try:
-        earlier = [result_from_json(entry) for entry in report["results"]]
+        earlier = [result_from_json(entry, path.parent) for entry in report["results"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportMismatchError(f"{path}: a result is not readable ({exc}): {how}") from None
     results: dict[int, ScheduleResult] = {}
