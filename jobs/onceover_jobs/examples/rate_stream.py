@@ -5,7 +5,8 @@ fields of ``--bytes-per-field`` bytes, into one table every second, until told t
     python -m onceover_jobs.examples.rate_stream --table P.D.T --checkpoint LOCATION \\
         [--rows-per-second 10000] [--fields 20] [--bytes-per-field 50] [--partitions 2] \\
         [--mode buffered|pending|committed|default] [--ledger URL] \\
-        [--stop-file PATH | --drain] [--monitor-url URL --monitor-token T]
+        [--stop-file PATH | --drain] [--monitor-url URL --monitor-token T] \\
+        [--option NAME=VALUE ...] [--options-file PATH]
 
 The source is Spark's ``rate`` source: replayable from the checkpoint (a micro-batch's
 rows are a function of its offsets, so a batch run again after a crash is the same
@@ -20,12 +21,17 @@ as by any stop); ``--drain`` runs it once more on the same checkpoint with
 again, from Spark's offset log (or, if none was cut off, one batch more), then it ends.
 Without ``--mode`` the sink takes ``writeStream``'s default (``buffered``). The monitor
 URL and token also come from ``ONCEOVER_MONITOR_URL`` / ``ONCEOVER_MONITOR_TOKEN``.
+``--option`` passes any other sink option as it is (real BigQuery's connection options:
+``credentialsFile``, ``parentProject``, ``proxyAddress``, ...); ``--options-file`` reads
+more from a JSON object, for secrets (``gcpAccessToken``, ``proxyPassword``), which a
+command line shows to anyone who lists the machine's processes.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -75,6 +81,13 @@ def rows(
     )
 
 
+def _option(value: str) -> tuple[str, str]:
+    name, equals, given = value.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=VALUE")
+    return name.strip(), given
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m onceover_jobs.examples.rate_stream")
     parser.add_argument("--table", required=True)
@@ -90,6 +103,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--request-max-bytes", type=int, default=None)
     parser.add_argument("--monitor-url", default=os.environ.get(MONITOR_URL_ENV))
     parser.add_argument("--monitor-token", default=os.environ.get(MONITOR_TOKEN_ENV))
+    parser.add_argument("--option", action="append", default=[], type=_option,
+                        metavar="NAME=VALUE", help="another sink option, as it is")  # fmt: skip
+    parser.add_argument("--options-file", type=Path, default=None,
+                        help="more sink options: a JSON object of names to values")  # fmt: skip
     ending = parser.add_mutually_exclusive_group()
     ending.add_argument("--stop-file", type=Path, default=None)
     ending.add_argument("--drain", action="store_true")
@@ -100,7 +117,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("rows_per_second", "fields", "bytes_per_field", "partitions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.options_file is not None:
+        args.option += _options_file(parser, args.options_file)
     return args
+
+
+def _options_file(parser: argparse.ArgumentParser, path: Path) -> list[tuple[str, str]]:
+    try:
+        given = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        parser.error(f"--options-file {path}: {exc}")
+    if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+        parser.error(f"--options-file {path}: not a JSON object of option names to strings")
+    return list(given.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         ("request.max_bytes", args.request_max_bytes),
         ("monitor.url", args.monitor_url),
         ("monitor.token", args.monitor_url and args.monitor_token),
+        *args.option,
     ):
         if value:
             writer = writer.option(option, str(value))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,17 @@ from onceover.modes import MODES
 from onceover.preflight import check_java
 from onceover_tools.soak.plan import FAULT_KINDS
 from onceover_tools.soak.shapes import BEAM_SHAPES, shape_of
+from onceover_tools.soak.target import (
+    LOCAL,
+    REAL,
+    TARGETS,
+    connection_options,
+    refuse_bypass,
+)
 
 SOAK_DIR = Path(".onceover/soak")
+SECRET_OPTIONS = ("credentials", "gcpaccesstoken", "proxypassword")
+"""Connection options whose values the report's command line does not repeat."""
 
 
 def _seconds(value: str) -> float:
@@ -35,6 +45,22 @@ def _fault_kinds(value: str) -> tuple[str, ...]:
             f"{value!r}: fault kinds are {', '.join(FAULT_KINDS)} (comma-separated)"
         )
     return kinds
+
+
+def _option(value: str) -> tuple[str, str]:
+    name, equals, given = value.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=VALUE")
+    return name.strip(), given
+
+
+def _redacted(argv: list[str]) -> str:
+    """The command as the report shows it: secret options' values left out."""
+    shown = []
+    for word in argv:
+        name, equals, _ = word.partition("=")
+        shown.append(f"{name}=***" if equals and name.lower() in SECRET_OPTIONS else word)
+    return "onceover " + " ".join(shown)
 
 
 def add_soak_parser(commands: Any) -> None:
@@ -75,6 +101,19 @@ def add_soak_parser(commands: Any) -> None:
     soak.add_argument("--data-dir", type=Path, default=None,
                       help="keep the local BigQuery's tables in DuckDB files here (emptied "
                            "first), for loads larger than memory (default: in memory)")  # fmt: skip
+    soak.add_argument("--bigquery", choices=TARGETS, default=LOCAL,
+                      help="local: a local BigQuery the soak starts (default); real: "
+                           "real BigQuery, reached as --option says (else Application "
+                           "Default Credentials)")  # fmt: skip
+    soak.add_argument("--option", action="append", default=[], type=_option,
+                      metavar="NAME=VALUE",
+                      help="with --bigquery real: a connection option of the sink's "
+                           "(credentialsFile, parentProject, bigQueryStorageGrpcEndpoint, "
+                           "proxyAddress, ...); again for each")  # fmt: skip
+    soak.add_argument("--dataset", default="onceover_soak",
+                      help="the dataset of the soak's table, made if missing (default "
+                           "%(default)s); against real BigQuery each soak writes a new "
+                           "table, rate_stream_<UTC time>, and leaves it")  # fmt: skip
     soak.add_argument("--report", type=Path, default=None,
                       help=f"report directory (default {SOAK_DIR}/<shape>-<mode>)")  # fmt: skip
     soak.add_argument("--rejudge", type=Path, default=None, metavar="DIR",
@@ -102,6 +141,16 @@ def cmd_soak(args: argparse.Namespace) -> int:
     if shape.minutes <= 0:
         raise ConfigurationError("--minutes: a soak runs for more than 0 minutes")
     mode = args.mode or STREAMING_DEFAULT_MODE
+    if args.bigquery == LOCAL and args.option:
+        raise ConfigurationError(
+            f"--option {args.option[0][0]}: connection options are real BigQuery's; "
+            "give --bigquery real"
+        )
+    if args.bigquery == REAL and args.data_dir is not None:
+        raise ConfigurationError("--data-dir: the local BigQuery's; not with --bigquery real")
+    options = connection_options(args.option)
+    if args.bigquery == REAL:
+        refuse_bypass(options, os.environ)
     plan = SoakPlan(
         shape=shape,
         mode=args.mode,
@@ -112,8 +161,11 @@ def cmd_soak(args: argparse.Namespace) -> int:
         request_max_bytes=args.request_max_bytes,
         report_dir=args.report or SOAK_DIR / f"{args.shape}-{mode}",
         data_dir=args.data_dir,
+        bigquery=args.bigquery,
+        options=tuple(options.items()),
+        dataset=args.dataset,
     )
-    report = run_soak(plan, "onceover " + " ".join(sys.argv[1:]), sys.stdout)
+    report = run_soak(plan, _redacted(sys.argv[1:]), sys.stdout)
     verdict = report.verdict
     figures = report.figures()
     print(

@@ -13,6 +13,9 @@ at its moment and seen to fire (a fault that does not fire within
   recorded, its publication not yet);
 - ``connection_drop``: an append reaches BigQuery, which applies it, then the proxy
   breaks the call: the client cannot know.
+
+Against real BigQuery the two wire faults act on the Storage Write endpoint's CONNECT
+tunnel instead (:mod:`onceover_tools.soak.tunnel`); the other two are the same.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from typing import Any
 from onceover_jobs.sink import failpoints
 
 from onceover.modes import Publish, traits_of
-from onceover_tools.chaos.proxy import APPEND_ROWS, FaultProxy, WireFault
+from onceover_tools.chaos.proxy import APPEND_ROWS, WireFault
 from onceover_tools.soak.job import SoakJob
 from onceover_tools.soak.plan import FAULT_KINDS
+from onceover_tools.soak.target import WireFaults
 
 COMMIT_POINTS: dict[Publish, str] = {
     "batch_commit": "commit.after",
@@ -76,7 +80,7 @@ class Faults:
         kinds: tuple[str, ...],
         every_s: float | None,
         mode: str,
-        proxy: FaultProxy,
+        proxy: WireFaults,
         job: SoakJob,
         state: Path,
     ) -> None:

@@ -5,6 +5,7 @@ driver goes), restarted on the same checkpoint, stopped, then drained."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -49,9 +50,12 @@ class SoakJob:
         env: dict[str, str],
         partitions: int,
         request_max_bytes: int | None,
+        sink_options: dict[str, str] | None = None,
         origin: float,
     ) -> None:
         self.shape, self.mode, self.table, self.work = shape, mode, table, work
+        self.sink_options = dict(sink_options or {})
+        """More sink options, as they are (real BigQuery's connection options)."""
         self.env, self.partitions, self.request_max_bytes = env, partitions, request_max_bytes
         self.origin = origin
         self.checkpoint = work / "checkpoint"
@@ -77,6 +81,11 @@ class SoakJob:
             argv += ["--mode", self.mode]
         if self.request_max_bytes is not None:
             argv += ["--request-max-bytes", str(self.request_max_bytes)]
+        if self.sink_options:  # in a file: a secret on a command line is anyone's to read
+            path = self.work / "sink-options.json"
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(self.sink_options))
+            argv += ["--options-file", str(path)]
         return argv + (["--drain"] if drain else ["--stop-file", str(self.stop_file)])
 
     def _seconds(self) -> float:

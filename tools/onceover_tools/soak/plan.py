@@ -26,6 +26,11 @@ class SoakPlan:
     report_dir: Path = Path(".onceover/soak")
     data_dir: Path | None = None
     drain_timeout_s: float = 900.0
+    bigquery: str = "local"
+    """``local`` (started by the soak) or ``real`` (:mod:`onceover_tools.soak.target`)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """Real BigQuery's connection options, as the sink takes them."""
+    dataset: str = "onceover_soak"
 
     @property
     def mode_name(self) -> str:

@@ -36,6 +36,9 @@ class SoakReport:
     verdict: Verdict | None = None
     control_plane: dict[str, Any] = field(default_factory=dict)
     chart: str | None = None
+    bigquery: str = "the local BigQuery"
+    """Where the query wrote."""
+    table: str = ""
 
     def figures(self) -> dict[str, Any]:
         """The run's headline figures."""
@@ -63,6 +66,8 @@ class SoakReport:
             "crash_every_s": self.crash_every_s,
             "partitions": self.partitions,
             "started_at": self.started_at,
+            "bigquery": self.bigquery,
+            "table": self.table,
             "seconds": round(self.seconds, 1),
             "first_commit_s": self.first_commit_s,
             "drain_s": self.drain_s,
@@ -88,8 +93,7 @@ class SoakReport:
             })  # fmt: skip
         return cls(
             command=doc["command"],
-            shape=Shape(shape["name"], shape["rows_per_second"], shape["fields"],
-                        shape["bytes_per_field"], shape["minutes"]),
+            shape=Shape.from_json(shape),
             mode=doc["mode"], mode_option=doc["mode_option"],
             crash_every_s=doc["crash_every_s"], partitions=doc["partitions"],
             started_at=doc["started_at"], seconds=doc["seconds"],
@@ -99,6 +103,7 @@ class SoakReport:
                     for f in doc["faults"]],
             samples=[Sample(**x) for x in doc["samples"]],
             verdict=verdict, control_plane=doc.get("control_plane", {}), chart=doc.get("chart"),
+            bigquery=doc.get("bigquery", "the local BigQuery"), table=doc.get("table", ""),
         )  # fmt: skip
 
 
@@ -138,6 +143,8 @@ def markdown(report: SoakReport) -> str:
         + f"; a fault every {_cell(report.crash_every_s)} s; {report.partitions} partitions; "
         f"started {report.started_at}; {report.seconds / 60:.1f} min, drain "
         f"{_cell(report.drain_s)} s.",
+        "",
+        f"Table `{report.table or '-'}` in {report.bigquery}.",
         "",
         "## Verdict: " + ("**passed**" if verdict and verdict.ok else "**FAILED**"),
         "",

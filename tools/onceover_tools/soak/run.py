@@ -1,11 +1,11 @@
 """One soak, top to bottom: the stack, the query, faults on a clock, samples, the stop
 and the drain, the verdict, the report.
 
-The stack is this machine's: the local BigQuery (in memory, or in DuckDB files under
-``--data-dir`` for a load larger than memory), a control plane (SQLite) the query's
-events go to, and a fault proxy in front of the Storage Write API that the query talks
-through. The query is restarted at once whenever it ends before its time (a fault
-killed or failed it), on the same checkpoint, as an orchestrator's restart policy does.
+The stack: where the query writes (:mod:`onceover_tools.soak.target`: the local BigQuery
+behind the gRPC fault proxy, or real BigQuery behind the soak's CONNECT proxy) and a
+control plane (SQLite) the query's events go to. The query is restarted at once whenever
+it ends before its time (a fault killed or failed it), on the same checkpoint, as an
+orchestrator's restart policy does.
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ from onceover_jobs.examples.rate_stream import KEY, field_name
 from onceover_jobs.sink.failpoints import ENV as FAILPOINTS_ENV
 from onceover_jobs.sink.failpoints import STATE_ENV as FAILPOINTS_STATE_ENV
 
-from onceover.bigquery import BigQueryConfig, bigquery_client
+from onceover.bigquery import BigQueryConfig
 from onceover.job_env import MONITOR_TOKEN_ENV, MONITOR_URL_ENV
 from onceover.processes import job_environment
-from onceover_tools.chaos.proxy import FaultProxy
-from onceover_tools.chaos.task_kill import kill_sender
 from onceover_tools.chaos.verify import control_plane_view
-from onceover_tools.localbq import LocalBigQueryOptions, LocalBigQueryProcess
 from onceover_tools.soak.chart import draw
 from onceover_tools.soak.faults import Faults
 from onceover_tools.soak.job import SoakJob
@@ -37,6 +34,7 @@ from onceover_tools.soak.plan import SoakPlan
 from onceover_tools.soak.report import SoakReport, sample_line, write_report
 from onceover_tools.soak.sampler import Sampler, batches_committed
 from onceover_tools.soak.shapes import Shape
+from onceover_tools.soak.target import LOCAL, Target, control_plane_streams, open_target
 from onceover_tools.soak.verdict import (
     Verdict,
     judge_flatness,
@@ -46,8 +44,6 @@ from onceover_tools.soak.verdict import (
 )
 from onceover_tools.stack import BackendProcess
 
-DATASET = "onceover_soak"
-TABLE = "rate_stream"
 TICK_S = 0.5
 FIRST_COMMIT_TIMEOUT_S = 300.0
 """The query's first micro-batch must be committed within this (a JVM's start, the
@@ -68,25 +64,17 @@ def _schema(shape: Shape) -> list[bigquery.SchemaField]:
     ]
 
 
-def _fresh_table(client: bigquery.Client, shape: Shape) -> str:
-    client.create_dataset(f"{client.project}.{DATASET}", exists_ok=True)
-    table = f"{client.project}.{DATASET}.{TABLE}"
+def _fresh_table(client: bigquery.Client, table: str, shape: Shape) -> None:
+    """The soak's table, empty (the dataset made if it is missing)."""
+    client.create_dataset(table.rsplit(".", 1)[0], exists_ok=True)
     client.delete_table(table, not_found_ok=True)
     client.create_table(bigquery.Table(table, schema=_schema(shape)))
-    return table
 
 
 def _environment(
-    bigquery_config: BigQueryConfig,
-    proxy: FaultProxy,
-    work: Path,
-    control_url: str,
-    tokens: dict[str, str],
+    bigquery_config: BigQueryConfig, work: Path, control_url: str, tokens: dict[str, str]
 ) -> dict[str, str]:
-    through_proxy = BigQueryConfig(
-        bigquery_config.rest_endpoint, proxy.endpoint, bigquery_config.project
-    )
-    env = job_environment(through_proxy)
+    env = job_environment(bigquery_config)
     env.pop(FAILPOINTS_ENV, None)  # nothing armed ahead: the soak arms each on time
     env[FAILPOINTS_STATE_ENV] = str(work / "failpoints")
     env["ONCEOVER_SPOOL_DIR"] = str(work / "spool")
@@ -114,20 +102,22 @@ def run_soak(plan: SoakPlan, command: str, out: TextIO) -> SoakReport:
         file=out,
         flush=True,
     )
-    options = LocalBigQueryOptions(data_dir=plan.data_dir)
     tokens = development_tokens()  # new ones each call: the backend's and the soak's
     with (
-        LocalBigQueryProcess(options, log_path=work / "local-bigquery.log") as local,
+        open_target(
+            plan.bigquery, dataset=plan.dataset, options=dict(plan.options),
+            data_dir=plan.data_dir, work=work,
+        ) as target,
         BackendProcess(
             database_url=f"sqlite:///{(work / 'control-plane.db').resolve()}",
-            bigquery=local.config,
+            bigquery=target.direct,
             tokens=tokens,
             log_path=work / "control-plane.log",
         ) as control,
-    ):
-        assert local.config.grpc_endpoint is not None
-        with FaultProxy(local.config.grpc_endpoint, on_kill=kill_sender) as proxy:
-            _Soak(plan, report, local, (control, tokens), proxy, work, out).run()
+    ):  # fmt: skip
+        report.bigquery, report.table = target.describe, target.table
+        print(f"Writing to {target.table} in {target.describe}", file=out, flush=True)
+        _Soak(plan, report, target, (control, tokens), work, out).run()
     write_report(report, plan.report_dir)
     return report
 
@@ -142,9 +132,8 @@ class _Soak:
         self,
         plan: SoakPlan,
         report: SoakReport,
-        local: LocalBigQueryProcess,
+        target: Target,
         control_plane: tuple[BackendProcess, dict[str, str]],
-        proxy: FaultProxy,
         work: Path,
         out: TextIO,
     ) -> None:
@@ -152,25 +141,26 @@ class _Soak:
         self.plan, self.report, self.control, self.work, self.out = (
             plan, report, control, work, out,
         )  # fmt: skip
-        self.client = bigquery_client(local.config)
-        assert local.config.rest_endpoint is not None
-        self.table = _fresh_table(self.client, plan.shape)
+        self.client, self.table = target.client, target.table
+        _fresh_table(self.client, self.table, plan.shape)
         self.origin = time.monotonic()
-        env = _environment(local.config, proxy, work, control.url, tokens)
+        env = _environment(target.job_bigquery, work, control.url, tokens)
         self.job = SoakJob(
             shape=plan.shape, mode=plan.mode, table=self.table, work=work, env=env,
             partitions=plan.partitions, request_max_bytes=plan.request_max_bytes,
-            origin=self.origin,
+            sink_options=target.sink_options, origin=self.origin,
         )  # fmt: skip
         self.faults = Faults(
             kinds=plan.fault_kinds, every_s=plan.crash_every_s, mode=plan.mode_name,
-            proxy=proxy, job=self.job, state=work / "failpoints",
+            proxy=target.proxy, job=self.job, state=work / "failpoints",
         )  # fmt: skip
         self.viewer = tokens["viewer"]
+        streams = target.streams or control_plane_streams(control.url, self.viewer)
         self.sampler = Sampler(
-            job=self.job, proxy=proxy, client=self.client, rest_url=local.config.rest_endpoint,
+            job=self.job, proxy=target.proxy, client=self.client, streams=streams,
             table=self.table, control_plane=(control.url, self.viewer), spool=work / "spool",
-            bigquery_pid=local.child.pid, data_dir=plan.data_dir,
+            bigquery_pid=target.bigquery_pid,
+            data_dir=plan.data_dir if plan.bigquery == LOCAL else None,
         )  # fmt: skip
         report.runs, report.faults = self.job.runs, self.faults.done
         report.samples = self.sampler.samples

@@ -2,7 +2,7 @@
 processes (the driver, its JVM, the JVM's Python workers: memory, threads, connections
 to BigQuery), the proxy's open AppendRows calls, the ledger's files, the spool, the
 control plane's lag (its own ``onceover_ingest_lag_seconds``) and the local BigQuery's
-memory and disk."""
+memory and disk (none against real BigQuery)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from typing import Any
 import httpx
 from google.cloud import bigquery
 
-from onceover_tools.chaos.proxy import FaultProxy
-from onceover_tools.localbq.admin import write_streams
 from onceover_tools.procfs import (
     descendants,
     processes,
@@ -26,6 +24,7 @@ from onceover_tools.procfs import (
     tcp_connections,
 )
 from onceover_tools.soak.job import SoakJob
+from onceover_tools.soak.target import StreamFigures, WireFaults
 
 _LAG = re.compile(r"^onceover_ingest_lag_seconds (?P<value>\S+)$", re.MULTILINE)
 
@@ -34,7 +33,8 @@ _LAG = re.compile(r"^onceover_ingest_lag_seconds (?P<value>\S+)$", re.MULTILINE)
 class Sample:
     seconds: float
     rows_appended: int
-    """Rows the local BigQuery's streams of the table took (committed or not)."""
+    """Rows the table's streams took, committed or not (the local BigQuery's account; real
+    BigQuery's, as the sink reported them to the control plane)."""
     rows_committed: int
     """``COUNT(*)``: rows a query of the table sees."""
     batches_committed: int
@@ -49,7 +49,8 @@ class Sample:
     grpc_connections: int
     """The query's processes' established connections to the Storage Write endpoint."""
     append_calls_open: int
-    """AppendRows calls open at the proxy: the streams' connections held."""
+    """AppendRows calls open at the proxy: the streams' connections held (against real
+    BigQuery: tunnels open to the Storage Write endpoint)."""
     streams_created: int
     ledger_files: int
     ledger_bytes: int
@@ -111,16 +112,16 @@ class Sampler:
         self,
         *,
         job: SoakJob,
-        proxy: FaultProxy,
+        proxy: WireFaults,
         client: bigquery.Client,
-        rest_url: str,
+        streams: StreamFigures,
         table: str,
         control_plane: tuple[str, str] | None,
         spool: Path,
         bigquery_pid: int | None,
         data_dir: Path | None,
     ) -> None:
-        self.job, self.proxy, self.client, self.rest_url = job, proxy, client, rest_url
+        self.job, self.proxy, self.client, self.streams = job, proxy, client, streams
         self.table, self.control_plane, self.spool = table, control_plane, spool
         self.bigquery_pid, self.data_dir = bigquery_pid, data_dir
         self.samples: list[Sample] = []
@@ -130,12 +131,12 @@ class Sampler:
         driver = rss_threads(tree[0]) if tree else None
         jvm_rss, jvm_threads = _sum(jvms)
         _, workers_threads = _sum(workers)  # their memory as PSS: forked, they share pages
-        streams = write_streams(self.rest_url, self.table)
+        rows_appended, streams_created = self.streams(self.table)
         ledger_files, ledger_bytes = _files(self.job.ledger)
         bigquery_rss = rss_threads(self.bigquery_pid) if self.bigquery_pid else None
         sample = Sample(
             seconds=round(seconds, 1),
-            rows_appended=sum(int(s.get("rowCount") or 0) for s in streams),
+            rows_appended=rows_appended,
             rows_committed=self._count(),
             batches_committed=batches_committed(self.job.checkpoint),
             driver_rss_mb=round(driver[0], 1) if driver else 0.0,
@@ -147,7 +148,7 @@ class Sampler:
             workers_threads=workers_threads,
             grpc_connections=self._connections(tree),
             append_calls_open=self.proxy.open_append_calls,
-            streams_created=sum(s["streamType"] != "DEFAULT" for s in streams),
+            streams_created=streams_created,
             ledger_files=ledger_files,
             ledger_bytes=ledger_bytes,
             spool_files=_files(self.spool)[0],
