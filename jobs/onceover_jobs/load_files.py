@@ -89,6 +89,10 @@ FORMATS = ("json", "csv", "parquet")
 DEFAULT_MASTER = "local[2,4]"
 """Two cores; each task may be tried 4 times, as on a cluster (plain local[2] never retries)."""
 HEARTBEAT_S = float(os.environ.get("ONCEOVER_HEARTBEAT_S", "30"))
+RUN_END_FLUSH_S = 30.0
+"""How long the run's end (finished, failed) waits to deliver its events: a control
+plane restarting (a deploy, a crash) is back within seconds, and a job that ended
+meanwhile would otherwise leave its end in a spool that no later job may send."""
 _SECRET_ARGS = ("--monitor-token", "--monitor-url")
 _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
@@ -493,7 +497,7 @@ class RunReporter:
         self.emitter.emit(
             RunFinished(rows_committed=rows, batches_committed=batches, **self._common("finished"))
         )
-        self.emitter.flush(10.0)
+        self.emitter.flush(RUN_END_FLUSH_S)
         self._lineage("COMPLETE", rows=rows)
 
     def failed(self, error: str, *, refused: bool = False) -> None:
@@ -509,7 +513,7 @@ class RunReporter:
                 **self._common("failed"),
             )
         )
-        self.emitter.flush(10.0)
+        self.emitter.flush(RUN_END_FLUSH_S)
         self._lineage("FAIL", rows=rows, error=error)
 
 

@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -384,3 +385,51 @@ def test_a_patient_flush_spools_instead_of_waiting_for_a_slow_backend(
             30,
         )
     assert receiver.ids() == {e.id for e in events}
+
+
+def test_a_last_flush_waits_out_a_control_plane_restart_within_its_time(
+    receiver: Receiver, spool: Path
+) -> None:
+    """A job that ends while its control plane restarts (a deploy, a crash) gives its
+    last flush (no ``patience_s``) its whole time: it keeps trying, and what it and the
+    job's workers spooled during the outage is delivered once the control plane is back,
+    not left for a next job on this machine that may never come (an ephemeral cluster's
+    disk goes with it). Found by chaos schedule seed1-0065: the load job ended 1 s
+    before the control plane was back, and its run stayed `running` with nothing
+    committed."""
+    receiver.down()
+    events = make_events(40)
+    workers = make_events(20, run_id="run-1", first=1000)
+    with running_emitter(receiver.url, spool, flush_interval_s=0.05) as worker:
+        for event in workers:  # a task's events, spooled by its patient flush
+            worker.emit(event)
+        assert not worker.flush(1.0, patience_s=0.25)
+    with running_emitter(receiver.url, spool, flush_interval_s=0.05) as driver:
+        for event in events:
+            driver.emit(event)
+        back = threading.Timer(1.5, receiver.up)  # the control plane's restart
+        back.start()
+        try:
+            started = time.monotonic()
+            assert driver.flush(10.0)
+            took = time.monotonic() - started
+        finally:
+            back.join()
+    assert receiver.ids() == {e.id for e in [*events, *workers]}
+    assert 1.5 <= took < 10.0
+    assert spool_is_empty(spool)
+
+
+def test_a_last_flush_that_runs_out_of_time_leaves_everything_in_the_spool(
+    receiver: Receiver, spool: Path
+) -> None:
+    receiver.down()
+    events = make_events(30)
+    with running_emitter(receiver.url, spool, flush_interval_s=0.05) as driver:
+        for event in events:
+            driver.emit(event)
+        started = time.monotonic()
+        assert not driver.flush(1.0)
+        took = time.monotonic() - started
+    assert 0.7 <= took < 1.0 + 0.5  # tried for its time, then kept what it had
+    assert set(spool_ids(spool)) == {e.id for e in events}

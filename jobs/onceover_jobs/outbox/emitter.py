@@ -40,6 +40,8 @@ _SPOOL_RESERVE_S = 0.1
 WRITE_PATH_PATIENCE_S = 0.25
 """How long a flush on the write path waits for the receiver's answer (``patience_s``):
 well above what a healthy control plane takes to store a batch, well below a write."""
+LAST_FLUSH_RETRY_S = 0.25
+"""How often a flush with no patience tries an unreachable receiver again."""
 
 
 class EventEmitter:
@@ -181,25 +183,33 @@ class EventEmitter:
         (counted in :attr:`rejected` and :attr:`parked`, and logged; a flush cannot
         tell whose they were).
 
-        With ``patience_s``, it waits only while the receiver answers promptly: not at
-        all when its last answer took longer than ``patience_s``, and no longer than
-        that for the POST under way. The events are then spooled (one write, fsynced)
+        Without ``patience_s`` (a process's last flush: a job's end, its exit) an
+        unreachable receiver is tried again every :data:`LAST_FLUSH_RETRY_S` until
+        ``timeout_s``. With ``patience_s``, it waits only while the receiver answers
+        promptly: not at all when its last answer took longer than ``patience_s``, and
+        no longer than that for the POST under way. The events are then spooled (one write, fsynced)
         and sent from there in the background: a slow control plane must not slow the
         write that flushes (the sink passes :data:`WRITE_PATH_PATIENCE_S`).
         """
         timeout_s = max(0.0, timeout_s)
         deadline = time.monotonic() + timeout_s - min(0.2 * timeout_s, _SPOOL_RESERVE_S)
-        end = self._buffer.flush(
-            deadline,
-            patience_left=(
-                None
-                if patience_s is None
-                else lambda now: self._health.patience_left(patience_s, now)
-            ),
-            sender_alive=self._sender.is_alive,
+        patience_left = (
+            None if patience_s is None else lambda now: self._health.patience_left(patience_s, now)
         )
-        if end.answered:
-            return end.ok
+        while True:
+            end = self._buffer.flush(
+                deadline, patience_left=patience_left, sender_alive=self._sender.is_alive
+            )
+            if not end.answered:
+                break
+            # An unreachable receiver answers at once (the events spooled). A flush off
+            # the write path is a process's last (a job's end, exit): it keeps trying
+            # for its time, as a control plane restarting is back within seconds and no
+            # later process may come to send the spool.
+            wait = min(LAST_FLUSH_RETRY_S, deadline - time.monotonic())
+            if end.ok or patience_s is not None or wait <= 0:
+                return end.ok
+            time.sleep(wait)
         self._sender.keep(end.leftover, seal=True)
         self._spool.seal()
         return False
