@@ -25,40 +25,12 @@ from tests.helpers.waiting import wait_until
 APPEND = b"a" * (APPEND_MIN_BYTES * 2)
 
 
-class EchoServer:
-    """Answers every read with the same bytes: the far end of a tunnel."""
+class _Server:
+    """A listening socket on a free port, each connection served on a thread of its own."""
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.endpoint = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.received = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = self.listener.accept()
-                threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
-
-    def _echo(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            while data := conn.recv(65_536):
-                self.received += len(data)
-                conn.sendall(data)
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-class RecordingProxy:
-    """A user's corporate proxy: records each CONNECT head, answers ``status``, then
-    relays to the echo server whatever the target."""
-
-    def __init__(self, echo: EchoServer, status: str = "200 Connection established") -> None:
-        self.echo, self.status = echo, status
-        self.heads: list[str] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -66,6 +38,37 @@ class RecordingProxy:
             while True:
                 conn, _ = self.listener.accept()
                 threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+class EchoServer(_Server):
+    """Answers every read with the same bytes: the far end of a tunnel."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        super().__init__()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            while data := conn.recv(65_536):
+                self.received += len(data)
+                conn.sendall(data)
+
+
+class RecordingProxy(_Server):
+    """A user's corporate proxy: records each CONNECT head, answers ``status``, then
+    relays to the echo server whatever the target."""
+
+    def __init__(self, echo: EchoServer, status: str = "200 Connection established") -> None:
+        self.echo, self.status = echo, status
+        self.heads: list[str] = []
+        super().__init__()
+        self.address = f"http://{self.endpoint}"
 
     def _serve(self, conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
@@ -83,9 +86,6 @@ class RecordingProxy:
                 while data := conn.recv(65_536):
                     far.sendall(data)
                     conn.sendall(_read_exactly(far, len(data)))
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
